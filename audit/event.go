@@ -1,0 +1,194 @@
+// Package audit owns Airlock's event schema, the emitter interface every
+// producer writes to, the JSONL stream and (later) the embedded store.
+package audit
+
+import (
+	"time"
+)
+
+// SchemaVersion is the version of the event schema (docs/events.md).
+const SchemaVersion = 1
+
+// Kind is an event kind.
+type Kind string
+
+const (
+	KindDNS       Kind = "dns"       // one DNS query
+	KindFlow      Kind = "flow"      // a connection: a decision record and a close record joined by ID
+	KindHTTP      Kind = "http"      // one request inside an inspected tunnel or a plain-HTTP connection
+	KindDrop      Kind = "drop"      // a packet the kernel path dropped
+	KindExec      Kind = "exec"      // a command in a sandbox: requested, started, finished
+	KindLifecycle Kind = "lifecycle" // sandbox created, started, destroyed, adopted, reconciled
+	KindPolicy    Kind = "policy"    // a policy loaded, reloaded or rejected
+	KindApproval  Kind = "approval"  // a held request and the human decision on it
+	KindGap       Kind = "gap"       // events the pipeline had to drop, counted
+)
+
+// Event is one audit record. Common fields are flat; the kind-specific
+// payload is in exactly one of the pointer fields named after the kind.
+type Event struct {
+	Schema    int       `json:"schema"`
+	Time      time.Time `json:"time"`
+	Kind      Kind      `json:"kind"`
+	Sandbox   string    `json:"sandbox,omitempty"`
+	ID        string    `json:"id,omitempty"` // joins the records of one flow, request or exec
+	Verdict   string    `json:"verdict,omitempty"`
+	Rule      string    `json:"rule,omitempty"`
+	Category  string    `json:"category,omitempty"`
+	WouldDeny bool      `json:"would_deny"`
+	Reason    string    `json:"reason,omitempty"`
+
+	DNS       *DNS       `json:"dns,omitempty"`
+	Flow      *Flow      `json:"flow,omitempty"`
+	HTTP      *HTTP      `json:"http,omitempty"`
+	Drop      *Drop      `json:"drop,omitempty"`
+	Exec      *Exec      `json:"exec,omitempty"`
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	Policy    *Policy    `json:"policy,omitempty"`
+	Approval  *Approval  `json:"approval,omitempty"`
+	Gap       *Gap       `json:"gap,omitempty"`
+
+	// Seq and PrevHash are set by the stream: the record's position and the
+	// hash of the previous record (tamper evidence).
+	Seq      uint64 `json:"seq,omitempty"`
+	PrevHash string `json:"prev_hash,omitempty"`
+}
+
+// DNS is the payload of a dns event.
+type DNS struct {
+	QName     string   `json:"qname"`
+	QType     string   `json:"qtype"`
+	RCode     string   `json:"rcode"`
+	Answers   []string `json:"answers,omitempty"`
+	Stripped  []string `json:"stripped,omitempty"` // addresses removed by the rebinding guard
+	Upstream  string   `json:"upstream,omitempty"`
+	LatencyUS int64    `json:"latency_us"`
+	CacheHit  bool     `json:"cache_hit"`
+	Guard     string   `json:"guard,omitempty"` // the exfiltration guard that tripped
+	Client    string   `json:"client,omitempty"`
+	Server    string   `json:"server,omitempty"` // the address the query was sent to
+}
+
+// Flow is the payload of a flow event. Stage "decision" is written when the
+// policy decides, "close" when the connection ends.
+type Flow struct {
+	Stage       string `json:"stage"` // decision | close
+	Source      string `json:"source"`
+	OrigDst     string `json:"orig_dst,omitempty"`
+	Dialed      string `json:"dialed,omitempty"`
+	SNI         string `json:"sni,omitempty"`
+	Host        string `json:"host,omitempty"`
+	ALPN        string `json:"alpn,omitempty"`
+	Mode        string `json:"mode,omitempty"`     // explicit | transparent
+	Handling    string `json:"handling,omitempty"` // inspect | splice | none
+	Mismatch    bool   `json:"mismatch,omitempty"` // original address not among the name's addresses
+	BytesUp     int64  `json:"bytes_up,omitempty"`
+	BytesDown   int64  `json:"bytes_down,omitempty"`
+	DurationMS  int64  `json:"duration_ms,omitempty"`
+	CloseReason string `json:"close_reason,omitempty"`
+}
+
+// HTTP is the payload of an http event.
+type HTTP struct {
+	Method     string   `json:"method"`
+	Scheme     string   `json:"scheme"`
+	Host       string   `json:"host"`
+	Path       string   `json:"path"`
+	Query      string   `json:"query,omitempty"` // only when the category logs it
+	Status     int      `json:"status,omitempty"`
+	BytesUp    int64    `json:"bytes_up,omitempty"`
+	BytesDown  int64    `json:"bytes_down,omitempty"`
+	DurationMS int64    `json:"duration_ms,omitempty"`
+	FlowID     string   `json:"flow_id,omitempty"`
+	Injected   []string `json:"injected,omitempty"` // secret names, never values
+	Secret     string   `json:"secret,omitempty"`   // a sentinel seen going to the wrong host
+	Package    *Package `json:"package,omitempty"`
+	Upgrade    string   `json:"upgrade,omitempty"` // e.g. websocket
+}
+
+// Package is a package download the proxy recognized.
+type Package struct {
+	Ecosystem string `json:"ecosystem"`
+	Name      string `json:"name"`
+	Version   string `json:"version,omitempty"`
+}
+
+// Drop is the payload of a drop event (from the kernel path).
+type Drop struct {
+	Protocol string `json:"protocol"`
+	Source   string `json:"source"`
+	Dest     string `json:"dest"`
+	Port     uint16 `json:"port,omitempty"`
+	Count    uint64 `json:"count"` // packets this record stands for (aggregated)
+}
+
+// Exec is the payload of an exec event.
+type Exec struct {
+	Stage      string   `json:"stage"` // requested | started | finished
+	Argv       []string `json:"argv"`
+	Cwd        string   `json:"cwd,omitempty"`
+	ExitCode   *int     `json:"exit_code,omitempty"`
+	DurationMS int64    `json:"duration_ms,omitempty"`
+	TimedOut   bool     `json:"timed_out,omitempty"`
+	Killed     bool     `json:"killed,omitempty"`
+}
+
+// Lifecycle is the payload of a lifecycle event.
+type Lifecycle struct {
+	Stage      string `json:"stage"` // created | started | destroyed | adopted | reconciled | failed
+	Image      string `json:"image,omitempty"`
+	Policy     string `json:"policy,omitempty"`
+	PolicyHash string `json:"policy_hash,omitempty"`
+	Address    string `json:"address,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	// At a sandbox's end: its record range and the chain hash at that point.
+	FirstSeq  uint64 `json:"first_seq,omitempty"`
+	LastSeq   uint64 `json:"last_seq,omitempty"`
+	FinalHash string `json:"final_hash,omitempty"`
+}
+
+// Policy is the payload of a policy event.
+type Policy struct {
+	Action  string   `json:"action"` // loaded | reloaded | rejected
+	Name    string   `json:"name"`
+	OldHash string   `json:"old_hash,omitempty"`
+	NewHash string   `json:"new_hash,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
+}
+
+// Approval is the payload of an approval event.
+type Approval struct {
+	Stage       string `json:"stage"` // held | approved | denied | expired
+	Destination string `json:"destination"`
+	Command     string `json:"command,omitempty"` // the command running at the time
+	DecidedBy   string `json:"decided_by,omitempty"`
+	For         string `json:"for,omitempty"` // "once" or a duration
+}
+
+// Gap is the payload of a gap event: events the pipeline lost.
+type Gap struct {
+	Dropped uint64    `json:"dropped"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+}
+
+// Emitter is what producers write events to. Emit must not block for long
+// and must not retain e after it returns.
+type Emitter interface {
+	Emit(e Event)
+}
+
+// EmitterFunc adapts a function to Emitter.
+type EmitterFunc func(Event)
+
+// Emit calls f(e).
+func (f EmitterFunc) Emit(e Event) { f(e) }
+
+// Discard is an Emitter that drops everything (for benchmarks only).
+var Discard Emitter = EmitterFunc(func(Event) {})
+
+// New returns an event of kind k with the schema version and time set.
+func New(k Kind, sandbox string) Event {
+	return Event{Schema: SchemaVersion, Time: time.Now().UTC(), Kind: k, Sandbox: sandbox}
+}
