@@ -1,0 +1,259 @@
+// Package serve is the wiring of the Airlock appliance: the appliance
+// config, the registry of sandboxes (address → sandbox, policy, secrets)
+// that the proxy and dnsd identify clients through, the secret store,
+// approvals for held requests, metrics, the control API, reconcile on
+// start and graceful shutdown.
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the appliance configuration (docs/config.md). Load fills in
+// defaults and validates it; a Config from Load is ready to use.
+type Config struct {
+	Version int `toml:"version"`
+	// StateDir holds the CA, the audit store, the sandbox records and the
+	// runtime state. Created 0700 on start.
+	StateDir string `toml:"state_dir"`
+	// PolicyDir holds the policy files, one per name (NAME.toml).
+	PolicyDir string `toml:"policy_dir"`
+	// DefaultPolicy is the policy a sandbox gets when it names none.
+	DefaultPolicy string `toml:"default_policy"`
+
+	Network  Network  `toml:"network"`
+	Listen   Listen   `toml:"listen"`
+	Control  Control  `toml:"control"`
+	Upstream Upstream `toml:"upstream"`
+	Secrets  Secrets  `toml:"secrets"`
+	Audit    Audit    `toml:"audit"`
+	Podman   Podman   `toml:"podman"`
+	Metrics  Metrics  `toml:"metrics"`
+	Sandbox  Sandbox  `toml:"sandbox"`
+	Approval Approval `toml:"approvals"`
+
+	// File is the path the config was loaded from ("" when built in code).
+	File string `toml:"-"`
+}
+
+// Network is the sandbox network: each sandbox gets one /32 from Pool and
+// a route via Gateway, the host end of its veth.
+type Network struct {
+	Pool    netip.Prefix `toml:"pool"`
+	Gateway netip.Addr   `toml:"gateway"`
+}
+
+// Listen holds the ports the appliance serves sandboxes on. All of them
+// listen on the gateway address; the bpf path steers sandbox traffic to
+// them whatever address the sandbox dialed.
+type Listen struct {
+	ProxyTransparent uint16 `toml:"proxy_transparent_port"`
+	ProxyExplicit    uint16 `toml:"proxy_explicit_port"`
+	DNS              uint16 `toml:"dns_port"`
+}
+
+// Control is the control API: a unix socket (root-owned, group Group,
+// mode 0660) and optionally TCP with a bearer token read from TokenFile.
+type Control struct {
+	Socket    string         `toml:"socket"`
+	Group     string         `toml:"group"`
+	TCP       netip.AddrPort `toml:"tcp"`
+	TokenFile string         `toml:"token_file"`
+}
+
+// Upstream is how the appliance reaches the world.
+type Upstream struct {
+	// Resolvers are the DNS servers dnsd forwards to (addr:port).
+	Resolvers []Resolver `toml:"resolvers"`
+	// Allow lists non-public ranges the proxy and dnsd may still reach
+	// upstream (a lab's world in 198.18.0.0/15, say). The address
+	// classifier is never weakened; these ranges are named explicitly.
+	Allow []netip.Prefix `toml:"allow"`
+	// CAFiles are extra PEM roots trusted for upstream TLS, on top of the
+	// system roots.
+	CAFiles []string `toml:"ca_files"`
+}
+
+// Secrets is the appliance's secret store: a file of name=value lines,
+// mode 0600 or stricter, owned by root.
+type Secrets struct {
+	File string `toml:"file"`
+}
+
+// Audit configures where events go.
+type Audit struct {
+	// Store is the embedded store's database file ("" = STATE_DIR/audit.db).
+	Store string `toml:"store"`
+	// JSONL is a file the JSONL stream is written to, "stdout", or "" for none.
+	JSONL string `toml:"jsonl"`
+	// Retention is how long the store keeps events (0 = forever).
+	Retention Duration `toml:"retention"`
+}
+
+// Podman says how the appliance reaches the sandbox user's Podman service.
+type Podman struct {
+	User   string `toml:"user"`
+	Socket string `toml:"socket"` // "" = /run/user/UID/podman/podman.sock
+}
+
+// Metrics is the Prometheus endpoint; it must be a loopback address.
+type Metrics struct {
+	Listen netip.AddrPort `toml:"listen"`
+}
+
+// Sandbox holds defaults for sandboxes that do not set their own.
+type Sandbox struct {
+	Image       string   `toml:"image"`
+	ExecTimeout Duration `toml:"exec_timeout"`
+	Lifetime    Duration `toml:"lifetime"`
+	Max         int      `toml:"max"`
+}
+
+// Approval configures held ("ask") requests.
+type Approval struct {
+	// Timeout is how long a request is held before it is denied.
+	Timeout Duration `toml:"timeout"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("90s").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration; negative durations are errors.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (use e.g. \"30s\", \"5m\", \"1h\"): %q", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration must not be negative: %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back as a string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Resolver is a DNS server address, "addr" or "addr:port" (port 53 when
+// none is given).
+type Resolver struct{ netip.AddrPort }
+
+// UnmarshalText parses "198.18.0.53" or "198.18.0.53:5353".
+func (r *Resolver) UnmarshalText(b []byte) error {
+	if a, err := netip.ParseAddr(string(b)); err == nil {
+		r.AddrPort = netip.AddrPortFrom(a, 53)
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(string(b))
+	if err != nil {
+		return fmt.Errorf("not an address or address:port: %q", b)
+	}
+	r.AddrPort = ap
+	return nil
+}
+
+// MarshalText writes addr:port.
+func (r Resolver) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Default values, also documented in docs/config.md.
+const (
+	DefaultStateDir      = "/var/lib/airlock"
+	DefaultPolicyDir     = "/etc/airlock/policies"
+	DefaultSocket        = "/run/airlock/airlock.sock"
+	DefaultGroup         = "airlock"
+	DefaultPodmanUser    = "airlock-sandbox"
+	DefaultProxyPort     = 15001
+	DefaultExplicitPort  = 3128
+	DefaultDNSPort       = 53
+	DefaultImage         = "localhost/airlock-busybox:latest"
+	DefaultExecTimeout   = 10 * time.Minute
+	DefaultLifetime      = 4 * time.Hour
+	DefaultMaxSandboxes  = 64
+	DefaultApprovalLimit = 2 * time.Minute
+)
+
+// ErrNoConfig is returned by Load when the file does not exist; it is
+// distinct from a config that exists and is invalid.
+var ErrNoConfig = errors.New("no config file")
+
+// Load reads, decodes and validates the appliance config at path. Every
+// problem is reported at once, each with file:line:col (see Errors).
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoConfig, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes and validates a config held in memory; name is used in
+// error positions.
+func Parse(name string, src []byte) (*Config, error) {
+	var c Config
+	md, err := toml.NewDecoder(strings.NewReader(string(src))).Decode(&c)
+	if err != nil {
+		return nil, Errors{decodeError(name, src, err)}
+	}
+	loc := locator{file: name, src: src}
+	var errs Errors
+	for _, k := range md.Undecoded() {
+		errs = append(errs, loc.errorf(k, "unknown key %q", k.String()))
+	}
+	c.File = name
+	c.applyDefaults()
+	errs = append(errs, c.validate(loc)...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	setStr(&c.StateDir, DefaultStateDir)
+	setStr(&c.PolicyDir, DefaultPolicyDir)
+	setStr(&c.Control.Socket, DefaultSocket)
+	setStr(&c.Control.Group, DefaultGroup)
+	setStr(&c.Podman.User, DefaultPodmanUser)
+	setStr(&c.Sandbox.Image, DefaultImage)
+	setPort(&c.Listen.ProxyTransparent, DefaultProxyPort)
+	setPort(&c.Listen.ProxyExplicit, DefaultExplicitPort)
+	setPort(&c.Listen.DNS, DefaultDNSPort)
+	setDur(&c.Sandbox.ExecTimeout, DefaultExecTimeout)
+	setDur(&c.Sandbox.Lifetime, DefaultLifetime)
+	setDur(&c.Approval.Timeout, DefaultApprovalLimit)
+	if c.Sandbox.Max == 0 {
+		c.Sandbox.Max = DefaultMaxSandboxes
+	}
+	if c.Audit.Store == "" && filepath.IsAbs(c.StateDir) {
+		c.Audit.Store = filepath.Join(c.StateDir, "audit.db")
+	}
+}
+
+func setStr(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setPort(p *uint16, v uint16) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDur(p *Duration, v time.Duration) {
+	if p.Duration == 0 {
+		p.Duration = v
+	}
+}

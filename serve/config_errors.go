@@ -1,0 +1,134 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ConfigError is one problem in a config file, at file:line:col.
+type ConfigError struct {
+	File string
+	Line int // 0 when the key is not in the file (a missing required key)
+	Col  int
+	Key  string
+	Msg  string
+}
+
+func (e ConfigError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Errors is every problem found in one config file.
+type Errors []ConfigError
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// decodeError turns a TOML decode error into a positioned ConfigError.
+func decodeError(name string, src []byte, err error) ConfigError {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		if pe.LastKey != "" {
+			msg = pe.LastKey + ": " + msg
+		}
+		line, col := pe.Position.Line, pe.Position.Col
+		if line == 0 && pe.LastKey != "" {
+			line, col = locator{file: name, src: src}.find(splitKey(pe.LastKey))
+		}
+		return ConfigError{File: name, Line: line, Col: col, Key: pe.LastKey, Msg: msg}
+	}
+	// Type mismatches come back as plain errors: "toml: line N (last key "k"): msg".
+	if m := typeErr.FindStringSubmatch(err.Error()); m != nil {
+		line, col := locator{file: name, src: src}.find(splitKey(m[2]))
+		if line == 0 {
+			line, _ = strconv.Atoi(m[1])
+		}
+		return ConfigError{File: name, Line: line, Col: col, Key: m[2], Msg: m[2] + ": " + m[3]}
+	}
+	return ConfigError{File: name, Msg: err.Error()}
+}
+
+var typeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+// locator finds where a key is written in a TOML source, so errors found
+// after decoding (unknown keys, cross-field checks) carry a position.
+type locator struct {
+	file string
+	src  []byte
+}
+
+func (l locator) errorf(key toml.Key, format string, args ...any) ConfigError {
+	line, col := l.find(key)
+	return ConfigError{File: l.file, Line: line, Col: col, Key: key.String(), Msg: fmt.Sprintf(format, args...)}
+}
+
+// find returns the line and column of key's assignment or table header,
+// or 0, 0 if it is not written in the file. It understands [table]
+// headers, [[array]] headers and dotted keys; that is enough for a config.
+func (l locator) find(key toml.Key) (int, int) {
+	want := key.String()
+	table := ""
+	sc := bufio.NewScanner(bytes.NewReader(l.src))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		col := len(raw) - len(strings.TrimLeft(raw, " \t")) + 1
+		switch {
+		case line == "" || line[0] == '#':
+			continue
+		case line[0] == '[':
+			table = headerName(line)
+			if table == want {
+				return n, col
+			}
+			continue
+		}
+		eq := strings.IndexByte(line, '=')
+		if eq < 0 {
+			continue
+		}
+		k := normKey(line[:eq])
+		if table != "" {
+			k = table + "." + k
+		}
+		if k == want || strings.HasPrefix(want, k+".") {
+			return n, col
+		}
+	}
+	return 0, 0
+}
+
+func headerName(line string) string {
+	line = strings.TrimPrefix(strings.TrimPrefix(line, "["), "[")
+	if i := strings.IndexByte(line, ']'); i >= 0 {
+		line = line[:i]
+	}
+	return normKey(line)
+}
+
+func normKey(s string) string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return strings.Join(parts, ".")
+}
+
+func splitKey(s string) toml.Key { return toml.Key(strings.Split(s, ".")) }

@@ -1,0 +1,175 @@
+package serve
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+)
+
+var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// validate checks the config after defaults are applied; each problem is
+// one positioned error naming its key.
+func (c *Config) validate(loc locator) Errors {
+	var errs Errors
+	add := func(key, format string, args ...any) {
+		errs = append(errs, loc.errorf(splitKey(key), format, args...))
+	}
+	if c.Version != 1 {
+		if c.Version == 0 {
+			add("version", "version is required: set version = 1")
+		} else {
+			add("version", "unsupported version %d: this airlock reads version = 1", c.Version)
+		}
+	}
+	checkAbs(add, "state_dir", c.StateDir)
+	checkAbs(add, "policy_dir", c.PolicyDir)
+	if c.DefaultPolicy != "" && !policyName.MatchString(c.DefaultPolicy) {
+		add("default_policy", "invalid policy name %q (letters, digits, '.', '_', '-')", c.DefaultPolicy)
+	}
+	c.Network.validate(add)
+	c.Listen.validate(add)
+	c.Control.validate(add)
+	c.Upstream.validate(add)
+	if c.Secrets.File != "" {
+		checkAbs(add, "secrets.file", c.Secrets.File)
+	}
+	if c.Audit.Store != "" {
+		checkAbs(add, "audit.store", c.Audit.Store)
+	}
+	if c.Audit.JSONL != "" && c.Audit.JSONL != "stdout" {
+		checkAbs(add, "audit.jsonl", c.Audit.JSONL)
+	}
+	if c.Podman.Socket != "" {
+		checkAbs(add, "podman.socket", c.Podman.Socket)
+	}
+	if m := c.Metrics.Listen; m.IsValid() && !m.Addr().IsLoopback() {
+		add("metrics.listen", "metrics must listen on a loopback address, not %s", m.Addr())
+	}
+	if n := c.Network.capacity(); c.Sandbox.Max < 0 || n > 0 && c.Sandbox.Max > n {
+		add("sandbox.max", "sandbox.max %d does not fit the pool %s (%d addresses)",
+			c.Sandbox.Max, c.Network.Pool, c.Network.capacity())
+	}
+	return errs
+}
+
+type addFunc func(key, format string, args ...any)
+
+func checkAbs(add addFunc, key, path string) {
+	if !filepath.IsAbs(path) {
+		add(key, "%s must be an absolute path, not %q", key, path)
+	}
+}
+
+func (n *Network) validate(add addFunc) {
+	p, gw := n.Pool, n.Gateway
+	switch {
+	case !p.IsValid():
+		add("network.pool", "network.pool is required (e.g. \"198.18.64.0/24\")")
+	case !p.Addr().Is4():
+		add("network.pool", "network.pool must be IPv4 (sandboxes have no IPv6)")
+	case p != p.Masked():
+		add("network.pool", "network.pool %s has host bits set; did you mean %s?", p, p.Masked())
+	case p.Bits() < 16 || p.Bits() > 29:
+		add("network.pool", "network.pool must be between /16 and /29, not /%d", p.Bits())
+	}
+	switch {
+	case !gw.IsValid():
+		add("network.gateway", "network.gateway is required (e.g. \"198.18.64.1\")")
+	case !gw.Is4() || gw.IsUnspecified() || gw.IsLoopback() || gw.IsMulticast():
+		add("network.gateway", "network.gateway %s must be a unicast IPv4 address", gw)
+	case p.IsValid() && p.Addr().Is4() && (gw == p.Masked().Addr() || gw == lastAddr(p)):
+		add("network.gateway", "network.gateway %s is the pool's network or broadcast address", gw)
+	}
+}
+
+// capacity is how many sandbox addresses the pool holds (network,
+// broadcast and gateway excluded).
+func (n *Network) capacity() int {
+	if !n.Pool.IsValid() || !n.Pool.Addr().Is4() || n.Pool.Bits() < 16 {
+		return 0
+	}
+	size := 1<<(32-n.Pool.Bits()) - 2
+	if n.Pool.Contains(n.Gateway) {
+		size--
+	}
+	return size
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func (l *Listen) validate(add addFunc) {
+	seen := map[uint16]string{}
+	for _, p := range []struct {
+		key  string
+		port uint16
+	}{
+		{"listen.proxy_transparent_port", l.ProxyTransparent},
+		{"listen.proxy_explicit_port", l.ProxyExplicit},
+		{"listen.dns_port", l.DNS},
+	} {
+		if other, dup := seen[p.port]; dup {
+			add(p.key, "port %d is already used by %s", p.port, other)
+		}
+		seen[p.port] = p.key
+	}
+}
+
+func (c *Control) validate(add addFunc) {
+	checkAbs(add, "control.socket", c.Socket)
+	if c.TCP.IsValid() && c.TokenFile == "" {
+		add("control.tcp", "control.tcp needs control.token_file (a bearer token file, mode 0600)")
+	}
+	if c.TokenFile != "" {
+		checkAbs(add, "control.token_file", c.TokenFile)
+	}
+	if c.TCP.IsValid() && c.TCP.Port() == 0 {
+		add("control.tcp", "control.tcp needs a port")
+	}
+}
+
+func (u *Upstream) validate(add addFunc) {
+	if len(u.Resolvers) == 0 {
+		add("upstream.resolvers", "upstream.resolvers is required: at least one DNS server (\"addr:port\")")
+	}
+	for i, r := range u.Resolvers {
+		if !r.Addr().IsValid() || r.Addr().IsUnspecified() {
+			add("upstream.resolvers", "upstream.resolvers[%d]: %s is not a usable address", i, r)
+		}
+	}
+	for i, p := range u.Allow {
+		if p != p.Masked() {
+			add("upstream.allow", "upstream.allow[%d]: %s has host bits set; did you mean %s?", i, p, p.Masked())
+		}
+		if p.Bits() == 0 {
+			add("upstream.allow", "upstream.allow[%d]: %s allows every address; name the lab's range", i, p)
+		}
+	}
+	for i, f := range u.CAFiles {
+		if !filepath.IsAbs(f) {
+			add("upstream.ca_files", "upstream.ca_files[%d]: must be an absolute path, not %q", i, f)
+		}
+	}
+}
+
+// AllowsUpstream reports whether addr is in an explicitly allowed
+// upstream range.
+func (u *Upstream) AllowsUpstream(addr netip.Addr) bool {
+	for _, p := range u.Allow {
+		if p.Contains(addr.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// String is a one-line summary for logs.
+func (c *Config) String() string {
+	return fmt.Sprintf("config %s: pool %s gateway %s socket %s", c.File, c.Network.Pool, c.Network.Gateway, c.Control.Socket)
+}
