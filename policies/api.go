@@ -182,6 +182,16 @@ type Category struct {
 	LogQuery     bool     // request events keep the query string
 	DNSTypes     []uint16 // extra DNS query types allowed for its names (e.g. TXT)
 	Pos          Position
+
+	// Hosts are the category's normalized host patterns ("*.example.test").
+	Hosts []string
+	// Ports are the TCP ports the category allows (default 443, plus 80
+	// when HTTP is set).
+	Ports []PortRange
+	// Methods are the HTTP methods the category allows; "*" means any.
+	Methods []string
+
+	r catRules // compiled rules, see category.go
 }
 
 // Inject describes a credential the proxy sets on matching requests.

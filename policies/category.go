@@ -1,0 +1,540 @@
+package policies
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// catRules is the compiled per-request part of a category.
+type catRules struct {
+	path        string // "categories.git"
+	actionRule  Rule
+	hosts       []*hostRule
+	cidrs       []*cidrRule
+	cidrsRule   Rule
+	ports       []PortRange
+	portsRule   Rule
+	portsReason string
+	httpRule    Rule
+	methods     methodSet
+	methodsRule Rule
+	methodsWhy  string
+	routes      []route
+	routesRule  Rule
+	push        bool
+	pushRule    Rule
+	repos       []repoPattern
+	reposRule   Rule
+	publish     bool
+	publishRule Rule
+	pkgAllow    []pkgPattern
+	pkgDeny     []pkgPattern
+	pkgAllowEco map[string]Rule // ecosystems with an allow list
+	paths       map[string]Rule // webhooks: exact paths
+	pathsRule   Rule
+	dnsTypes    Rule
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct{ Lo, Hi uint16 }
+
+func (r PortRange) String() string {
+	if r.Lo == r.Hi {
+		return strconv.Itoa(int(r.Lo))
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+type route struct {
+	methods methodSet
+	path    pathPattern
+	rule    Rule
+	reason  string
+}
+
+var kindByName = map[string]Kind{
+	"registries": KindRegistries, "git": KindGit, "internal_api": KindInternalAPI,
+	"webhooks": KindWebhooks, "public_web": KindPublicWeb,
+}
+
+var kindList = []string{"registries", "git", "internal_api", "webhooks", "public_web"}
+
+var commonKeys = []string{"kind", "mode", "action", "description", "hosts", "cidrs", "ports", "http",
+	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "log_query", "dns_types"}
+
+var kindKeys = map[Kind][]string{
+	KindGit:        {"push", "repos"},
+	KindRegistries: {"packages", "publish"},
+	KindWebhooks:   {"paths", "max_body", "rate"},
+}
+
+func (l *loader) category(p *Policy, name, path string, m map[string]any) *Category {
+	c := &Category{Name: name, Pos: l.pos(path)}
+	c.r.path = path
+	c.Kind = l.kind(name, path, m)
+	keys := append(append([]string{}, commonKeys...), kindKeys[c.Kind]...)
+	for _, k := range []Kind{KindGit, KindRegistries, KindWebhooks} {
+		if k == c.Kind {
+			continue
+		}
+		for _, key := range kindKeys[k] {
+			if _, ok := m[key]; ok && !contains(keys, key) {
+				l.errf(joinPath(path, key), "%s only applies to %s categories (this one is %s)", key, k, kindLabel(c.Kind))
+				delete(m, key) // reported; not "unknown" too
+			}
+		}
+	}
+	l.known(m, path, keys...)
+	c.Mode = l.mode(m, path, p.mode)
+	c.Action = l.action(m, path)
+	c.r.actionRule = l.rule(joinPath(path, "action"))
+	c.Inspect = l.boolean(m, "inspect", path, true)
+	c.HTTP = l.boolean(m, "http", path, false)
+	c.r.httpRule = l.rule(joinPath(path, "http"))
+	c.LogQuery = l.boolean(m, "log_query", path, false)
+	c.SentinelBody = l.boolean(m, "sentinel_body", path, false)
+	l.catHosts(c, m)
+	c.r.cidrs = l.cidrs(m, path)
+	c.r.cidrsRule = l.rule(joinPath(path, "cidrs"))
+	for _, cr := range c.r.cidrs {
+		cr.cat = c
+		cr.reason = "address is in " + cr.prefix.String() + " (" + path + ".cidrs)"
+		c.CIDRs = append(c.CIDRs, cr.prefix)
+	}
+	if len(c.r.hosts) == 0 && len(c.r.cidrs) == 0 {
+		l.errf(path, "a category needs hosts or cidrs")
+	}
+	l.ports(c, m)
+	l.methods(c, m)
+	l.routes(c, m)
+	l.inject(c, m)
+	if s, _, ok := l.strList(m, "sentinels", path); ok {
+		for i, n := range s {
+			if !validSecretName(n) {
+				l.errf(elemPath(joinPath(path, "sentinels"), i), "%q is not a secret name (letters, digits, '_', '-', '.')", n)
+			}
+		}
+		c.Sentinels = s
+	}
+	if _, ok := m["dns_types"]; ok {
+		c.DNSTypes = l.qtypes(m, "dns_types", path)
+	}
+	switch c.Kind {
+	case KindGit:
+		l.gitKeys(c, m)
+	case KindRegistries:
+		l.registryKeys(c, m)
+	case KindWebhooks:
+		l.webhookKeys(c, m)
+	case KindInternalAPI:
+		if len(c.r.routes) == 0 {
+			l.errf(joinPath(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
+		}
+	}
+	l.checkInspect(c, m)
+	return c
+}
+
+func kindLabel(k Kind) string {
+	if k == KindNone {
+		return "of no known kind"
+	}
+	return k.String()
+}
+
+func (l *loader) kind(name, path string, m map[string]any) Kind {
+	if s, ok := l.str(m, "kind", path); ok {
+		if k, ok := kindByName[s]; ok {
+			return k
+		}
+		l.errf(joinPath(path, "kind"), "unknown kind %q (want one of %s)", s, quoteList(kindList))
+		return KindNone
+	}
+	if _, present := m["kind"]; present {
+		return KindNone
+	}
+	if k, ok := kindByName[name]; ok {
+		return k
+	}
+	l.errf(path, "kind: required for a category not named after a kind (one of %s)", quoteList(kindList))
+	return KindNone
+}
+
+func (l *loader) action(m map[string]any, path string) Action {
+	s, ok := l.str(m, "action", path)
+	if !ok {
+		return ActionAllow
+	}
+	switch s {
+	case "allow":
+		return ActionAllow
+	case "deny":
+		return ActionDeny
+	case "ask":
+		return ActionAsk
+	case "audit":
+		return ActionAudit
+	}
+	l.errf(joinPath(path, "action"), "unknown action %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", s)
+	return ActionDeny
+}
+
+func (l *loader) catHosts(c *Category, m map[string]any) {
+	hosts, paths, _ := l.strList(m, "hosts", c.r.path)
+	seen := map[string]string{}
+	for i, h := range hosts {
+		pat, wild, err := parseHostPattern(h)
+		if err != nil {
+			l.errf(paths[i], "%q: %v", h, err)
+			continue
+		}
+		if prev, dup := seen[pat]; dup {
+			l.errf(paths[i], "%q repeats %s", h, prev)
+			continue
+		}
+		seen[pat] = paths[i]
+		c.Hosts = append(c.Hosts, pat)
+		c.r.hosts = append(c.r.hosts, &hostRule{pattern: pat, wildcard: wild, cat: c, rule: l.rule(paths[i]),
+			reason: "host matches " + pat + " (" + c.r.path + ")"})
+	}
+}
+
+func (l *loader) ports(c *Category, m map[string]any) {
+	path := joinPath(c.r.path, "ports")
+	c.r.portsRule = l.rule(path)
+	items, ok := l.list(m, "ports", c.r.path)
+	if !ok {
+		c.Ports = []PortRange{{443, 443}}
+		if c.HTTP {
+			c.Ports = append(c.Ports, PortRange{80, 80})
+		}
+	}
+	for i, it := range items {
+		ep := elemPath(path, i)
+		switch v := it.(type) {
+		case int64:
+			if v < 1 || v > 65535 {
+				l.errf(ep, "port %d is out of range [1, 65535]", v)
+				continue
+			}
+			c.Ports = append(c.Ports, PortRange{uint16(v), uint16(v)})
+		case string:
+			r, err := parsePortRange(v)
+			if err != nil {
+				l.errf(ep, "%q: %v", v, err)
+				continue
+			}
+			c.Ports = append(c.Ports, r)
+		default:
+			l.errf(ep, "want a port number or a range such as \"8000-8099\", got %s", tomlType(it))
+		}
+	}
+	if ok && len(items) == 0 {
+		l.errf(path, "empty: no port could be reached")
+	}
+	s := make([]string, len(c.Ports))
+	for i, r := range c.Ports {
+		s[i] = r.String()
+	}
+	c.r.portsReason = "port is not in " + path + " [" + strings.Join(s, ", ") + "]"
+}
+
+func parsePortRange(s string) (PortRange, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err1 := strconv.ParseUint(lo, 10, 16)
+	b := a
+	var err2 error
+	if isRange {
+		b, err2 = strconv.ParseUint(hi, 10, 16)
+	}
+	if err1 != nil || err2 != nil || a == 0 || b == 0 {
+		return PortRange{}, fmt.Errorf("want a port or a range LOW-HIGH of ports 1-65535")
+	}
+	if a > b {
+		return PortRange{}, fmt.Errorf("range is backwards")
+	}
+	return PortRange{uint16(a), uint16(b)}, nil
+}
+
+func (c *Category) portAllowed(port uint16) bool {
+	for _, r := range c.Ports {
+		if port >= r.Lo && port <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+var defaultMethods = map[Kind][]string{
+	KindRegistries:  {"GET", "HEAD"},
+	KindGit:         {"GET", "HEAD", "POST"},
+	KindPublicWeb:   {"GET", "HEAD"},
+	KindWebhooks:    {"POST"},
+	KindInternalAPI: {"*"}, // routes decide
+	KindNone:        {"GET", "HEAD"},
+}
+
+func (l *loader) methods(c *Category, m map[string]any) {
+	path := joinPath(c.r.path, "methods")
+	c.r.methodsRule = l.rule(path)
+	list, paths, present := l.strList(m, "methods", c.r.path)
+	if !present {
+		list = defaultMethods[c.Kind]
+		if !c.Inspect {
+			list = []string{"*"}
+		}
+		paths = nil
+	}
+	c.r.methods = l.methodSet(list, paths, path)
+	c.Methods = list
+	c.r.methodsWhy = "method is not in " + path + " [" + strings.Join(list, ", ") + "]"
+	if present && len(list) == 0 {
+		l.errf(path, "empty: no request could be made; remove the category or list methods")
+	}
+}
+
+func (l *loader) methodSet(list, paths []string, path string) methodSet {
+	var ms methodSet
+	for i, s := range list {
+		p := path
+		if paths != nil {
+			p = paths[i]
+		}
+		if err := ms.add(s); err != nil {
+			l.errf(p, "%q: %v", s, err)
+		}
+	}
+	return ms
+}
+
+func (l *loader) routes(c *Category, m map[string]any) {
+	path := joinPath(c.r.path, "routes")
+	c.r.routesRule = l.rule(path)
+	items, _ := l.list(m, "routes", c.r.path)
+	for i, it := range items {
+		ep := elemPath(path, i)
+		rm, ok := it.(map[string]any)
+		if !ok {
+			l.errf(ep, "want a table { methods = [...], path = \"...\" }, got %s", tomlType(it))
+			continue
+		}
+		l.known(rm, ep, "methods", "path")
+		rt := route{rule: l.rule(ep)}
+		ps, ok := l.str(rm, "path", ep)
+		if !ok {
+			if _, present := rm["path"]; !present {
+				l.errf(ep, "path: required")
+			}
+			continue
+		}
+		pp, err := parsePathPattern(ps)
+		if err != nil {
+			l.errf(joinPath(ep, "path"), "%q: %v", ps, err)
+			continue
+		}
+		rt.path = pp
+		ms, mpaths, present := l.strList(rm, "methods", ep)
+		if !present {
+			l.errf(ep, "methods: required (such as [\"GET\"], or [\"*\"] for any)")
+			continue
+		}
+		rt.methods = l.methodSet(ms, mpaths, joinPath(ep, "methods"))
+		rt.reason = "request matches " + ep + " (" + strings.Join(ms, ", ") + " " + ps + ")"
+		c.r.routes = append(c.r.routes, rt)
+	}
+}
+
+func (l *loader) inject(c *Category, m map[string]any) {
+	path := joinPath(c.r.path, "inject")
+	im, ok := l.table(m, "inject", c.r.path)
+	if !ok {
+		return
+	}
+	l.known(im, path, "header", "secret", "format")
+	in := &Inject{Format: "{}"}
+	if h, ok := l.str(im, "header", path); !ok || !validToken(h) {
+		l.errf(joinPath(path, "header"), "required: an HTTP header name such as \"Authorization\"")
+	} else {
+		in.Header = h
+	}
+	if s, ok := l.str(im, "secret", path); !ok || !validSecretName(s) {
+		l.errf(joinPath(path, "secret"), "required: the name of a secret in the appliance's secret store (letters, digits, '_', '-', '.')")
+	} else {
+		in.Secret = s
+	}
+	if f, ok := l.str(im, "format", path); ok {
+		if !strings.Contains(f, "{}") {
+			l.errf(joinPath(path, "format"), "%q has no \"{}\" where the secret goes", f)
+		}
+		if strings.ContainsAny(f, "\r\n") {
+			l.errf(joinPath(path, "format"), "line breaks are not allowed in a header value")
+		}
+		in.Format = f
+	}
+	c.Inject = in
+}
+
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isUnreserved(c) && c != '~' || strings.IndexByte("!#$%&'*+^`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func validSecretName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *loader) gitKeys(c *Category, m map[string]any) {
+	c.r.push = l.boolean(m, "push", c.r.path, false)
+	c.r.pushRule = l.rule(joinPath(c.r.path, "push"))
+	repos, paths, _ := l.strList(m, "repos", c.r.path)
+	c.r.reposRule = l.rule(joinPath(c.r.path, "repos"))
+	for i, s := range repos {
+		rp, err := parseRepoPattern(s)
+		if err != nil {
+			l.errf(paths[i], "%q: %v", s, err)
+			continue
+		}
+		rp.rule = l.rule(paths[i])
+		c.r.repos = append(c.r.repos, rp)
+	}
+}
+
+func (l *loader) webhookKeys(c *Category, m map[string]any) {
+	path := joinPath(c.r.path, "paths")
+	c.r.pathsRule = l.rule(path)
+	c.r.paths = map[string]Rule{}
+	list, paths, present := l.strList(m, "paths", c.r.path)
+	if !present {
+		l.errf(path, "required for webhooks categories: the exact URL paths hooks are posted to")
+	}
+	for i, s := range list {
+		n, err := NormalizePath(s)
+		switch {
+		case err != nil:
+			l.errf(paths[i], "%q: %v", s, err)
+		case n != s:
+			l.errf(paths[i], "%q is not in normal form; write %q", s, n)
+		case strings.Contains(s, "*"):
+			l.errf(paths[i], "%q: webhook paths are exact; wildcards are not allowed", s)
+		default:
+			c.r.paths[s] = l.rule(paths[i])
+		}
+	}
+	if v, ok := m["max_body"]; ok {
+		n, err := parseSize(v)
+		if err != nil {
+			l.errf(joinPath(c.r.path, "max_body"), "%v", err)
+		}
+		c.MaxBody = n
+	}
+	if s, ok := l.str(m, "rate", c.r.path); ok {
+		r, err := parseRate(s)
+		if err != nil {
+			l.errf(joinPath(c.r.path, "rate"), "%q: %v", s, err)
+		}
+		c.Rate = r
+	}
+}
+
+func parseSize(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return 0, fmt.Errorf("size must not be negative")
+		}
+		return x, nil
+	case string:
+		units := []struct {
+			suf string
+			mul int64
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+		for _, u := range units {
+			if num, ok := strings.CutSuffix(x, u.suf); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+				if err != nil || n < 0 || n > (1<<62)/u.mul {
+					break
+				}
+				return n * u.mul, nil
+			}
+		}
+		return 0, fmt.Errorf("size %q: want bytes as an integer or a string such as \"64KiB\" or \"1MB\"", x)
+	}
+	return 0, fmt.Errorf("want a size in bytes, got %s", tomlType(v))
+}
+
+func parseRate(s string) (Rate, error) {
+	num, unit, ok := strings.Cut(s, "/")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if !ok || err != nil || n <= 0 {
+		return Rate{}, fmt.Errorf("want N/UNIT such as \"10/min\" with N > 0")
+	}
+	per := map[string]time.Duration{"s": time.Second, "sec": time.Second, "second": time.Second,
+		"m": time.Minute, "min": time.Minute, "minute": time.Minute,
+		"h": time.Hour, "hour": time.Hour, "d": 24 * time.Hour, "day": 24 * time.Hour}[strings.TrimSpace(unit)]
+	if per == 0 {
+		return Rate{}, fmt.Errorf("unknown unit %q (want sec, min, hour or day)", unit)
+	}
+	return Rate{N: n, Per: int64(per)}, nil
+}
+
+// checkInspect refuses settings the proxy cannot enforce without
+// decrypting the traffic.
+func (l *loader) checkInspect(c *Category, m map[string]any) {
+	if c.Inspect {
+		return
+	}
+	path := joinPath(c.r.path, "inspect")
+	var why []string
+	if _, ok := m["methods"]; ok && !c.r.methods.any {
+		why = append(why, "methods")
+	}
+	if len(c.r.routes) > 0 || c.Kind == KindInternalAPI {
+		why = append(why, "routes")
+	}
+	if c.Inject != nil {
+		why = append(why, "inject")
+	}
+	if len(c.Sentinels) > 0 {
+		why = append(why, "sentinels")
+	}
+	switch c.Kind {
+	case KindGit:
+		if !c.r.push {
+			why = append(why, "push = false (set push = true to splice git traffic)")
+		}
+		if len(c.r.repos) > 0 {
+			why = append(why, "repos")
+		}
+	case KindRegistries:
+		if !c.r.publish {
+			why = append(why, "publish = false (set publish = true to splice registry traffic)")
+		}
+		if len(c.r.pkgAllow)+len(c.r.pkgDeny) > 0 {
+			why = append(why, "packages")
+		}
+	case KindWebhooks:
+		why = append(why, "paths", "max_body and rate")
+	}
+	if len(why) > 0 {
+		l.errf(path, "inspect = false decides on the TLS server name alone and cannot enforce: %s", strings.Join(why, "; "))
+	}
+}

@@ -1,0 +1,508 @@
+package policies
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// Precedence among rules that tie (the same, most specific host pattern in
+// several categories): an explicit deny beats ask, ask beats allow, allow
+// beats audit, and a category that denies only because a request-level
+// rule failed loses to any category that lets the request through.
+const (
+	rankNone = iota
+	rankRuleDeny
+	rankAudit
+	rankAllow
+	rankAsk
+	rankExplicitDeny
+)
+
+// Decide returns the verdict for one stage of a request. It is pure: no
+// I/O, no logging, and on the dns and connect stages no allocation.
+func (p *Policy) Decide(r Request) Verdict { return p.decide(&r, nil) }
+
+func (p *Policy) decide(r *Request, tr *trace) Verdict {
+	if p == nil {
+		return Verdict{Action: ActionDeny, WouldDeny: true, Rule: Rule{Name: "default"}, Reason: "no policy loaded"}
+	}
+	var v Verdict
+	switch r.Stage {
+	case StageDNS:
+		v = p.decideDNS(r, tr)
+	case StageConnect:
+		v = p.decideConnect(r, tr)
+	case StageHTTP:
+		v = p.decideHTTP(r, tr)
+	default:
+		v = p.deny(p.defaultRule, "unknown request stage")
+	}
+	return p.finish(v)
+}
+
+// finish applies the audit mode of the category that decided (or of the
+// policy): a would-deny becomes ActionAudit with WouldDeny set.
+func (p *Policy) finish(v Verdict) Verdict {
+	if v.Action > ActionAudit { // unknown action: fail closed
+		v.Action = ActionDeny
+	}
+	if v.Action != ActionDeny {
+		return v
+	}
+	v.WouldDeny = true
+	mode := p.mode
+	if v.Cat != nil {
+		mode = v.Cat.Mode
+	}
+	if mode == ModeAudit {
+		v.Action = ActionAudit
+	}
+	return v
+}
+
+func (p *Policy) deny(rule Rule, reason string) Verdict {
+	return Verdict{Action: ActionDeny, Rule: rule, Reason: reason}
+}
+
+func catVerdict(c *Category, a Action, rule Rule, reason string) Verdict {
+	return Verdict{Action: a, Kind: c.Kind, Category: c.Name, Rule: rule, Reason: reason, Cat: c}
+}
+
+// splitHostPort strips a port from a Host header or authority, without
+// allocating. Bracketed IPv6 keeps its brackets.
+func splitHostPort(h string) (string, uint16) {
+	if h == "" {
+		return h, 0
+	}
+	if h[0] == '[' {
+		if i := strings.LastIndex(h, "]:"); i > 0 {
+			return h[:i+1], parsePort(h[i+2:])
+		}
+		return h, 0
+	}
+	if i := strings.LastIndexByte(h, ':'); i > 0 && strings.IndexByte(h, ':') == i {
+		return h[:i], parsePort(h[i+1:])
+	}
+	return h, 0
+}
+
+func parsePort(s string) uint16 {
+	if s == "" || len(s) > 5 {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	if n > 65535 {
+		return 0
+	}
+	return uint16(n)
+}
+
+// target is a request's destination, normalized.
+type target struct {
+	buf    hostBuf
+	name   []byte // normalized name, empty when the host is an address or absent
+	ip     netip.Addr
+	port   uint16
+	bad    bool
+	reason string
+}
+
+func (t *target) setHost(h string) {
+	if h == "" {
+		return
+	}
+	n, form, ip, err := canonHost(h, &t.buf)
+	switch {
+	case err != nil:
+		t.bad, t.reason = true, "host is not a valid name or canonical IP address: "+err.Error()
+	case form == formIP:
+		if t.ip.IsValid() && t.ip != ip {
+			t.bad, t.reason = true, "host address does not match the connection's address"
+		}
+		t.ip = ip
+	default:
+		t.name = t.buf[:n]
+	}
+}
+
+func (p *Policy) denyCIDR(a netip.Addr) *cidrRule {
+	for _, c := range p.denyCIDRs {
+		if c.prefix.Contains(a) {
+			return c
+		}
+	}
+	return nil
+}
+
+// explicitDeny checks the [deny] section.
+func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
+	if len(t.name) > 0 {
+		for _, hr := range p.denyHosts.lookup(t.name) {
+			tr.add(hr.rule, "matches: [deny] wins over every category")
+			return p.deny(hr.rule, hr.reason), true
+		}
+	}
+	if t.ip.IsValid() {
+		if c := p.denyCIDR(t.ip.Unmap()); c != nil {
+			tr.add(c.rule, "matches: [deny] wins over every category")
+			return p.deny(c.rule, c.reason), true
+		}
+	}
+	return Verdict{}, false
+}
+
+// candidates returns the most specific host rules for the target, or the
+// most specific category cidr when there is no name (or the name matches
+// nothing).
+func (p *Policy) candidates(t *target) ([]*hostRule, *cidrRule) {
+	if len(t.name) > 0 {
+		if rs := p.hosts.lookup(t.name); len(rs) > 0 {
+			return rs, nil
+		}
+	}
+	if t.ip.IsValid() {
+		a := t.ip.Unmap()
+		for _, c := range p.cidrs {
+			if c.prefix.Contains(a) {
+				return nil, c
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (p *Policy) noMatch(t *target) Verdict {
+	if len(t.name) > 0 {
+		return p.deny(p.defaultRule, "no category covers this host")
+	}
+	return p.deny(p.defaultRule, "no category covers this address")
+}
+
+func (p *Policy) decideDNS(r *Request, tr *trace) Verdict {
+	var t target
+	if len(r.Host) > 0 && (r.Host[0] == '[' || strings.IndexByte(r.Host, ':') >= 0) {
+		return p.deny(p.defaultRule, "not a DNS name")
+	}
+	t.setHost(r.Host)
+	if t.bad || len(t.name) == 0 {
+		return p.deny(p.defaultRule, "not a valid DNS name")
+	}
+	if len(t.name) > p.dns.MaxName {
+		tr.add(p.dnsRules.maxName, "name is longer than max_name")
+		return p.deny(p.dnsRules.maxName, "name is longer than dns.max_name")
+	}
+	if longestLabel(t.name) > p.dns.MaxLabel {
+		tr.add(p.dnsRules.maxLabel, "a label is longer than max_label")
+		return p.deny(p.dnsRules.maxLabel, "a label is longer than dns.max_label")
+	}
+	if v, ok := p.explicitDeny(&t, tr); ok {
+		return v
+	}
+	rules := p.hosts.lookup(t.name)
+	if len(rules) == 0 {
+		tr.add(p.defaultRule, "no category host pattern covers the name")
+		return p.deny(p.defaultRule, "no category covers this name")
+	}
+	best, bestRank := Verdict{}, rankNone
+	for _, hr := range rules {
+		v, rank := p.dnsCategory(hr, r.QType, tr)
+		if rank > bestRank {
+			best, bestRank = v, rank
+		}
+	}
+	return best
+}
+
+func longestLabel(name []byte) int {
+	longest, cur := 0, 0
+	for _, c := range name {
+		if c == '.' {
+			cur = 0
+			continue
+		}
+		cur++
+		longest = max(longest, cur)
+	}
+	return longest
+}
+
+func (p *Policy) dnsCategory(hr *hostRule, qtype uint16, tr *trace) (Verdict, int) {
+	c := hr.cat
+	if c.Action == ActionDeny {
+		tr.add(c.r.actionRule, "category action is deny")
+		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny
+	}
+	if qtype != 0 && !hasQType(p.dns.QTypes, qtype) && !hasQType(c.DNSTypes, qtype) {
+		tr.add(p.dnsRules.qtypes, "query type is in neither dns.qtypes nor the category's dns_types")
+		return catVerdict(c, ActionDeny, p.dnsRules.qtypes, "query type not allowed (dns.qtypes, "+c.r.path+".dns_types)"), rankRuleDeny
+	}
+	tr.add(hr.rule, "matches: the name is covered")
+	if c.Action == ActionAudit {
+		return catVerdict(c, ActionAudit, hr.rule, hr.reason), rankAudit
+	}
+	return catVerdict(c, ActionAllow, hr.rule, hr.reason), rankAllow
+}
+
+func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
+	var t target
+	t.ip = r.IP
+	host, port := splitHostPort(r.Host)
+	t.port = r.Port
+	if t.port == 0 {
+		t.port = port
+	}
+	if r.SNI != "" {
+		t.setHost(r.SNI)
+		if host != "" && !t.bad {
+			var other target
+			other.setHost(host)
+			if !other.bad && len(other.name) > 0 && string(other.name) != string(t.name) {
+				return p.deny(p.defaultRule, "TLS server name does not match the requested host")
+			}
+			if other.ip.IsValid() && !t.ip.IsValid() {
+				t.ip = other.ip
+			}
+		}
+	} else {
+		t.setHost(host)
+	}
+	if t.bad {
+		return p.deny(p.defaultRule, t.reason)
+	}
+	if len(t.name) == 0 && !t.ip.IsValid() {
+		return p.deny(p.defaultRule, "no host name or address to decide on")
+	}
+	if v, ok := p.explicitDeny(&t, tr); ok {
+		return v
+	}
+	rules, cidr := p.candidates(&t)
+	if cidr != nil {
+		v, _ := p.connectCategory(cidr.cat, cidr.rule, cidr.reason, &t, tr)
+		return v
+	}
+	if len(rules) == 0 {
+		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
+		return p.noMatch(&t)
+	}
+	best, bestRank := Verdict{}, rankNone
+	for _, hr := range rules {
+		v, rank := p.connectCategory(hr.cat, hr.rule, hr.reason, &t, tr)
+		if rank > bestRank {
+			best, bestRank = v, rank
+		}
+	}
+	return best
+}
+
+// common checks every stage shares after a category matched.
+func (p *Policy) common(c *Category, t *target, tr *trace) (Verdict, int, bool) {
+	if c.Action == ActionDeny {
+		tr.add(c.r.actionRule, "category action is deny")
+		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny, true
+	}
+	if !c.portAllowed(t.port) {
+		tr.add(c.r.portsRule, "port is not allowed")
+		return catVerdict(c, ActionDeny, c.r.portsRule, c.r.portsReason), rankRuleDeny, true
+	}
+	if t.ip.IsValid() {
+		a := t.ip.WithZone("").Unmap()
+		if !Classify(a).Public() && !c.containsAddr(a) {
+			tr.add(c.r.cidrsRule, "address is not public and the category's cidrs do not name it")
+			return catVerdict(c, ActionDeny, c.r.cidrsRule, "address is not public and not in "+c.r.path+".cidrs"), rankRuleDeny, true
+		}
+	}
+	return Verdict{}, 0, false
+}
+
+func (p *Policy) connectCategory(c *Category, rule Rule, reason string, t *target, tr *trace) (Verdict, int) {
+	if v, rank, done := p.common(c, t, tr); done {
+		return v, rank
+	}
+	tr.add(rule, "matches")
+	switch {
+	case c.Action == ActionAudit:
+		return catVerdict(c, ActionAudit, rule, reason), rankAudit
+	case c.Action == ActionAsk && !c.Inspect:
+		return catVerdict(c, ActionAsk, rule, reason), rankAsk
+	case c.Action == ActionAsk:
+		// Inspected: the connection is opened and each request asks.
+		return catVerdict(c, ActionAllow, rule, reason+"; each request will ask"), rankAsk
+	}
+	return catVerdict(c, ActionAllow, rule, reason), rankAllow
+}
+
+func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
+	var t target
+	t.ip = r.IP
+	host, port := splitHostPort(r.Host)
+	t.port = r.Port
+	if t.port == 0 {
+		t.port = port
+	}
+	scheme := r.Scheme
+	if scheme == "" {
+		scheme = "https"
+	}
+	if scheme != "https" && scheme != "http" {
+		return p.deny(p.defaultRule, "scheme is neither http nor https")
+	}
+	if t.port == 0 {
+		t.port = 443
+		if scheme == "http" {
+			t.port = 80
+		}
+	}
+	t.setHost(host)
+	if t.bad {
+		return p.deny(p.defaultRule, t.reason)
+	}
+	if len(t.name) == 0 && !t.ip.IsValid() {
+		return p.deny(p.defaultRule, "no host name or address to decide on")
+	}
+	if v, ok := p.explicitDeny(&t, tr); ok {
+		return v
+	}
+	path, err := NormalizePath(r.Path)
+	if err != nil {
+		return p.deny(p.defaultRule, "request path is malformed: "+err.Error())
+	}
+	rules, cidr := p.candidates(&t)
+	if cidr != nil {
+		v, _ := p.httpCategory(cidr.cat, cidr.rule, cidr.reason, &t, r, scheme, path, tr)
+		return v
+	}
+	if len(rules) == 0 {
+		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
+		return p.noMatch(&t)
+	}
+	best, bestRank := Verdict{}, rankNone
+	for _, hr := range rules {
+		v, rank := p.httpCategory(hr.cat, hr.rule, hr.reason, &t, r, scheme, path, tr)
+		if rank > bestRank {
+			best, bestRank = v, rank
+		}
+	}
+	return best
+}
+
+func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, r *Request, scheme, path string, tr *trace) (Verdict, int) {
+	if v, rank, done := p.common(c, t, tr); done {
+		return v, rank
+	}
+	ruleDeny := func(rule Rule, why string) (Verdict, int) {
+		tr.add(rule, why)
+		return catVerdict(c, ActionDeny, rule, why), rankRuleDeny
+	}
+	if scheme == "http" && !c.HTTP {
+		return ruleDeny(c.r.httpRule, "plain http is not allowed ("+c.r.path+".http = false)")
+	}
+	switch c.Kind {
+	case KindGit:
+		if !c.r.push && isReceivePack(path, r.Query) {
+			return ruleDeny(c.r.pushRule, "git push (git-receive-pack) is not allowed ("+c.r.path+".push = false)")
+		}
+		if len(c.r.repos) > 0 && !c.repoAllowed(path) {
+			return ruleDeny(c.r.reposRule, "repository is not in "+c.r.path+".repos")
+		}
+	case KindRegistries:
+		if !c.r.publish && isPublish(r.Method, path) {
+			return ruleDeny(c.r.publishRule, "publishing to a registry is not allowed ("+c.r.path+".publish = false)")
+		}
+	case KindWebhooks:
+		if _, ok := c.r.paths[path]; !ok {
+			return ruleDeny(c.r.pathsRule, "path is not one of "+c.r.path+".paths")
+		}
+	}
+	if !c.r.methods.has(r.Method) {
+		return ruleDeny(c.r.methodsRule, c.r.methodsWhy)
+	}
+	if len(c.r.routes) > 0 {
+		rt := c.matchRoute(r.Method, path)
+		if rt == nil {
+			return ruleDeny(c.r.routesRule, "no route in "+c.r.path+".routes matches the method and path")
+		}
+		rule, reason = rt.rule, rt.reason
+	}
+	if c.Kind == KindRegistries {
+		if v, rank, done := p.packageRules(c, r, path, tr); done {
+			return v, rank
+		} else if v.Rule.Name != "" {
+			rule, reason = v.Rule, v.Reason
+		}
+	}
+	if c.Kind == KindWebhooks {
+		rule = c.r.paths[path]
+	}
+	tr.add(rule, "matches")
+	switch c.Action {
+	case ActionAudit:
+		return catVerdict(c, ActionAudit, rule, reason), rankAudit
+	case ActionAsk:
+		return catVerdict(c, ActionAsk, rule, reason), rankAsk
+	}
+	return catVerdict(c, ActionAllow, rule, reason), rankAllow
+}
+
+func (c *Category) repoAllowed(path string) bool {
+	owner, repo, ok := repoOf(path)
+	if !ok {
+		return false
+	}
+	for i := range c.r.repos {
+		if c.r.repos[i].match(owner, repo) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Category) matchRoute(method, path string) *route {
+	for i := range c.r.routes {
+		rt := &c.r.routes[i]
+		if rt.methods.has(method) && rt.path.match(path) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// packageRules applies packages.deny and packages.allow to a recognized
+// package. done is set when it decided (a deny); otherwise a non-empty
+// rule in v names the allow pattern that matched.
+func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (Verdict, int, bool) {
+	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 {
+		return Verdict{}, 0, false
+	}
+	pkg := r.Package
+	if pkg == nil {
+		host, _ := splitHostPort(r.Host)
+		found, ok := RecognizePackage(host, path)
+		if !ok {
+			return Verdict{}, 0, false
+		}
+		pkg = &found
+	}
+	for i := range c.r.pkgDeny {
+		if pp := &c.r.pkgDeny[i]; pp.match(pkg) {
+			tr.add(pp.rule, "package matches a deny pattern")
+			return catVerdict(c, ActionDeny, pp.rule, "package "+pkg.Ecosystem+":"+pkg.Name+" matches "+pp.raw), rankRuleDeny, true
+		}
+	}
+	allowRule, listed := c.r.pkgAllowEco[pkg.Ecosystem]
+	if !listed {
+		return Verdict{}, 0, false
+	}
+	for i := range c.r.pkgAllow {
+		if pp := &c.r.pkgAllow[i]; pp.match(pkg) {
+			return Verdict{Rule: pp.rule, Reason: "package " + pkg.Ecosystem + ":" + pkg.Name + " matches " + pp.raw}, 0, false
+		}
+	}
+	tr.add(allowRule, "package is not in the allow list of its ecosystem")
+	return catVerdict(c, ActionDeny, allowRule, "package "+pkg.Ecosystem+":"+pkg.Name+" is not in "+c.r.path+".packages.allow"), rankRuleDeny, true
+}

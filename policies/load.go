@@ -1,0 +1,338 @@
+package policies
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// maxPolicySize bounds what Parse reads; policies are hand-written text.
+const maxPolicySize = 64 << 20
+
+// Policy is a loaded, validated and compiled policy. It is immutable and
+// safe for concurrent use.
+type Policy struct {
+	file        string
+	name        string
+	hash        string
+	description string
+	mode        Mode
+	modeRule    Rule
+	dns         DNSConfig
+	dnsRules    dnsRules
+	cats        []*Category
+	catByName   map[string]*Category
+	hosts       *hostIndex  // every category host pattern
+	cidrs       []*cidrRule // every category cidr, longest prefix first
+	denyHosts   *hostIndex
+	denyCIDRs   []*cidrRule
+	defaultRule Rule
+	tests       []TestCase
+}
+
+type dnsRules struct {
+	qtypes, maxLabel, maxName Rule
+}
+
+// Load reads and parses a policy file.
+func Load(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a policy from data; file names it in errors and rules.
+// The error, if any, is an ErrorList with every problem found.
+func Parse(file string, data []byte) (p *Policy, err error) {
+	defer func() { // a bug here must not take the appliance down
+		if r := recover(); r != nil {
+			p = nil
+			err = ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: fmt.Sprintf("internal error while loading the policy: %v", r)}}
+		}
+	}()
+	if len(data) > maxPolicySize {
+		return nil, ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: "policy file is larger than 64 MiB"}}
+	}
+	var tree map[string]any
+	if _, err := toml.Decode(string(data), &tree); err != nil {
+		return nil, tomlError(file, err)
+	}
+	l := &loader{file: file, ix: indexPositions(string(data))}
+	sum := sha256.Sum256(data)
+	p = &Policy{
+		file: file,
+		name: strings.TrimSuffix(filepath.Base(file), ".toml"),
+		hash: hex.EncodeToString(sum[:]),
+	}
+	l.policy(p, tree)
+	if len(l.errs) > 0 {
+		l.errs.sort()
+		return nil, l.errs
+	}
+	return p, nil
+}
+
+func tomlError(file string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return ErrorList{{Pos: Position{File: file, Line: pe.Position.Line, Col: max(pe.Position.Col, 1)},
+			Msg: "TOML syntax: " + pe.Message}}
+	}
+	return ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: err.Error()}}
+}
+
+var topKeys = []string{"version", "mode", "description", "dns", "deny", "categories", "tests"}
+
+func (l *loader) policy(p *Policy, tree map[string]any) {
+	l.known(tree, "", topKeys...)
+	p.defaultRule = Rule{Name: "default", Pos: Position{File: l.file}}
+	switch v, ok := tree["version"]; {
+	case !ok:
+		l.errs = append(l.errs, &Error{Pos: Position{File: l.file, Line: 1, Col: 1}, Path: "version",
+			Msg: "required: the first line of a policy is version = 1"})
+	case v != int64(1):
+		l.errf("version", "unsupported version %v: this airlock reads version = 1", v)
+	}
+	p.description, _ = l.str(tree, "description", "")
+	p.mode = l.mode(tree, "", ModeEnforce)
+	p.modeRule = l.rule("mode")
+	l.dnsSection(p, tree)
+	l.denySection(p, tree)
+	l.categories(p, tree)
+	l.testsSection(p, tree)
+}
+
+func (l *loader) mode(m map[string]any, path string, def Mode) Mode {
+	s, ok := l.str(m, "mode", path)
+	if !ok {
+		return def
+	}
+	switch s {
+	case "enforce":
+		return ModeEnforce
+	case "audit":
+		return ModeAudit
+	}
+	l.errf(joinPath(path, "mode"), "unknown mode %q (want \"enforce\" or \"audit\")", s)
+	return def
+}
+
+var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "names_per_parent", "qtypes"}
+
+var defaultQTypes = []uint16{1, 28, 5, 65, 64, 15, 33} // A AAAA CNAME HTTPS SVCB MX SRV
+
+func (l *loader) dnsSection(p *Policy, tree map[string]any) {
+	d := DNSConfig{MaxLabel: 63, MaxName: 253, QTypes: defaultQTypes}
+	p.dnsRules = dnsRules{qtypes: l.rule("dns.qtypes"), maxLabel: l.rule("dns.max_label"), maxName: l.rule("dns.max_name")}
+	m, ok := l.table(tree, "dns", "")
+	if !ok {
+		p.dns = d
+		return
+	}
+	l.known(m, "dns", dnsKeys...)
+	ups, paths, _ := l.strList(m, "upstreams", "dns")
+	for i, u := range ups {
+		ap, err := netip.ParseAddrPort(u)
+		if err != nil {
+			l.errf(paths[i], "want an address and port such as \"198.18.0.53:53\": %v", err)
+			continue
+		}
+		d.Upstreams = append(d.Upstreams, ap.String())
+	}
+	if s, ok := l.str(m, "block", "dns"); ok {
+		switch s {
+		case "nxdomain":
+			d.Block = BlockNXDomain
+		case "refused":
+			d.Block = BlockRefused
+		default:
+			l.errf("dns.block", "unknown answer %q (want \"nxdomain\" or \"refused\")", s)
+		}
+	}
+	if n, ok := l.integer(m, "max_label", "dns", 1, 63); ok {
+		d.MaxLabel = int(n)
+	}
+	if n, ok := l.integer(m, "max_name", "dns", 1, 253); ok {
+		d.MaxName = int(n)
+	}
+	if n, ok := l.integer(m, "queries_per_minute", "dns", 0, 1<<31-1); ok {
+		d.QueriesPerMinute = int(n)
+	}
+	if n, ok := l.integer(m, "names_per_parent", "dns", 0, 1<<31-1); ok {
+		d.NamesPerParent = int(n)
+	}
+	if _, present := m["qtypes"]; present {
+		d.QTypes = l.qtypes(m, "qtypes", "dns")
+	}
+	p.dns = d
+}
+
+func (l *loader) qtypes(m map[string]any, key, path string) []uint16 {
+	names, paths, _ := l.strList(m, key, path)
+	out := []uint16{}
+	for i, n := range names {
+		t, ok := ParseQType(n)
+		if !ok {
+			l.errf(paths[i], "unknown DNS query type %q", n)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (l *loader) denySection(p *Policy, tree map[string]any) {
+	p.denyHosts = newHostIndex()
+	m, ok := l.table(tree, "deny", "")
+	if !ok {
+		return
+	}
+	l.known(m, "deny", "hosts", "cidrs")
+	hosts, paths, _ := l.strList(m, "hosts", "deny")
+	seen := map[string]string{}
+	for i, h := range hosts {
+		pat, wild, err := parseHostPattern(h)
+		if err != nil {
+			l.errf(paths[i], "%q: %v", h, err)
+			continue
+		}
+		if prev, dup := seen[pat]; dup {
+			l.errf(paths[i], "%q repeats %s", h, prev)
+			continue
+		}
+		seen[pat] = paths[i]
+		p.denyHosts.add(&hostRule{pattern: pat, wildcard: wild, rule: l.rule(paths[i]),
+			reason: "host " + pat + " is listed in [deny]"})
+	}
+	for _, c := range l.cidrs(m, "deny") {
+		c.reason = "address in " + c.prefix.String() + " is listed in [deny]"
+		p.denyCIDRs = append(p.denyCIDRs, c)
+	}
+}
+
+// cidrs parses a cidrs list: canonical prefixes, or single addresses.
+func (l *loader) cidrs(m map[string]any, path string) []*cidrRule {
+	vals, paths, _ := l.strList(m, "cidrs", path)
+	var out []*cidrRule
+	for i, s := range vals {
+		pfx, err := parseCIDR(s)
+		if err != nil {
+			l.errf(paths[i], "%q: %v", s, err)
+			continue
+		}
+		out = append(out, &cidrRule{prefix: pfx, rule: l.rule(paths[i])})
+	}
+	return out
+}
+
+func parseCIDR(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			if looksLikeName(s) {
+				return netip.Prefix{}, errors.New("cidrs take addresses, not names; put names in hosts")
+			}
+			return netip.Prefix{}, fmt.Errorf("not a CIDR prefix: %v", err)
+		}
+		if pfx.Masked() != pfx {
+			return netip.Prefix{}, fmt.Errorf("prefix has host bits set; write %s", pfx.Masked())
+		}
+		return pfx, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		if looksLikeName(s) {
+			return netip.Prefix{}, errors.New("cidrs take addresses, not names; put names in hosts")
+		}
+		return netip.Prefix{}, fmt.Errorf("not an address or CIDR prefix: %v", err)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, errIPZone
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func looksLikeName(s string) bool {
+	s, _, _ = strings.Cut(s, "/")
+	if strings.Contains(s, ":") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c >= 'g' && c <= 'z' {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) categories(p *Policy, tree map[string]any) {
+	p.hosts = newHostIndex()
+	p.catByName = map[string]*Category{}
+	m, ok := l.table(tree, "categories", "")
+	if !ok {
+		return
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := joinPath("categories", name)
+		cm, isTable := m[name].(map[string]any)
+		if !isTable {
+			l.errf(path, "want a table ([%s]), got %s", path, tomlType(m[name]))
+			continue
+		}
+		c := l.category(p, name, path, cm)
+		p.cats = append(p.cats, c)
+		p.catByName[name] = c
+		for _, hr := range c.r.hosts {
+			p.hosts.add(hr)
+		}
+		p.cidrs = append(p.cidrs, c.r.cidrs...)
+	}
+	sort.SliceStable(p.cidrs, func(i, j int) bool { return p.cidrs[i].prefix.Bits() > p.cidrs[j].prefix.Bits() })
+	sort.SliceStable(p.denyCIDRs, func(i, j int) bool { return p.denyCIDRs[i].prefix.Bits() > p.denyCIDRs[j].prefix.Bits() })
+}
+
+// Name is the policy file's base name without ".toml".
+func (p *Policy) Name() string { return p.name }
+
+// File is the path the policy was loaded from.
+func (p *Policy) File() string { return p.file }
+
+// Hash is the hex SHA-256 of the policy's source bytes.
+func (p *Policy) Hash() string { return p.hash }
+
+// Description is the policy's optional description.
+func (p *Policy) Description() string { return p.description }
+
+// Mode is the policy's mode (a category may override it).
+func (p *Policy) Mode() Mode { return p.mode }
+
+// DNS is the [dns] section with defaults applied.
+func (p *Policy) DNS() DNSConfig { return p.dns }
+
+// Categories returns the compiled categories, sorted by name.
+func (p *Policy) Categories() []*Category { return p.cats }
+
+// Category returns the category of that name.
+func (p *Policy) Category(name string) (*Category, bool) {
+	c, ok := p.catByName[name]
+	return c, ok
+}
+
+// Tests returns the policy's embedded [[tests]].
+func (p *Policy) Tests() []TestCase { return p.tests }

@@ -1,0 +1,247 @@
+package policies
+
+import (
+	"errors"
+	"strings"
+)
+
+var (
+	errPathStart  = errors.New("path must start with \"/\"")
+	errPercent    = errors.New("invalid percent-encoding in path")
+	errPathTooBig = errors.New("path longer than 8192 bytes")
+)
+
+const maxPath = 8192
+
+// NormalizePath returns the form of a request path that rules match on:
+// percent-encoded unreserved characters decoded (%41 -> A, %2e -> .), other
+// escapes in upper case (%2f -> %2F, never decoded), other bytes outside
+// the URI path alphabet percent-encoded, "." and ".." segments resolved
+// (also "..;" and ".;" as some servers read them), runs of "/" collapsed.
+// A trailing slash is kept. The path must start with "/".
+func NormalizePath(p string) (string, error) {
+	if p == "" {
+		return "/", nil
+	}
+	if len(p) > maxPath {
+		return "", errPathTooBig
+	}
+	if p[0] != '/' {
+		return "", errPathStart
+	}
+	dec, err := decodeUnreserved(p)
+	if err != nil {
+		return "", err
+	}
+	return cleanSegments(dec), nil
+}
+
+func isUnreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// isPathChar: characters that may stand unencoded in a path.
+func isPathChar(c byte) bool {
+	return isUnreserved(c) || strings.IndexByte("/!$&'()*+,;=:@", c) >= 0
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+const upperHex = "0123456789ABCDEF"
+
+func decodeUnreserved(p string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(p))
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '%' {
+			if i+2 >= len(p) {
+				return "", errPercent
+			}
+			h, ok1 := unhex(p[i+1])
+			l, ok2 := unhex(p[i+2])
+			if !ok1 || !ok2 {
+				return "", errPercent
+			}
+			v := h<<4 | l
+			if isUnreserved(v) {
+				b.WriteByte(v)
+			} else {
+				b.WriteByte('%')
+				b.WriteByte(upperHex[v>>4])
+				b.WriteByte(upperHex[v&15])
+			}
+			i += 2
+			continue
+		}
+		if !isPathChar(c) {
+			b.WriteByte('%')
+			b.WriteByte(upperHex[c>>4])
+			b.WriteByte(upperHex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
+}
+
+func isDotSeg(s string) (dot, dotdot bool) {
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	return s == ".", s == ".."
+}
+
+func cleanSegments(p string) string {
+	segs := strings.Split(p[1:], "/")
+	out := make([]string, 0, len(segs))
+	trailing := false
+	for i, s := range segs {
+		last := i == len(segs)-1
+		dot, dotdot := isDotSeg(s)
+		switch {
+		case s == "":
+			if last {
+				trailing = true
+			}
+			continue
+		case dot:
+			trailing = last
+			continue
+		case dotdot:
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			trailing = last
+			continue
+		}
+		out = append(out, s)
+		trailing = false
+	}
+	res := "/" + strings.Join(out, "/")
+	if trailing && len(out) > 0 {
+		res += "/"
+	}
+	return res
+}
+
+// decodeAll percent-decodes every escape, repeatedly (up to three rounds),
+// for matching that must see through any spelling. Bad escapes stay as is.
+func decodeAll(s string) string {
+	for round := 0; round < 3 && strings.IndexByte(s, '%') >= 0; round++ {
+		var b strings.Builder
+		b.Grow(len(s))
+		changed := false
+		for i := 0; i < len(s); i++ {
+			if s[i] == '%' && i+2 < len(s) {
+				h, ok1 := unhex(s[i+1])
+				l, ok2 := unhex(s[i+2])
+				if ok1 && ok2 {
+					b.WriteByte(h<<4 | l)
+					i += 2
+					changed = true
+					continue
+				}
+			}
+			b.WriteByte(s[i])
+		}
+		s = b.String()
+		if !changed {
+			break
+		}
+	}
+	return s
+}
+
+// pathPattern is a route path: literal segments, "*" for exactly one
+// segment, "**" (last only) for any rest, including nothing.
+type pathPattern struct {
+	raw  string
+	segs []string
+	rest bool // ends in "/**"
+}
+
+func parsePathPattern(s string) (pathPattern, error) {
+	if s == "" || s[0] != '/' {
+		return pathPattern{}, errPathStart
+	}
+	n, err := NormalizePath(s)
+	if err != nil {
+		return pathPattern{}, err
+	}
+	if n != s {
+		return pathPattern{}, errors.New("path pattern is not in normal form; write " + n)
+	}
+	pp := pathPattern{raw: s}
+	if s == "/" {
+		return pp, nil
+	}
+	segs := strings.Split(s[1:], "/")
+	for i, seg := range segs {
+		if seg == "**" {
+			if i != len(segs)-1 {
+				return pathPattern{}, errors.New("\"**\" is only allowed as the last segment")
+			}
+			pp.rest = true
+			segs = segs[:i]
+			break
+		}
+		if strings.Contains(seg, "*") && seg != "*" {
+			return pathPattern{}, errors.New("\"*\" must be a whole segment")
+		}
+	}
+	pp.segs = segs
+	return pp, nil
+}
+
+// match reports whether a normalized path matches. Segments holding an
+// encoded slash or backslash never match a wildcard.
+func (pp *pathPattern) match(path string) bool {
+	if !pp.rest && len(pp.segs) == 0 {
+		return path == "/"
+	}
+	rest := path[1:]
+	for i, seg := range pp.segs {
+		var cur string
+		j := strings.IndexByte(rest, '/')
+		last := j < 0
+		if last {
+			cur, rest = rest, ""
+		} else {
+			cur, rest = rest[:j], rest[j+1:]
+		}
+		if seg == "*" {
+			if cur == "" || hasEncodedSep(cur) {
+				return false
+			}
+		} else if cur != seg {
+			return false
+		}
+		if last && i != len(pp.segs)-1 {
+			return false
+		}
+		if !last && i == len(pp.segs)-1 && !pp.rest {
+			// a trailing slash only matches a pattern that ends in one
+			return rest == "" && strings.HasSuffix(pp.raw, "/")
+		}
+	}
+	if pp.rest {
+		return !hasEncodedSep(rest)
+	}
+	return rest == ""
+}
+
+func hasEncodedSep(s string) bool {
+	return strings.Contains(s, "%2F") || strings.Contains(s, "%5C")
+}
