@@ -234,6 +234,7 @@ func longestLabel(name []byte) int {
 
 func (p *Policy) dnsCategory(hr *hostRule, qtype uint16, tr *trace) (Verdict, int) {
 	c := hr.cat
+	tr.add(hr.rule, "the most specific pattern that matches")
 	if c.Action == ActionDeny {
 		tr.add(c.r.actionRule, "category action is deny")
 		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny
@@ -242,7 +243,6 @@ func (p *Policy) dnsCategory(hr *hostRule, qtype uint16, tr *trace) (Verdict, in
 		tr.add(p.dnsRules.qtypes, "query type is in neither dns.qtypes nor the category's dns_types")
 		return catVerdict(c, ActionDeny, p.dnsRules.qtypes, "query type not allowed (dns.qtypes, "+c.r.path+".dns_types)"), rankRuleDeny
 	}
-	tr.add(hr.rule, "matches: the name is covered")
 	if c.Action == ActionAudit {
 		return catVerdict(c, ActionAudit, hr.rule, hr.reason), rankAudit
 	}
@@ -301,7 +301,10 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 }
 
 // common checks every stage shares after a category matched.
-func (p *Policy) common(c *Category, t *target, tr *trace) (Verdict, int, bool) {
+func (p *Policy) common(c *Category, rule Rule, t *target, tr *trace) (Verdict, int, bool) {
+	if rule.Name != "" {
+		tr.add(rule, "the most specific rule that matches")
+	}
 	if c.Action == ActionDeny {
 		tr.add(c.r.actionRule, "category action is deny")
 		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny, true
@@ -321,10 +324,9 @@ func (p *Policy) common(c *Category, t *target, tr *trace) (Verdict, int, bool) 
 }
 
 func (p *Policy) connectCategory(c *Category, rule Rule, reason string, t *target, tr *trace) (Verdict, int) {
-	if v, rank, done := p.common(c, t, tr); done {
+	if v, rank, done := p.common(c, rule, t, tr); done {
 		return v, rank
 	}
-	tr.add(rule, "matches")
 	switch {
 	case c.Action == ActionAudit:
 		return catVerdict(c, ActionAudit, rule, reason), rankAudit
@@ -392,7 +394,7 @@ func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
 }
 
 func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, r *Request, scheme, path string, tr *trace) (Verdict, int) {
-	if v, rank, done := p.common(c, t, tr); done {
+	if v, rank, done := p.common(c, rule, t, tr); done {
 		return v, rank
 	}
 	ruleDeny := func(rule Rule, why string) (Verdict, int) {
@@ -428,18 +430,20 @@ func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, 
 			return ruleDeny(c.r.routesRule, "no route in "+c.r.path+".routes matches the method and path")
 		}
 		rule, reason = rt.rule, rt.reason
+		tr.add(rule, "the first route that matches the method and path")
 	}
 	if c.Kind == KindRegistries {
 		if v, rank, done := p.packageRules(c, r, path, tr); done {
 			return v, rank
 		} else if v.Rule.Name != "" {
 			rule, reason = v.Rule, v.Reason
+			tr.add(rule, "the package matches this allow pattern")
 		}
 	}
 	if c.Kind == KindWebhooks {
 		rule = c.r.paths[path]
+		tr.add(rule, "the path is listed")
 	}
-	tr.add(rule, "matches")
 	switch c.Action {
 	case ActionAudit:
 		return catVerdict(c, ActionAudit, rule, reason), rankAudit

@@ -41,11 +41,16 @@ func (p *Policy) Explain(r Request) Explanation {
 		seen[s.Rule.Name] = true
 	}
 	ex := Explanation{Request: r, Verdict: v, Considered: tr.steps}
-	if len(ex.Considered) > 0 {
-		last := &ex.Considered[len(ex.Considered)-1]
-		if last.Rule.Name == v.Rule.Name {
-			last.Outcome += " — decided"
+	decided := false
+	for i := len(ex.Considered) - 1; i >= 0; i-- {
+		if ex.Considered[i].Rule.Name == v.Rule.Name {
+			ex.Considered[i].Outcome += " — decided"
+			decided = true
+			break
 		}
+	}
+	if !decided {
+		ex.Considered = append(ex.Considered, Consideration{Rule: v.Rule, Outcome: v.Reason + " — decided"})
 	}
 	name := explainName(r)
 	if name == "" {

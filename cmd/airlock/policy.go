@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"airlock/policies"
+)
+
+// policyCmd is the parent of every `airlock policy ...` command; other
+// files add subcommands to it.
+var policyCmd = &cobra.Command{
+	Use:   "policy",
+	Short: "Check, explain and test egress policies",
+	Long: `Work with Airlock's TOML egress policies (see docs/policy.md).
+
+  airlock policy check FILE...       validate; print every error as file:line:col
+  airlock policy explain FILE REQ    show the verdict for one request and why
+  airlock policy test FILE...        run the [[tests]] embedded in each policy`,
+}
+
+var policyCheckCmd = &cobra.Command{
+	Use:   "check FILE...",
+	Short: "Validate policy files and print every error with its position",
+	Long: `Validate policy files. Every problem in every file is printed, one per line,
+as file:line:col: key.path: message. Exits 1 if any file has an error.`,
+	Args: cobra.MinimumNArgs(1),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+	},
+}
+
+var policyExplainCmd = &cobra.Command{
+	Use:   "explain FILE REQUEST",
+	Short: "Show the verdict for one request, the rule that decided and the rules considered",
+	Long: `Decide one request against a policy and explain it. REQUEST is one of
+
+  'GET https://host.example.test/path?query'   an HTTP request (any method)
+  'dns NAME [QTYPE]'                           a DNS query (default type A)
+  'connect HOST:PORT'                          a connection (TLS server name HOST)
+
+optionally followed by ip=ADDR (the destination address), sni=NAME or
+package=ECO:NAME@VERSION. The words may also be given as separate arguments.`,
+	Example: `  airlock policy explain policies/examples/coding-agent.toml 'GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack'
+  airlock policy explain policies/examples/coding-agent.toml dns registry.example.test TXT
+  airlock policy explain policies/examples/coding-agent.toml connect docs.example.test:443`,
+	Args: cobra.MinimumNArgs(2),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		return policyExplain(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], strings.Join(args[1:], " "))
+	},
+}
+
+var policyTestCmd = &cobra.Command{
+	Use:   "test FILE...",
+	Short: "Run the [[tests]] embedded in policy files",
+	Long: `Run each policy's [[tests]]. A failing case prints its position, the request,
+the expected and the actual verdict with the rule that decided. Exits 1 if any
+case fails or any file does not load; a policy without tests counts as a failure.`,
+	Args: cobra.MinimumNArgs(1),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		return policyTest(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+	},
+}
+
+func init() {
+	policyCmd.AddCommand(policyCheckCmd, policyExplainCmd, policyTestCmd)
+	rootCmd.AddCommand(policyCmd)
+}
+
+// printLoadError prints a policy load error, one positioned line each.
+func printLoadError(w io.Writer, err error) {
+	var el policies.ErrorList
+	if errors.As(err, &el) {
+		for _, e := range el {
+			fmt.Fprintln(w, e.Error())
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
+
+func policyCheck(out, errw io.Writer, files []string) error {
+	failed := false
+	for _, f := range files {
+		p, err := policies.Load(f)
+		if err != nil {
+			printLoadError(errw, err)
+			failed = true
+			continue
+		}
+		fmt.Fprintf(out, "%s: ok (%d categories, %d tests, sha256 %s)\n", f, len(p.Categories()), len(p.Tests()), p.Hash()[:12])
+	}
+	if failed {
+		return exitError{1}
+	}
+	return nil
+}
+
+func policyExplain(out, errw io.Writer, file, line string) error {
+	p, err := policies.Load(file)
+	if err != nil {
+		printLoadError(errw, err)
+		return exitError{1}
+	}
+	req, err := policies.ParseRequest(line)
+	if err != nil {
+		fmt.Fprintf(errw, "airlock: request %q: %v\n", line, err)
+		return exitError{2}
+	}
+	writeExplanation(out, p.Explain(req))
+	return nil
+}
+
+func verdictLine(v policies.Verdict) string {
+	s := v.Action.String()
+	if v.WouldDeny {
+		s += " (would_deny)"
+	}
+	return s
+}
+
+func writeExplanation(w io.Writer, ex policies.Explanation) {
+	v := ex.Verdict
+	fmt.Fprintf(w, "verdict:   %s\n", verdictLine(v))
+	if v.Category != "" {
+		fmt.Fprintf(w, "category:  %s (%s)\n", v.Category, v.Kind)
+	} else {
+		fmt.Fprintf(w, "category:  none\n")
+	}
+	fmt.Fprintf(w, "rule:      %s\n", v.Rule)
+	fmt.Fprintf(w, "reason:    %s\n", v.Reason)
+	if v.Cat != nil && v.Action.Allows() {
+		c := v.Cat
+		handling := "inspect (TLS interception, per-request decisions)"
+		if !c.Inspect {
+			handling = "splice (decided on the server name only)"
+		}
+		fmt.Fprintf(w, "handling:  %s\n", handling)
+		if c.Inject != nil {
+			fmt.Fprintf(w, "inject:    header %s from secret %q\n", c.Inject.Header, c.Inject.Secret)
+		}
+	}
+	if len(ex.Considered) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "considered:")
+	for _, c := range ex.Considered {
+		fmt.Fprintf(w, "  %s: %s\n", c.Rule, c.Outcome)
+	}
+}
+
+func policyTest(out, errw io.Writer, files []string) error {
+	failed := false
+	for _, f := range files {
+		p, err := policies.Load(f)
+		if err != nil {
+			printLoadError(errw, err)
+			failed = true
+			continue
+		}
+		results := p.RunTests()
+		if len(results) == 0 {
+			fmt.Fprintf(errw, "%s: no [[tests]]: a policy without tests is not tested\n", f)
+			failed = true
+			continue
+		}
+		pass := 0
+		for _, r := range results {
+			if r.Pass {
+				pass++
+				continue
+			}
+			failed = true
+			writeFailure(errw, r)
+		}
+		fmt.Fprintf(out, "%s: %d/%d tests passed\n", f, pass, len(results))
+	}
+	if failed {
+		return exitError{1}
+	}
+	return nil
+}
+
+func writeFailure(w io.Writer, r policies.TestResult) {
+	name := r.Case.Name
+	if name == "" {
+		name = r.Case.Line
+	}
+	fmt.Fprintf(w, "%s: FAIL %s\n", r.Case.Pos, name)
+	fmt.Fprintf(w, "    request:  %s\n", r.Case.Line)
+	want := r.Case.Expect.String()
+	if r.Case.Rule != "" {
+		want += " by " + r.Case.Rule
+	}
+	fmt.Fprintf(w, "    expected: %s\n", want)
+	fmt.Fprintf(w, "    actual:   %s by %s — %s\n", verdictLine(r.Verdict), r.Verdict.Rule, r.Verdict.Reason)
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "    %s\n", p)
+	}
+}
