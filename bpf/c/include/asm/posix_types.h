@@ -1,0 +1,2 @@
+/* Shim: see types.h. */
+#include <asm-generic/posix_types.h>
