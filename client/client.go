@@ -1,0 +1,355 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"airlock/audit"
+)
+
+// DefaultSocket is where `airlock serve` listens unless configured
+// otherwise; AIRLOCK_SOCKET overrides it for clients.
+const DefaultSocket = "/run/airlock/airlock.sock"
+
+// Client talks to one appliance. It is safe for concurrent use.
+type Client struct {
+	hc     *http.Client
+	base   string
+	token  string
+	socket string
+}
+
+// New returns a client of the control API on a unix socket.
+func New(socket string) *Client {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 16,
+	}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://airlock", socket: socket}
+}
+
+// NewTCP returns a client of the control API over TCP with a bearer token.
+// base is like "http://127.0.0.1:7443".
+func NewTCP(base, token string) *Client {
+	return &Client{hc: &http.Client{Transport: &http.Transport{Proxy: nil}}, base: base, token: token}
+}
+
+// FromEnv returns a client for AIRLOCK_SOCKET, or DefaultSocket.
+func FromEnv() *Client {
+	if s := os.Getenv("AIRLOCK_SOCKET"); s != "" {
+		return New(s)
+	}
+	return New(DefaultSocket)
+}
+
+// Socket is the unix socket the client uses ("" over TCP).
+func (c *Client) Socket() string { return c.socket }
+
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
+	u := c.base + APIVersion + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends a request and returns the response if it is a success;
+// otherwise the API's *Error.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	return nil, decodeError(resp)
+}
+
+func (c *Client) explain(err error) error {
+	if c.socket == "" {
+		return fmt.Errorf("control API: %w", err)
+	}
+	var op *net.OpError
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("no airlock appliance at %s: start one with `airlock serve --config FILE`, or point AIRLOCK_SOCKET/--socket at its socket", c.socket)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("permission denied on %s: add your user to the airlock group (`usermod -aG airlock $USER`, then log in again) or run as root", c.socket)
+	case errors.As(err, &op) && op.Op == "dial":
+		return fmt.Errorf("cannot reach airlock at %s (%v): is `airlock serve` running?", c.socket, op.Err)
+	}
+	return fmt.Errorf("control API: %w", err)
+}
+
+func decodeError(resp *http.Response) error {
+	var e Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err := json.Unmarshal(b, &e); err != nil || e.Message == "" {
+		e = Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(b))}
+	}
+	e.Status = resp.StatusCode
+	if e.RequestID == "" {
+		e.RequestID = resp.Header.Get("X-Request-Id")
+	}
+	return &e
+}
+
+// call sends JSON in (if non-nil) and decodes JSON into out (if non-nil).
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, nil, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("control API: bad response to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func sbPath(id string, rest string) string { return "/sandboxes/" + url.PathEscape(id) + rest }
+
+// Health reports the appliance's state.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.call(ctx, http.MethodGet, "/health", nil, &h)
+}
+
+// Create makes a sandbox and returns when it is ready to run commands.
+func (c *Client) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	var sb Sandbox
+	return sb, c.call(ctx, http.MethodPost, "/sandboxes", req, &sb)
+}
+
+// List returns every sandbox.
+func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
+	var sbs []Sandbox
+	return sbs, c.call(ctx, http.MethodGet, "/sandboxes", nil, &sbs)
+}
+
+// Get returns one sandbox.
+func (c *Client) Get(ctx context.Context, id string) (Sandbox, error) {
+	var sb Sandbox
+	return sb, c.call(ctx, http.MethodGet, sbPath(id, ""), nil, &sb)
+}
+
+// Delete destroys a sandbox.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, sbPath(id, ""), nil, nil)
+}
+
+// Pause freezes a sandbox's processes (where the host supports it).
+func (c *Client) Pause(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, sbPath(id, "/pause"), nil, nil)
+}
+
+// Resume thaws a paused sandbox.
+func (c *Client) Resume(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, sbPath(id, "/resume"), nil, nil)
+}
+
+// Snapshot commits a sandbox to a local image.
+func (c *Client) Snapshot(ctx context.Context, id string) (Snapshot, error) {
+	var s Snapshot
+	return s, c.call(ctx, http.MethodPost, sbPath(id, "/snapshot"), nil, &s)
+}
+
+// Diff lists what changed under /workspace since creation.
+func (c *Client) Diff(ctx context.Context, id string) (Diff, error) {
+	var d Diff
+	return d, c.call(ctx, http.MethodGet, sbPath(id, "/diff"), nil, &d)
+}
+
+// Summary returns a sandbox's egress summary.
+func (c *Client) Summary(ctx context.Context, id string) (Summary, error) {
+	var s Summary
+	return s, c.call(ctx, http.MethodGet, sbPath(id, "/summary"), nil, &s)
+}
+
+// Policies lists the loaded policies.
+func (c *Client) Policies(ctx context.Context) ([]PolicyInfo, error) {
+	var ps []PolicyInfo
+	return ps, c.call(ctx, http.MethodGet, "/policies", nil, &ps)
+}
+
+// ReloadPolicies validates and reloads the policy directory.
+func (c *Client) ReloadPolicies(ctx context.Context) (ReloadResult, error) {
+	var r ReloadResult
+	return r, c.call(ctx, http.MethodPost, "/policies/reload", nil, &r)
+}
+
+// Approvals lists held requests and recent decisions.
+func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
+	var as []Approval
+	return as, c.call(ctx, http.MethodGet, "/approvals", nil, &as)
+}
+
+// Decide approves or denies a held request.
+func (c *Client) Decide(ctx context.Context, id string, d Decision) (Approval, error) {
+	var a Approval
+	return a, c.call(ctx, http.MethodPost, "/approvals/"+url.PathEscape(id), d, &a)
+}
+
+// CopyIn uploads a tar stream and unpacks it into dir in the sandbox.
+func (c *Client) CopyIn(ctx context.Context, id, dir string, tar io.Reader) error {
+	req, err := c.newRequest(ctx, http.MethodPut, sbPath(id, "/files"), url.Values{"path": {dir}}, tar)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// CopyOut downloads path from the sandbox as a tar stream into w.
+func (c *Client) CopyOut(ctx context.Context, id, path string, w io.Writer) error {
+	req, err := c.newRequest(ctx, http.MethodGet, sbPath(id, "/files"), url.Values{"path": {path}}, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Exec runs a command, streaming its output to stdout and stderr, and
+// returns how it ended. A command that exits non-zero is not an error.
+func (c *Client) Exec(ctx context.Context, id string, er ExecRequest, stdout, stderr io.Writer) (ExecResult, error) {
+	b, err := json.Marshal(er)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, sbPath(id, "/exec"), nil, bytes.NewReader(b))
+	if err != nil {
+		return ExecResult{}, err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	return readExecStream(resp.Body, stdout, stderr)
+}
+
+func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var f ExecFrame
+		if err := dec.Decode(&f); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return ExecResult{}, fmt.Errorf("exec stream ended without an exit status: %w", err)
+		}
+		switch {
+		case f.Exit != nil:
+			return *f.Exit, nil
+		case f.Error != nil:
+			return ExecResult{}, f.Error
+		case f.Stream == "stdout" && stdout != nil:
+			if _, err := stdout.Write(f.Data); err != nil {
+				return ExecResult{}, err
+			}
+		case f.Stream == "stderr" && stderr != nil:
+			if _, err := stderr.Write(f.Data); err != nil {
+				return ExecResult{}, err
+			}
+		}
+	}
+}
+
+// Logs calls fn for each audit event matching q, oldest first.
+func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) error) error {
+	v := url.Values{}
+	for k, s := range map[string]string{"sandbox": q.Sandbox, "kind": q.Kind, "verdict": q.Verdict} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, "/logs", v, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readLogStream(resp.Body, fn)
+}
+
+func readLogStream(r io.Reader, fn func(audit.Event) error) error {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var line struct {
+			audit.Event
+			Error *Error `json:"error,omitempty"`
+		}
+		if err := dec.Decode(&line); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("log stream: %w", err)
+		}
+		if line.Error != nil {
+			return line.Error
+		}
+		if err := fn(line.Event); err != nil {
+			return err
+		}
+	}
+}

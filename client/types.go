@@ -1,0 +1,252 @@
+// Package client is the Go client of Airlock's control API (HTTP+JSON on
+// a unix socket, or TCP with a bearer token; docs/api.md). The airlock CLI
+// uses it; so can agent frameworks. The wire types live here too, so the
+// server (serve/) and every client share one definition.
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// APIVersion is the path prefix of this version of the API.
+const APIVersion = "/v1"
+
+// Sandbox is a sandbox as the API reports it.
+type Sandbox struct {
+	ID         string            `json:"id"`
+	Image      string            `json:"image"`
+	Policy     string            `json:"policy"`
+	PolicyHash string            `json:"policy_hash,omitempty"`
+	Address    string            `json:"address,omitempty"`
+	State      string            `json:"state"` // creating | running | paused | stopped | failed
+	Created    time.Time         `json:"created"`
+	Workspace  string            `json:"workspace,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Secrets    []string          `json:"secrets,omitempty"` // names only, never values
+	Limits     []string          `json:"limits,omitempty"`  // limits in force, e.g. "nofile=1024"
+	Warnings   []string          `json:"warnings,omitempty"`
+}
+
+// CreateRequest asks for a new sandbox.
+type CreateRequest struct {
+	Image     string            `json:"image,omitempty"`  // "" = the appliance's default
+	Policy    string            `json:"policy,omitempty"` // "" = the appliance's default
+	Env       map[string]string `json:"env,omitempty"`
+	Workspace string            `json:"workspace,omitempty"` // host directory bind-mounted at /workspace
+	Setup     [][]string        `json:"setup,omitempty"`     // commands run before the sandbox is ready
+	// Secrets are task-scoped secrets, held by the appliance in memory for
+	// injection by the proxy, never written into the sandbox.
+	Secrets     map[string]string `json:"secrets,omitempty"`
+	ExecTimeout Duration          `json:"exec_timeout,omitempty"`
+	Lifetime    Duration          `json:"lifetime,omitempty"`
+	ReadOnly    bool              `json:"read_only,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// ExecRequest runs one command in a sandbox.
+type ExecRequest struct {
+	Argv    []string          `json:"argv"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Stdin   []byte            `json:"stdin,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"`
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode   int   `json:"exit_code"`
+	DurationMS int64 `json:"duration_ms"`
+	TimedOut   bool  `json:"timed_out,omitempty"`
+	Killed     bool  `json:"killed,omitempty"`
+	Truncated  bool  `json:"truncated,omitempty"`
+}
+
+// ExecFrame is one line of the NDJSON exec stream: output (Stream "stdout"
+// or "stderr" with Data), then exactly one final frame with Exit or Error.
+type ExecFrame struct {
+	Stream string      `json:"stream,omitempty"`
+	Data   []byte      `json:"data,omitempty"`
+	Exit   *ExecResult `json:"exit,omitempty"`
+	Error  *Error      `json:"error,omitempty"`
+}
+
+// Snapshot is the image a sandbox was committed to.
+type Snapshot struct {
+	Image   string `json:"image"`
+	Warning string `json:"warning"`
+}
+
+// FileChange is one changed path under /workspace.
+type FileChange struct {
+	Path   string `json:"path"`
+	Change string `json:"change"` // added | modified | deleted
+}
+
+// Diff is what changed under /workspace since the sandbox was created.
+type Diff struct {
+	Changes []FileChange `json:"changes"`
+	Patch   string       `json:"patch,omitempty"` // unified diff of text files
+}
+
+// PolicyInfo is one loaded policy.
+type PolicyInfo struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+	Hash string `json:"hash"`
+}
+
+// PolicyChange is one policy a reload replaced, added or rejected.
+type PolicyChange struct {
+	Name    string   `json:"name"`
+	OldHash string   `json:"old_hash,omitempty"`
+	NewHash string   `json:"new_hash,omitempty"`
+	Errors  []string `json:"errors,omitempty"` // set when the file was rejected
+}
+
+// ReloadResult is the outcome of a policy reload. Rejected policies keep
+// running with their old version.
+type ReloadResult struct {
+	Reloaded  []PolicyChange `json:"reloaded,omitempty"`
+	Rejected  []PolicyChange `json:"rejected,omitempty"`
+	Unchanged []string       `json:"unchanged,omitempty"`
+}
+
+// LogQuery filters the audit log.
+type LogQuery struct {
+	Sandbox string
+	Kind    string
+	Verdict string
+	Since   time.Time
+	Limit   int
+}
+
+// Approval is a held request waiting for (or given) a human decision.
+type Approval struct {
+	ID          string    `json:"id"`
+	Sandbox     string    `json:"sandbox"`
+	Destination string    `json:"destination"`
+	Category    string    `json:"category,omitempty"`
+	Rule        string    `json:"rule"`
+	Command     string    `json:"command,omitempty"` // the command running at the time
+	Held        time.Time `json:"held"`
+	Expires     time.Time `json:"expires"`
+	State       string    `json:"state"` // held | approved | denied | expired
+	DecidedBy   string    `json:"decided_by,omitempty"`
+	For         string    `json:"for,omitempty"`
+}
+
+// Decision is a human's answer to a held request.
+type Decision struct {
+	Approve bool     `json:"approve"`
+	Once    bool     `json:"once,omitempty"` // only this request
+	For     Duration `json:"for,omitempty"`  // allow the destination for this long
+}
+
+// Summary is a sandbox's egress at a glance, for `airlock run`.
+type Summary struct {
+	Sandbox    string            `json:"sandbox"`
+	Categories []CategoryCount   `json:"categories,omitempty"`
+	Denied     []DeniedAttempt   `json:"denied,omitempty"`
+	DNSNames   []string          `json:"dns_names,omitempty"`
+	Drops      uint64            `json:"drops,omitempty"`
+	Counts     map[string]uint64 `json:"counts,omitempty"` // events by kind
+	Report     string            `json:"report,omitempty"` // how to get the review report
+}
+
+// CategoryCount is the allowed destinations of one category.
+type CategoryCount struct {
+	Category     string   `json:"category"`
+	Requests     uint64   `json:"requests"`
+	Destinations []string `json:"destinations"`
+}
+
+// DeniedAttempt is one denied destination and the rule that denied it.
+type DeniedAttempt struct {
+	Destination string `json:"destination"`
+	Kind        string `json:"kind"` // dns | flow | http | drop
+	Rule        string `json:"rule"`
+	Reason      string `json:"reason,omitempty"`
+	Count       uint64 `json:"count"`
+}
+
+// Health is the appliance's state.
+type Health struct {
+	Status     string            `json:"status"` // ok | degraded
+	Version    string            `json:"version"`
+	Sandboxes  int               `json:"sandboxes"`
+	Components map[string]string `json:"components,omitempty"` // name → "ok" or the problem
+}
+
+// Error is the API's error body: a stable code and a message for people.
+type Error struct {
+	Status    int    `json:"-"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// Error codes.
+const (
+	CodeInvalid      = "invalid"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeUnsupported  = "unsupported"
+	CodeUnavailable  = "unavailable"
+	CodeUnauthorized = "unauthorized"
+	CodeInternal     = "internal"
+)
+
+// Errorf builds an *Error with the status that goes with code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Status: statusOf(code), Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func statusOf(code string) int {
+	switch code {
+	case CodeInvalid:
+		return http.StatusBadRequest
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeUnsupported:
+		return http.StatusNotImplemented
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// IsCode reports whether err is an API error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// Duration is a time.Duration that travels as a Go duration string.
+type Duration time.Duration
+
+// MarshalText writes "1m30s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration: %q", b)
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,454 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"airlock/audit"
+	"airlock/client"
+)
+
+// Backend is what the control API drives. The appliance implements it
+// (Appliance); tests use a fake. Errors that are *client.Error keep their
+// code; any other error is reported as "internal".
+type Backend interface {
+	Health(ctx context.Context) client.Health
+	Create(ctx context.Context, req client.CreateRequest) (client.Sandbox, error)
+	List(ctx context.Context) ([]client.Sandbox, error)
+	Get(ctx context.Context, id string) (client.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	// Exec runs a command; output is written to stdout and stderr as it
+	// comes. It returns when the command has ended.
+	Exec(ctx context.Context, id string, req client.ExecRequest, stdout, stderr io.Writer) (client.ExecResult, error)
+	CopyIn(ctx context.Context, id, dir string, tar io.Reader) error
+	CopyOut(ctx context.Context, id, path string, w io.Writer) error
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Snapshot(ctx context.Context, id string) (client.Snapshot, error)
+	Diff(ctx context.Context, id string) (client.Diff, error)
+	Summary(ctx context.Context, id string) (client.Summary, error)
+	Policies(ctx context.Context) ([]client.PolicyInfo, error)
+	ReloadPolicies(ctx context.Context, by string) (client.ReloadResult, error)
+	// Logs calls fn for each event matching q, oldest first.
+	Logs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error
+	Approvals(ctx context.Context) ([]client.Approval, error)
+	Decide(ctx context.Context, id string, d client.Decision, by string) (client.Approval, error)
+}
+
+// API is the control API's HTTP handler.
+type API struct {
+	Backend Backend
+	Log     *slog.Logger
+	// Token, when set, is the bearer token every request must carry (the
+	// TCP listener); the unix socket relies on its file mode instead.
+	Token string
+	// MaxBody bounds JSON request bodies (default 16 MiB).
+	MaxBody int64
+}
+
+type ctxKey int
+
+const (
+	keyRequestID ctxKey = iota
+	keyPeer
+)
+
+// Handler returns the routed handler with request ids, auth and logging.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	v := client.APIVersion
+	mux.HandleFunc("GET "+v+"/health", a.health)
+	mux.HandleFunc("POST "+v+"/sandboxes", a.create)
+	mux.HandleFunc("GET "+v+"/sandboxes", a.list)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}", a.get)
+	mux.HandleFunc("DELETE "+v+"/sandboxes/{id}", a.delete)
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/exec", a.exec)
+	mux.HandleFunc("PUT "+v+"/sandboxes/{id}/files", a.copyIn)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}/files", a.copyOut)
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/pause", a.simple(Backend.Pause))
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/resume", a.simple(Backend.Resume))
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/snapshot", a.snapshot)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}/diff", a.diff)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}/summary", a.summary)
+	mux.HandleFunc("GET "+v+"/policies", a.policies)
+	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)
+	mux.HandleFunc("GET "+v+"/logs", a.logs)
+	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
+	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, r, client.Errorf(client.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return a.wrap(mux)
+}
+
+func (a *API) log() *slog.Logger {
+	if a.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.Log
+}
+
+// wrap adds the request id, the bearer-token check and an access log line.
+func (a *API) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 64 {
+			id = newID("req-")
+		}
+		w.Header().Set("X-Request-Id", id)
+		r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
+		if a.Token != "" && !validBearer(r.Header.Get("Authorization"), a.Token) {
+			a.fail(w, r, client.Errorf(client.CodeUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		start := time.Now()
+		next.ServeHTTP(w, r)
+		a.log().Debug("api", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			"peer", Peer(r.Context()), "duration", time.Since(start))
+	})
+}
+
+func validBearer(h, token string) bool {
+	got, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// RequestID returns the request id of an API request's context.
+func RequestID(ctx context.Context) string {
+	s, _ := ctx.Value(keyRequestID).(string)
+	return s
+}
+
+// Peer names who is calling: "user NAME (uid N)" over the unix socket,
+// "token" over TCP, "" when unknown.
+func Peer(ctx context.Context) string {
+	s, _ := ctx.Value(keyPeer).(string)
+	return s
+}
+
+// WithPeer returns ctx carrying the caller's name (see Peer).
+func WithPeer(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, keyPeer, who)
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *client.Error
+	if !errors.As(err, &ae) {
+		a.log().Error("api: internal error", "request_id", RequestID(r.Context()), "path", r.URL.Path, "err", err)
+		ae = client.Errorf(client.CodeInternal, "%v", err)
+	}
+	out := *ae
+	out.RequestID = RequestID(r.Context())
+	if out.Status == 0 {
+		out.Status = http.StatusInternalServerError
+	}
+	writeJSON(w, out.Status, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *API) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	limit := a.MaxBody
+	if limit == 0 {
+		limit = 16 << 20
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		a.fail(w, r, client.Errorf(client.CodeInvalid, "bad request body: %v", err))
+		return false
+	}
+	return true
+}
+
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.Backend.Health(r.Context()))
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	var req client.CreateRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	sb, err := a.Backend.Create(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sb)
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	sbs, err := a.Backend.List(r.Context())
+	if sbs == nil {
+		sbs = []client.Sandbox{}
+	}
+	a.reply(w, r, sbs, err)
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.Backend.Get(r.Context(), r.PathValue("id"))
+	a.reply(w, r, sb, err)
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request) {
+	if err := a.Backend.Delete(r.Context(), r.PathValue("id")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) simple(f func(Backend, context.Context, string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := f(a.Backend, r.Context(), r.PathValue("id")); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (a *API) snapshot(w http.ResponseWriter, r *http.Request) {
+	s, err := a.Backend.Snapshot(r.Context(), r.PathValue("id"))
+	a.reply(w, r, s, err)
+}
+
+func (a *API) diff(w http.ResponseWriter, r *http.Request) {
+	d, err := a.Backend.Diff(r.Context(), r.PathValue("id"))
+	a.reply(w, r, d, err)
+}
+
+func (a *API) summary(w http.ResponseWriter, r *http.Request) {
+	s, err := a.Backend.Summary(r.Context(), r.PathValue("id"))
+	a.reply(w, r, s, err)
+}
+
+func (a *API) policies(w http.ResponseWriter, r *http.Request) {
+	ps, err := a.Backend.Policies(r.Context())
+	if ps == nil {
+		ps = []client.PolicyInfo{}
+	}
+	a.reply(w, r, ps, err)
+}
+
+func (a *API) reload(w http.ResponseWriter, r *http.Request) {
+	res, err := a.Backend.ReloadPolicies(r.Context(), Peer(r.Context()))
+	a.reply(w, r, res, err)
+}
+
+func (a *API) approvals(w http.ResponseWriter, r *http.Request) {
+	as, err := a.Backend.Approvals(r.Context())
+	if as == nil {
+		as = []client.Approval{}
+	}
+	a.reply(w, r, as, err)
+}
+
+func (a *API) decide(w http.ResponseWriter, r *http.Request) {
+	var d client.Decision
+	if !a.decode(w, r, &d) {
+		return
+	}
+	ap, err := a.Backend.Decide(r.Context(), r.PathValue("id"), d, Peer(r.Context()))
+	a.reply(w, r, ap, err)
+}
+
+func (a *API) copyIn(w http.ResponseWriter, r *http.Request) {
+	dir := r.URL.Query().Get("path")
+	if dir == "" {
+		dir = "/workspace"
+	}
+	if err := a.Backend.CopyIn(r.Context(), r.PathValue("id"), dir, r.Body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) copyOut(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Query().Get("path")
+	if path == "" {
+		a.fail(w, r, client.Errorf(client.CodeInvalid, "the path query parameter is required"))
+		return
+	}
+	// Buffer the first bytes so an error before any data is a JSON error.
+	lw := &lazyWriter{w: w, contentType: "application/x-tar"}
+	if err := a.Backend.CopyOut(r.Context(), r.PathValue("id"), path, lw); err != nil {
+		if !lw.started {
+			a.fail(w, r, err)
+			return
+		}
+		a.log().Warn("api: copy out failed after data was sent", "request_id", RequestID(r.Context()), "err", err)
+		return
+	}
+	lw.start()
+}
+
+// lazyWriter sends the 200 header only with the first byte, so errors
+// that come before any data can still become a JSON error response.
+type lazyWriter struct {
+	w           http.ResponseWriter
+	contentType string
+	started     bool
+}
+
+func (l *lazyWriter) start() {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", l.contentType)
+		l.w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	l.start()
+	return l.w.Write(p)
+}
+
+func (a *API) logs(w http.ResponseWriter, r *http.Request) {
+	q, err := parseLogQuery(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	nd := newNDJSON(w)
+	err = a.Backend.Logs(r.Context(), q, func(e audit.Event) error { return nd.send(e) })
+	if err != nil {
+		if !nd.started {
+			a.fail(w, r, err)
+			return
+		}
+		_ = nd.send(client.ExecFrame{Error: client.Errorf(client.CodeInternal, "%v", err)})
+	}
+	nd.start()
+}
+
+func parseLogQuery(r *http.Request) (client.LogQuery, error) {
+	v := r.URL.Query()
+	q := client.LogQuery{Sandbox: v.Get("sandbox"), Kind: v.Get("kind"), Verdict: v.Get("verdict")}
+	if s := v.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return q, client.Errorf(client.CodeInvalid, "since: want an RFC 3339 time, got %q", s)
+		}
+		q.Since = t
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return q, client.Errorf(client.CodeInvalid, "limit: want a non-negative number, got %q", s)
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+func (a *API) exec(w http.ResponseWriter, r *http.Request) {
+	var req client.ExecRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	if len(req.Argv) == 0 {
+		a.fail(w, r, client.Errorf(client.CodeInvalid, "argv is empty: give the command to run"))
+		return
+	}
+	nd := newNDJSON(w)
+	res, err := a.Backend.Exec(r.Context(), r.PathValue("id"), req,
+		nd.stream("stdout"), nd.stream("stderr"))
+	if err != nil && !nd.started {
+		a.fail(w, r, err)
+		return
+	}
+	if err != nil {
+		var ae *client.Error
+		if !errors.As(err, &ae) {
+			ae = client.Errorf(client.CodeInternal, "%v", err)
+		}
+		_ = nd.send(client.ExecFrame{Error: ae})
+		return
+	}
+	_ = nd.send(client.ExecFrame{Exit: &res})
+}
+
+// ndjson writes one JSON value per line and flushes each, serialized
+// across the stdout and stderr writers of an exec.
+type ndjson struct {
+	w       http.ResponseWriter
+	enc     *json.Encoder
+	mu      chan struct{}
+	started bool
+}
+
+func newNDJSON(w http.ResponseWriter) *ndjson {
+	n := &ndjson{w: w, enc: json.NewEncoder(w), mu: make(chan struct{}, 1)}
+	return n
+}
+
+func (n *ndjson) start() {
+	if !n.started {
+		n.started = true
+		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		n.w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (n *ndjson) send(v any) error {
+	n.mu <- struct{}{}
+	defer func() { <-n.mu }()
+	n.start()
+	if err := n.enc.Encode(v); err != nil {
+		return fmt.Errorf("write stream: %w", err)
+	}
+	if f, ok := n.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+func (n *ndjson) stream(name string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		b := make([]byte, len(p))
+		copy(b, p)
+		if err := n.send(client.ExecFrame{Stream: name, Data: b}); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
