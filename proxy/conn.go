@@ -1,0 +1,368 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"airlock/policies"
+)
+
+// maxBindingNames bounds how many dnsd-learned names are tried for an
+// address.
+const maxBindingNames = 8
+
+// HandleTransparent serves one connection the kernel path steered to the
+// proxy; origDst is where the sandbox was connecting. It returns when the
+// connection is done and always closes c.
+func (p *Proxy) HandleTransparent(ctx context.Context, c net.Conn, origDst netip.AddrPort) {
+	origDst = netip.AddrPortFrom(origDst.Addr().Unmap(), origDst.Port())
+	f := &flow{id: newID(), mode: "transparent", origDst: origDst, port: origDst.Port(), start: time.Now()}
+	p.handle(ctx, c, f, func(cc net.Conn) string {
+		if p.isLoop(origDst) {
+			p.denyFlow(f, cc, internalDeny(ruleLoop, "the destination is the appliance's own listener"), "")
+			return "denied"
+		}
+		return p.transparent(ctx, f, cc)
+	})
+}
+
+// HandleExplicit serves one HTTP proxy client connection.
+func (p *Proxy) HandleExplicit(ctx context.Context, c net.Conn) {
+	f := &flow{id: newID(), mode: "explicit", start: time.Now()}
+	p.handle(ctx, c, f, func(cc net.Conn) string { return p.explicit(ctx, f, cc) })
+}
+
+// handle does what every connection shares: tracking, identity, byte
+// counting, and the close record.
+func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.Conn) string) {
+	if !p.track(c) {
+		c.Close()
+		return
+	}
+	defer p.untrack(c)
+	defer c.Close()
+	f.src, _ = addrPort(c.RemoteAddr())
+	cc := &countConn{Conn: c, f: f}
+	sb, ok := p.cfg.Identify.Identify(f.src.Addr())
+	if !ok || sb.Policy == nil {
+		f.sb = Sandbox{ID: ""}
+		p.denyFlow(f, cc, internalDeny(ruleIdentity, "unknown source address"), "")
+		p.emitClose(f, "denied")
+		return
+	}
+	f.sb = sb
+	reason := serve(cc)
+	p.emitClose(f, reason)
+}
+
+// denyFlow records a connection-level denial and tells the client.
+func (p *Proxy) denyFlow(f *flow, c net.Conn, v policies.Verdict, tlsName string) {
+	f.verdict = v
+	f.handling = "none"
+	p.emitDecision(f)
+	if tlsName != "" {
+		writeTLSAlert(c)
+	}
+}
+
+func (p *Proxy) transparent(ctx context.Context, f *flow, c net.Conn) string {
+	s, err := p.sniff(c)
+	if err != nil {
+		if s.kind == sniffTLS {
+			p.denyFlow(f, c, internalDeny(ruleProtocol, "malformed TLS ClientHello"), "x")
+			return "denied"
+		}
+		p.denyFlow(f, c, internalDeny(ruleProtocol, "could not read the first bytes"), "")
+		return "client-error"
+	}
+	switch s.kind {
+	case sniffTLS:
+		return p.handleTLS(ctx, f, s.conn, s.hello, "")
+	case sniffHTTP:
+		f.handling = "inspect"
+		sc := &scope{f: f, scheme: "http", pinFirst: true}
+		return p.serveHTTP1(ctx, sc, s.conn, nil)
+	}
+	return p.opaque(ctx, f, s.conn, s.kind)
+}
+
+// handleTLS decides a TLS connection on its SNI (or, for explicit
+// tunnels, the CONNECT authority, which the SNI must agree with), then
+// inspects or splices it.
+func (p *Proxy) handleTLS(ctx context.Context, f *flow, c net.Conn, h Hello, authority string) string {
+	f.sni = h.ServerName
+	f.alpn = strings.Join(h.ALPN, ",")
+	name := authority
+	if authority != "" && h.ServerName != "" {
+		sni, err := policies.NormalizeHost(h.ServerName)
+		if err != nil || sni != authority {
+			return p.tlsDeny(f, c, internalDeny(ruleFronting, "TLS server name differs from the CONNECT authority"), "")
+		}
+	}
+	if name == "" && h.ServerName != "" {
+		n, err := policies.NormalizeHost(h.ServerName)
+		if err != nil {
+			return p.tlsDeny(f, c, internalDeny(ruleProtocol, "bad TLS server name"), "")
+		}
+		name = n
+	}
+	var ok bool
+	switch {
+	case authority != "":
+		ok = true // decided on the CONNECT authority already
+	case name == "":
+		name, ok = p.decideByAddress(ctx, f)
+	default:
+		ok = p.decideConnect(ctx, f, name)
+	}
+	if !ok {
+		return p.tlsDeny(f, c, f.verdict, name)
+	}
+	if f.verdict.Cat != nil && f.verdict.Cat.Inspect && name != "" {
+		return p.mitm(ctx, f, c, name, h)
+	}
+	return p.splice(ctx, f, c)
+}
+
+// decideConnect runs the connection-stage decision for name and, when
+// allowed, resolves and checks the addresses to dial.
+func (p *Proxy) decideConnect(ctx context.Context, f *flow, name string) bool {
+	f.host = name
+	req := policies.Request{Stage: policies.StageConnect, Host: name, SNI: f.sni, Port: f.port}
+	// The original address is not part of a named decision: it is never
+	// dialed; the name's own addresses are checked when resolved.
+	if a, err := netip.ParseAddr(name); err == nil {
+		req.Host, req.IP = "", a
+	}
+	v := f.sb.Policy.Decide(req)
+	if v.Action == policies.ActionAsk {
+		v = p.ask(ctx, f, f.id, hostPort(name, f.port), v)
+	}
+	f.verdict = v
+	if !v.Action.Allows() {
+		return false
+	}
+	targets, addrs, err := p.resolveChecked(ctx, f.sb.Policy, name, f.port, v)
+	if err != nil {
+		f.verdict = addrDeny(v, err)
+		return false
+	}
+	f.targets = targets
+	if f.origDst.IsValid() && !slices.Contains(addrs, f.origDst.Addr()) {
+		f.mismatch = true
+		p.log.Info("proxy: original address is not among the name's addresses", "id", f.id, "sandbox", f.sb.ID, "host", name)
+	}
+	return true
+}
+
+// decideByAddress decides a transparent connection that named no host:
+// an IP rule for the original address, else a name this sandbox resolved
+// to that address through dnsd. It returns the name that was allowed ("" for an IP rule).
+func (p *Proxy) decideByAddress(ctx context.Context, f *flow) (string, bool) {
+	if !f.origDst.IsValid() {
+		f.verdict = internalDeny(ruleSniff, "no destination name")
+		return "", false
+	}
+	dst := f.origDst.Addr()
+	v := f.sb.Policy.Decide(policies.Request{Stage: policies.StageConnect, IP: dst, Port: f.port, SNI: f.sni})
+	if v.Action.Allows() && p.mayDial(dst, v, f.sb.Policy) {
+		f.verdict, f.targets = v, []netip.AddrPort{f.origDst}
+		return "", true
+	}
+	first := v
+	if p.cfg.Bindings != nil {
+		names := p.cfg.Bindings.NamesFor(f.sb.ID, dst)
+		for _, n := range names[:min(len(names), maxBindingNames)] {
+			norm, err := policies.NormalizeHost(n)
+			if err == nil && p.decideConnect(ctx, f, norm) {
+				return norm, true
+			}
+		}
+	}
+	f.host = ""
+	if first.Action.Allows() {
+		first = addrDeny(first, errRefusedAddr)
+	}
+	f.verdict = first
+	return "", false
+}
+
+// tlsDeny refuses a TLS connection. When the name is known, the proxy
+// completes the handshake with its CA and answers 403 so the agent learns
+// why; otherwise it sends a TLS alert.
+func (p *Proxy) tlsDeny(f *flow, c net.Conn, v policies.Verdict, name string) string {
+	f.verdict = v
+	f.handling = "none"
+	p.emitDecision(f)
+	if name == "" {
+		writeTLSAlert(c)
+		return "denied"
+	}
+	p.explainTLS(f, c, name)
+	return "denied"
+}
+
+// opaque handles bytes that are neither TLS nor HTTP (or none at all):
+// decided on the original address alone, spliced only when allowed.
+func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind) string {
+	_, ok := p.decideByAddress(ctx, f)
+	if ok && f.verdict.Cat != nil && f.verdict.Cat.Inspect {
+		f.verdict = internalDeny(ruleProtocol, "the category inspects traffic and this connection is neither TLS nor HTTP")
+		ok = false
+	}
+	if !ok {
+		if kind == sniffNone && f.verdict.Rule.Name == "" {
+			f.verdict = internalDeny(ruleSniff, "nothing received before the sniff timeout")
+		}
+		f.handling = "none"
+		p.emitDecision(f)
+		return "denied"
+	}
+	return p.splice(ctx, f, c)
+}
+
+func (p *Proxy) explicit(ctx context.Context, f *flow, c net.Conn) string {
+	br := bufio.NewReaderSize(c, 16<<10)
+	c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+	req, head, err := readRequest(br, p.cfg.MaxHeaderBytes)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return p.badRequest(f, c, err)
+	}
+	if req.Method != http.MethodConnect {
+		f.handling = "inspect"
+		sc := &scope{f: f, scheme: "http"}
+		return p.serveHTTP1(ctx, sc, &bufConn{Conn: c, br: br}, &firstReq{req, head})
+	}
+	return p.connect(ctx, f, c, br, req)
+}
+
+// connect handles a CONNECT request: decide the authority, answer 200,
+// then sniff inside the tunnel.
+func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request) string {
+	host, port, err := splitAuthority(req.RequestURI, "https")
+	if err != nil || !strings.Contains(req.RequestURI, ":") {
+		v := internalDeny(ruleProtocol, "CONNECT needs host:port")
+		return p.connectRefused(f, c, req, http.StatusBadRequest, v)
+	}
+	f.port = port
+	if !p.decideConnect(ctx, f, host) {
+		return p.connectRefused(f, c, req, http.StatusForbidden, f.verdict)
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return "client-error"
+	}
+	tc := &bufConn{Conn: c, br: br}
+	s, err := p.sniff(tc)
+	if err != nil {
+		if s.kind == sniffTLS {
+			return p.tlsDeny(f, c, internalDeny(ruleProtocol, "malformed TLS ClientHello"), "")
+		}
+		return "client-error"
+	}
+	switch s.kind {
+	case sniffTLS:
+		f.sni = s.hello.ServerName
+		return p.handleTLS(ctx, f, s.conn, s.hello, host)
+	case sniffHTTP:
+		f.handling = "inspect"
+		sc := &scope{f: f, scheme: "http", host: host, port: port}
+		return p.serveHTTP1(ctx, sc, s.conn, nil)
+	}
+	if f.verdict.Cat != nil && f.verdict.Cat.Inspect {
+		f.verdict = internalDeny(ruleProtocol, "the category inspects traffic and this tunnel is neither TLS nor HTTP")
+		f.handling = "none"
+		p.emitDecision(f)
+		return "denied"
+	}
+	return p.splice(ctx, f, s.conn)
+}
+
+func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status int, v policies.Verdict) string {
+	f.verdict = v
+	f.handling = "none"
+	p.emitDecision(f)
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	writeResponse(c, reject(req, f.id, status, v), true)
+	return "denied"
+}
+
+// badRequest answers an unreadable first request with 400 and logs it.
+func (p *Proxy) badRequest(f *flow, c net.Conn, err error) string {
+	if errors.Is(err, io.EOF) || isTimeout(err) && !errors.Is(err, errFraming) {
+		f.verdict = internalDeny(ruleSniff, "no request before the timeout")
+		f.handling = "none"
+		p.emitDecision(f)
+		return "client-error"
+	}
+	status, v := framingVerdict(err)
+	f.verdict = v
+	f.handling = "none"
+	p.emitDecision(f)
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	writeResponse(c, reject(nil, f.id, status, v), false)
+	return "denied"
+}
+
+func framingVerdict(err error) (int, policies.Verdict) {
+	if errors.Is(err, errHeadTooLarge) {
+		return http.StatusRequestHeaderFieldsTooLarge, internalDeny(ruleFraming, "request head too large")
+	}
+	return http.StatusBadRequest, internalDeny(ruleFraming, fmt.Sprint(err))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bufConn reads through a bufio.Reader that may hold bytes already.
+type bufConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.br.Read(p) }
+
+// CloseWrite half-closes when the underlying connection can.
+func (c *bufConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// countConn counts the client's bytes into the flow.
+type countConn struct {
+	net.Conn
+	f *flow
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.f.up.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.f.down.Add(int64(n))
+	return n, err
+}
+
+// CloseWrite half-closes when the underlying connection can.
+func (c *countConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"airlock/policies"
+)
+
+// errRefusedAddr: every address of the name is refused by the classifier.
+var errRefusedAddr = errors.New("refused address")
+
+// resolveChecked resolves name once with the appliance's resolver,
+// classifies every answer and returns the addresses the proxy may dial,
+// in the resolver's order. An IP literal is its own answer.
+func (p *Proxy) resolveChecked(ctx context.Context, pol Decider, name string, port uint16, v policies.Verdict) ([]netip.AddrPort, []netip.Addr, error) {
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+		defer cancel()
+		addrs, err = p.cfg.Resolver.LookupNetIP(ctx, "ip", name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolve %s: %w", name, err)
+		}
+	}
+	var out []netip.AddrPort
+	for _, a := range addrs {
+		if p.mayDial(a, v, pol) {
+			out = append(out, netip.AddrPortFrom(a, port))
+		}
+	}
+	if len(out) == 0 {
+		return nil, addrs, fmt.Errorf("%w: %s has no address the policy allows", errRefusedAddr, name)
+	}
+	return out, addrs, nil
+}
+
+// addrAllower is implemented by policies that carry their own address
+// rules ([deny] cidrs); the proxy then asks the policy too.
+type addrAllower interface {
+	AddrAllowed(a netip.Addr, cat *policies.Category) bool
+}
+
+// mayDial reports whether the proxy may connect to a for a request the
+// verdict allowed: never the appliance's own addresses; public addresses;
+// non-public ones only when the deciding category's CIDRs or the operator's
+// UpstreamAllow name them; and never what the policy's own address rules
+// refuse.
+func (p *Proxy) mayDial(a netip.Addr, v policies.Verdict, pol Decider) bool {
+	if !a.IsValid() || a.IsUnspecified() {
+		return false
+	}
+	u := a.WithZone("").Unmap()
+	for _, own := range p.cfg.OwnAddrs {
+		if own.Unmap() == u {
+			return false
+		}
+	}
+	for _, l := range p.cfg.Own {
+		if l.Addr().Unmap() == u {
+			return false
+		}
+	}
+	if aa, ok := pol.(addrAllower); ok {
+		return aa.AddrAllowed(a, v.Cat) || containsAddr(p.cfg.UpstreamAllow, a)
+	}
+	if v.Cat != nil && containsAddr(v.Cat.CIDRs, a) {
+		return true
+	}
+	if containsAddr(p.cfg.UpstreamAllow, a) {
+		return true
+	}
+	return p.cfg.IsPublic(a)
+}
+
+func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoop reports whether dst is one of the appliance's own listeners.
+func (p *Proxy) isLoop(dst netip.AddrPort) bool {
+	for _, l := range p.cfg.Own {
+		if l.Port() != dst.Port() {
+			continue
+		}
+		if l.Addr() == dst.Addr() || l.Addr().IsUnspecified() && p.ownAddr(dst.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Proxy) ownAddr(a netip.Addr) bool {
+	return slices.Contains(p.cfg.OwnAddrs, a) || a.IsLoopback()
+}
+
+// dialChecked connects to the first reachable address of targets: the
+// exact addresses that were checked, never a name.
+func (p *Proxy) dialChecked(ctx context.Context, targets []netip.AddrPort) (net.Conn, error) {
+	if len(targets) == 0 {
+		return nil, errors.New("proxy: no checked address to dial")
+	}
+	d := net.Dialer{Timeout: p.cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	var errs []error
+	dial := d.DialContext
+	if p.testDial != nil {
+		dial = p.testDial
+	}
+	for _, t := range targets {
+		c, err := dial(ctx, "tcp", t.String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("proxy: dial: %w", errors.Join(errs...))
+}
+
+// dialTargetsKey carries the checked addresses of one request to the
+// transport's dialer.
+type dialTargetsKey struct{}
+
+type dialTargets struct {
+	addrs  []netip.AddrPort
+	dialed func(netip.AddrPort)
+}
+
+// transportFor returns the sandbox's upstream transport. Its dialer only
+// dials the addresses the request's context carries; a request without
+// them cannot open a connection. Transports are per sandbox so that a
+// connection checked under one policy is never reused under another.
+func (p *Proxy) transportFor(sandboxID string) *http.Transport {
+	if t, ok := p.transports.Load(sandboxID); ok {
+		return t.(*http.Transport)
+	}
+	t := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            p.transportDial,
+		TLSClientConfig:        &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    p.cfg.DialTimeout,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           4 * p.cfg.MaxIdlePerHost,
+		MaxIdleConnsPerHost:    p.cfg.MaxIdlePerHost,
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  5 * time.Minute,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+	actual, _ := p.transports.LoadOrStore(sandboxID, t)
+	return actual.(*http.Transport)
+}
+
+func (p *Proxy) transportDial(ctx context.Context, _, _ string) (net.Conn, error) {
+	dt, ok := ctx.Value(dialTargetsKey{}).(*dialTargets)
+	if !ok || len(dt.addrs) == 0 {
+		return nil, errors.New("proxy: refusing to dial an unchecked address")
+	}
+	c, err := p.dialChecked(ctx, dt.addrs)
+	if err != nil {
+		return nil, err
+	}
+	if dt.dialed != nil {
+		if ap, ok := addrPort(c.RemoteAddr()); ok {
+			dt.dialed(ap)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,473 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"airlock/audit"
+	"airlock/policies"
+)
+
+// scope is where the requests of one client connection may go.
+type scope struct {
+	f      *flow
+	scheme string // "https" inside an inspected tunnel, else "http"
+	// host and port are the tunnel's normalized destination; every request
+	// must name exactly it. host "" means an explicit proxy connection whose
+	// absolute-form requests each name their own destination.
+	host string
+	port uint16
+	// pinned: the first request of a transparent plain-HTTP connection
+	// fixes host and port for the rest of the connection.
+	pinFirst bool
+}
+
+// maxSwapBody bounds a request body buffered to swap sentinels.
+const maxSwapBody = 1 << 20
+
+// hopHeaders are removed from every forwarded request and response.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = textprotoTrim(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+func textprotoTrim(s string) string { return strings.TrimSpace(s) }
+
+// upgradeType returns the Upgrade protocol a request asks for, if it asks.
+func upgradeType(h http.Header) string {
+	for _, f := range h.Values("Connection") {
+		for _, t := range strings.Split(f, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return strings.ToLower(h.Get("Upgrade"))
+			}
+		}
+	}
+	return ""
+}
+
+// reqEvent accumulates one http event.
+type reqEvent struct {
+	e     audit.Event
+	start time.Time
+	once  sync.Once
+}
+
+func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
+	e := audit.New(audit.KindHTTP, f.sb.ID)
+	e.ID = newID()
+	e.HTTP = &audit.HTTP{Method: req.Method, Scheme: scheme, Path: req.URL.EscapedPath(), FlowID: f.id}
+	return &reqEvent{e: e, start: time.Now()}
+}
+
+func (r *reqEvent) setVerdict(v policies.Verdict) { verdictFields(&r.e, v) }
+
+func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
+	r.once.Do(func() {
+		r.e.HTTP.Status = status
+		r.e.HTTP.BytesUp, r.e.HTTP.BytesDown = up, down
+		r.e.HTTP.DurationMS = time.Since(r.start).Milliseconds()
+		p.cfg.Emitter.Emit(r.e)
+	})
+}
+
+// refuse finishes the event as a denial and returns the refusal.
+func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Verdict) *http.Response {
+	r.setVerdict(v)
+	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "status", status)
+	p.finish(r, status, 0, 0)
+	return reject(req, r.e.ID, status, v)
+}
+
+// target works out and checks where a request wants to go.
+func (sc *scope) target(req *http.Request, hostHeader string) (string, uint16, policies.Verdict, bool) {
+	authority := hostHeader
+	if req.URL.IsAbs() || req.URL.Host != "" {
+		if hostHeader != "" && !sameAuthority(hostHeader, req.URL.Host, req.URL.Scheme) {
+			return "", 0, internalDeny(ruleFronting, "absolute-form URL and Host name different hosts"), false
+		}
+		authority = req.URL.Host
+		if sc.host == "" && !strings.EqualFold(req.URL.Scheme, "http") {
+			return "", 0, internalDeny(ruleProtocol, "only http:// URLs may be proxied; use CONNECT for https"), false
+		}
+	} else if sc.host == "" && !sc.pinFirst {
+		return "", 0, internalDeny(ruleProtocol, "a proxy request needs an absolute-form URL"), false
+	}
+	host, port, err := splitAuthority(authority, sc.scheme)
+	if err != nil {
+		return "", 0, internalDeny(ruleProtocol, "bad Host: "+err.Error()), false
+	}
+	if sc.host != "" && (host != sc.host || port != sc.port) {
+		return "", 0, internalDeny(ruleFronting, "request names a host other than the connection's"), false
+	}
+	return host, port, policies.Verdict{}, true
+}
+
+// splitAuthority normalizes "host[:port]", defaulting the port by scheme.
+func splitAuthority(a, scheme string) (string, uint16, error) {
+	if a == "" {
+		return "", 0, errors.New("empty")
+	}
+	host, portStr := a, ""
+	if h, p, err := net.SplitHostPort(a); err == nil {
+		host, portStr = h, p
+	} else if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") {
+		host = a
+	}
+	port := uint16(80)
+	if strings.EqualFold(scheme, "https") {
+		port = 443
+	}
+	if portStr != "" {
+		n, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil || n == 0 {
+			return "", 0, fmt.Errorf("bad port %q", portStr)
+		}
+		port = uint16(n)
+	}
+	norm, err := policies.NormalizeHost(host)
+	if err != nil {
+		return "", 0, err
+	}
+	return norm, port, nil
+}
+
+func sameAuthority(a, b, scheme string) bool {
+	h1, p1, err1 := splitAuthority(a, scheme)
+	h2, p2, err2 := splitAuthority(b, scheme)
+	return err1 == nil && err2 == nil && h1 == h2 && p1 == p2
+}
+
+func hostPort(host string, port uint16) string {
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// roundTrip decides one request and, when allowed, forwards it to the
+// checked upstream address. It always returns a response: the upstream's
+// or a refusal. The request's http event is emitted when the response
+// body is closed.
+func (p *Proxy) roundTrip(ctx context.Context, sc *scope, req *http.Request, hostHeader string) *http.Response {
+	f := sc.f
+	ev := p.newReqEvent(f, sc.scheme, req)
+	host, port, v, ok := sc.target(req, hostHeader)
+	ev.e.HTTP.Host = host
+	if !ok {
+		return p.refuse(ev, req, statusFor(v), v)
+	}
+	if sc.pinFirst && sc.host == "" {
+		sc.host, sc.port = host, port
+		f.host, f.port = host, port
+	}
+	if req.Method == "TRACE" || req.Method == "TRACK" {
+		return p.refuse(ev, req, http.StatusForbidden, internalDeny(ruleTrace, "TRACE is refused"))
+	}
+	pr := policies.Request{
+		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
+		Path: req.URL.EscapedPath(), Query: req.URL.RawQuery,
+	}
+	if pkg, ok := policies.RecognizePackage(host, pr.Path); ok {
+		pr.Package = &pkg
+		ev.e.HTTP.Package = &audit.Package{Ecosystem: pkg.Ecosystem, Name: pkg.Name, Version: pkg.Version}
+	}
+	v = f.sb.Policy.Decide(pr)
+	if v.Action == policies.ActionAsk {
+		v = p.ask(ctx, f, ev.e.ID, req.Method+" "+sc.scheme+"://"+hostPort(host, port)+pr.Path, v)
+	}
+	if v.Cat != nil && v.Cat.LogQuery {
+		ev.e.HTTP.Query = req.URL.RawQuery
+	}
+	if up := upgradeType(req.Header); up != "" {
+		ev.e.HTTP.Upgrade = up
+	}
+	ev.setVerdict(v)
+	if !f.decided {
+		f.verdict = v
+		p.emitDecision(f)
+	}
+	if !v.Action.Allows() {
+		return p.refuse(ev, req, http.StatusForbidden, v)
+	}
+	targets := f.targets
+	if sc.host == "" || targets == nil {
+		var err error
+		var addrs []netip.Addr
+		targets, addrs, err = p.resolveChecked(ctx, f.sb.Policy, host, port, v)
+		if err != nil {
+			return p.refuse(ev, req, http.StatusForbidden, addrDeny(v, err))
+		}
+		if sc.pinFirst {
+			f.targets = targets
+			f.mismatch = f.origDst.IsValid() && !slices.Contains(addrs, f.origDst.Addr())
+		}
+	}
+	if resp := p.limit(ev, req, v); resp != nil {
+		return resp
+	}
+	out := p.outRequest(ctx, f, req, sc.scheme, host, port, targets)
+	if resp := p.applySecrets(ev, req, out, f.sb.ID, host, v); resp != nil {
+		return resp
+	}
+	return p.forward(ev, req, out, f)
+}
+
+func statusFor(v policies.Verdict) int {
+	if v.Rule.Name == ruleProtocol || v.Rule.Name == ruleFraming {
+		return http.StatusBadRequest
+	}
+	return http.StatusForbidden
+}
+
+// addrDeny turns a resolve/classify failure into a verdict that keeps
+// the category that allowed the name.
+func addrDeny(v policies.Verdict, err error) policies.Verdict {
+	d := internalDeny(ruleResolve, "the name does not resolve")
+	if errors.Is(err, errRefusedAddr) {
+		d = internalDeny(ruleAddress, "the name resolves only to addresses the policy does not allow (private, loopback, link-local, metadata, or the appliance's own)")
+	}
+	d.Category, d.Kind = v.Category, v.Kind
+	return d
+}
+
+// outRequest builds the upstream request: the approved name as URL host
+// (so upstream TLS verifies that name), hop-by-hop headers removed, and
+// the checked addresses in its context for the dialer.
+func (p *Proxy) outRequest(ctx context.Context, f *flow, req *http.Request, scheme, host string, port uint16, targets []netip.AddrPort) *http.Request {
+	dt := &dialTargets{addrs: targets}
+	ctx = context.WithValue(ctx, dialTargetsKey{}, dt)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		f.dialed.Store(ci.Conn.RemoteAddr().String())
+	}})
+	out := req.Clone(ctx)
+	out.RequestURI = ""
+	out.URL.Scheme = scheme
+	out.URL.Host = hostPort(host, port)
+	out.Host = authorityFor(host, port, scheme)
+	out.Close = false
+	up := upgradeType(req.Header)
+	removeHopHeaders(out.Header)
+	if up != "" {
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", req.Header.Get("Upgrade"))
+	}
+	out.Header.Del("Expect")
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil // do not add Go's default
+	}
+	return out
+}
+
+func authorityFor(host string, port uint16, scheme string) string {
+	if (scheme == "https" && port == 443) || (scheme == "http" && port == 80) {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return hostPort(host, port)
+}
+
+// forward sends out upstream and wraps the response body so the event is
+// emitted with its byte counts when the body is closed.
+func (p *Proxy) forward(ev *reqEvent, req, out *http.Request, f *flow) *http.Response {
+	up := &countReader{r: out.Body}
+	if out.Body != nil && out.Body != http.NoBody {
+		out.Body = struct {
+			io.Reader
+			io.Closer
+		}{up, out.Body}
+	}
+	resp, err := p.transportFor(f.sb.ID).RoundTrip(out)
+	if err != nil {
+		return p.upstreamError(ev, req, err)
+	}
+	removeHopHeaders(resp.Header)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Header.Set("Connection", "Upgrade")
+		resp.Header.Set("Upgrade", out.Header.Get("Upgrade"))
+	}
+	resp.Request = req
+	body := resp.Body
+	down := &countReader{r: body}
+	resp.Body = &eventBody{countReader: down, closer: body, done: func() {
+		p.finish(ev, resp.StatusCode, up.n, down.n)
+	}}
+	return resp
+}
+
+func (p *Proxy) upstreamError(ev *reqEvent, req *http.Request, err error) *http.Response {
+	var cve *tls.CertificateVerificationError
+	reason := "upstream connection failed"
+	if errors.As(err, &cve) {
+		reason = "upstream certificate verification failed"
+	}
+	p.log.Warn("proxy: upstream", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "err", err)
+	v := internalDeny(ruleUpstream, reason)
+	v.Category = ev.e.Category
+	return p.refuse(ev, req, http.StatusBadGateway, v)
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	if c.r == nil {
+		return 0, io.EOF
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// eventBody is a response body that reports when it is closed.
+type eventBody struct {
+	*countReader
+	closer io.Closer
+	once   sync.Once
+	done   func()
+}
+
+func (b *eventBody) Close() error {
+	err := b.closer.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// Write lets a 101 response body (the upstream connection) be written to.
+func (b *eventBody) Write(p []byte) (int, error) {
+	if w, ok := b.closer.(io.Writer); ok {
+		return w.Write(p)
+	}
+	return 0, errors.New("proxy: response body is not writable")
+}
+
+// applySecrets swaps sentinel placeholders for real secrets toward the
+// secret's own hosts, blocks placeholders going anywhere else, and sets
+// the category's injected credential after every client value is gone.
+func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, host string, v policies.Verdict) *http.Response {
+	sec := p.cfg.Secrets
+	allowed := map[string]bool{}
+	if v.Cat != nil {
+		for _, n := range v.Cat.Sentinels {
+			allowed[n] = true
+		}
+	}
+	if sec != nil {
+		for _, ph := range sec.Placeholders(sandboxID) {
+			if ph.Value == "" {
+				continue
+			}
+			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, allowed[ph.Name], v); resp != nil {
+				return resp
+			}
+		}
+	}
+	if v.Cat == nil || v.Cat.Inject == nil {
+		return nil
+	}
+	in := v.Cat.Inject
+	val, ok := "", false
+	if sec != nil {
+		val, ok = sec.Lookup(sandboxID, in.Secret)
+	}
+	if !ok {
+		d := internalDeny(ruleInject, "the credential for this category is not available")
+		d.Category = v.Category
+		return p.refuse(ev, req, http.StatusBadGateway, d)
+	}
+	out.Header.Del(in.Header)
+	out.Header.Set(in.Header, in.Value(val))
+	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
+	return nil
+}
+
+func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID string, ph Placeholder, may bool, v policies.Verdict) *http.Response {
+	inHeaders := false
+	for _, vals := range out.Header {
+		for _, s := range vals {
+			if strings.Contains(s, ph.Value) {
+				inHeaders = true
+			}
+		}
+	}
+	inURL := strings.Contains(out.URL.RawQuery, ph.Value) || strings.Contains(out.URL.EscapedPath(), ph.Value)
+	bodyOK := may && v.Cat != nil && v.Cat.SentinelBody
+	if !inHeaders && !inURL && !bodyOK {
+		return nil
+	}
+	if (inHeaders || inURL) && !may {
+		return p.secretEgress(ev, req, ph.Name)
+	}
+	real, ok := "", false
+	if p.cfg.Secrets != nil {
+		real, ok = p.cfg.Secrets.Lookup(sandboxID, ph.Name)
+	}
+	if !ok {
+		d := internalDeny(ruleInject, "the secret for a placeholder is not available")
+		d.Category = v.Category
+		return p.refuse(ev, req, http.StatusBadGateway, d)
+	}
+	for k, vals := range out.Header {
+		for i, s := range vals {
+			out.Header[k][i] = strings.ReplaceAll(s, ph.Value, real)
+		}
+	}
+	if inURL {
+		out.URL.RawQuery = strings.ReplaceAll(out.URL.RawQuery, ph.Value, real)
+	}
+	if bodyOK && out.Body != nil && out.Body != http.NoBody {
+		if resp := p.swapBody(ev, req, out, ph.Value, real); resp != nil {
+			return resp
+		}
+	}
+	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, ph.Name)
+	return nil
+}
+
+func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) *http.Response {
+	b, err := io.ReadAll(io.LimitReader(out.Body, maxSwapBody+1))
+	if err != nil || len(b) > maxSwapBody {
+		d := internalDeny(ruleBodyLimit, "body too large to swap a placeholder")
+		return p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
+	}
+	b = bytes.ReplaceAll(b, []byte(from), []byte(to))
+	out.Body = io.NopCloser(bytes.NewReader(b))
+	out.ContentLength = int64(len(b))
+	out.TransferEncoding = nil
+	return nil
+}
+
+// secretEgress blocks a placeholder going to a host it does not belong to.
+func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name string) *http.Response {
+	ev.e.HTTP.Secret = name
+	d := internalDeny(ruleSentinel, "a secret placeholder may only be sent to its own hosts")
+	d.Category = ev.e.Category
+	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name)
+	return p.refuse(ev, req, http.StatusForbidden, d)
+}

@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// unwrapper is a body wrapper that can give back what it wraps.
+type unwrapper interface{ unwrap() io.ReadCloser }
+
+func unwrapBody(rc io.ReadCloser) io.ReadCloser {
+	for {
+		u, ok := rc.(unwrapper)
+		if !ok {
+			return rc
+		}
+		rc = u.unwrap()
+	}
+}
+
+// deadlineBody gives every read of a request body a deadline.
+type deadlineBody struct {
+	rc io.ReadCloser
+	c  net.Conn
+	d  time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	b.c.SetReadDeadline(time.Now().Add(b.d))
+	return b.rc.Read(p)
+}
+func (b *deadlineBody) Close() error          { return b.rc.Close() }
+func (b *deadlineBody) unwrap() io.ReadCloser { return b.rc }
+
+// continueBody sends "100 Continue" to the client on the first read: the
+// body is only read once the request was allowed.
+type continueBody struct {
+	rc   io.ReadCloser
+	w    io.Writer
+	once sync.Once
+}
+
+func (b *continueBody) Read(p []byte) (int, error) {
+	var err error
+	b.once.Do(func() { _, err = io.WriteString(b.w, "HTTP/1.1 100 Continue\r\n\r\n") })
+	if err != nil {
+		return 0, err
+	}
+	return b.rc.Read(p)
+}
+func (b *continueBody) Close() error          { return b.rc.Close() }
+func (b *continueBody) unwrap() io.ReadCloser { return b.rc }
+
+// deadlineWriter gives every write a deadline.
+type deadlineWriter struct {
+	c net.Conn
+	d time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(w.d))
+	return w.c.Write(p)
+}
+
+// splice connects the client to the checked upstream address and copies
+// bytes both ways without looking at them.
+func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
+	f.handling = "splice"
+	up, err := p.dialChecked(ctx, f.targets)
+	if err != nil {
+		v := internalDeny(ruleUpstream, "upstream connection failed")
+		v.Category = f.verdict.Category
+		f.verdict = v
+		p.emitDecision(f)
+		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
+		return "upstream-error"
+	}
+	defer up.Close()
+	f.dialed.Store(up.RemoteAddr().String())
+	p.emitDecision(f)
+	return pipe(c, up, p.tunnelIdle())
+}
+
+func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }
+
+// pipe copies both ways until both directions end; a half-close is passed
+// on. Each read has the idle deadline.
+func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
+	errc := make(chan error, 2)
+	go func() { errc <- copyHalf(b, a, idle) }()
+	go func() { errc <- copyHalf(a, b, idle) }()
+	err := <-errc
+	err2 := <-errc
+	if err == nil {
+		err = err2
+	}
+	if err == nil {
+		return "done"
+	}
+	if isTimeout(err) {
+		return "idle-timeout"
+	}
+	return "reset"
+}
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	rd, _ := src.(readDeadliner)
+	var err error
+	for {
+		if rd != nil {
+			rd.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+				break
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+			break
+		}
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else if c, ok := dst.(io.Closer); ok && err == nil {
+		c.Close()
+	}
+	if err != nil {
+		// Unblock the other direction.
+		if c, ok := src.(io.Closer); ok {
+			c.Close()
+		}
+		if c, ok := dst.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return err
+}

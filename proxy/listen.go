@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ListenTransparent opens the TCP listener the kernel path steers sandbox
+// connections to: IP_TRANSPARENT (needs CAP_NET_ADMIN) and plain TCP, not
+// MPTCP (a SOCKMAP refuses MPTCP sockets). The original destination of an
+// accepted connection is its LocalAddr().
+func ListenTransparent(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("IP_TRANSPARENT: %w", serr)
+		}
+		return nil
+	}}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(ctx, "tcp4", addr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: transparent listener: %w", err)
+	}
+	return ln, nil
+}
+
+// ServeTransparent accepts steered connections until ln is closed or the
+// proxy is. Each connection's original destination is its local address.
+func (p *Proxy) ServeTransparent(ln net.Listener) error {
+	return p.serve(ln, func(c net.Conn) {
+		dst, ok := addrPort(c.LocalAddr())
+		if !ok {
+			c.Close()
+			return
+		}
+		p.HandleTransparent(p.ctx, c, dst)
+	})
+}
+
+// ServeExplicit accepts HTTP proxy clients (absolute-form requests and
+// CONNECT) until ln is closed or the proxy is.
+func (p *Proxy) ServeExplicit(ln net.Listener) error {
+	return p.serve(ln, func(c net.Conn) { p.HandleExplicit(p.ctx, c) })
+}
+
+func (p *Proxy) serve(ln net.Listener, handle func(net.Conn)) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	p.listeners[ln] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, ln)
+		p.mu.Unlock()
+	}()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.ctx.Err() != nil {
+				return net.ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				p.log.Warn("proxy: accept", "err", err)
+				time.Sleep(backoff)
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		backoff = 5 * time.Millisecond
+		go handle(c)
+	}
+}
+
+func addrPort(a net.Addr) (netip.AddrPort, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		ap, err := netip.ParseAddrPort(a.String())
+		return ap, err == nil
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ap.IsValid()
+}

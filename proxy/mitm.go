@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// mitm terminates the client's TLS with a leaf for the approved name and
+// serves its requests (HTTP/2 or HTTP/1.1 by ALPN), deciding each again.
+func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h Hello) string {
+	f.handling = "inspect"
+	p.emitDecision(f)
+	protos := []string{"http/1.1"}
+	if slices.Contains(h.ALPN, "h2") {
+		protos = []string{"h2", "http/1.1"}
+	}
+	tc, err := p.handshake(c, name, protos)
+	if err != nil {
+		return "tls-handshake-failed"
+	}
+	sc := &scope{f: f, scheme: "https", host: name, port: f.port}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return p.serveH2(ctx, sc, tc)
+	}
+	return p.serveHTTP1(ctx, sc, tc, nil)
+}
+
+func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, error) {
+	cert, err := p.cfg.CA.Leaf(name)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: leaf for %q: %w", name, err)
+	}
+	tc := tls.Server(c, &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   protos,
+		Certificates: []tls.Certificate{*cert},
+	})
+	c.SetDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+	err = tc.Handshake()
+	c.SetDeadline(time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// explainTLS answers a denied TLS connection with a 403 over TLS with the
+// appliance CA, so clients that trust it see why; clients that do not
+// simply fail the handshake.
+func (p *Proxy) explainTLS(f *flow, c net.Conn, name string) {
+	tc, err := p.handshake(c, name, []string{"http/1.1"})
+	if err != nil {
+		return
+	}
+	br := bufio.NewReader(tc)
+	tc.SetReadDeadline(time.Now().Add(p.cfg.SniffTimeout))
+	req, _, err := readRequest(br, p.cfg.MaxHeaderBytes)
+	if err != nil {
+		req = nil
+	}
+	tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	writeResponse(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
+	tc.Close()
+}
+
+// firstReq is a request already read from the connection.
+type firstReq struct {
+	req  *http.Request
+	head *rawHead
+}
+
+// serveHTTP1 serves HTTP/1.x requests on c until the client closes, a
+// request cannot be framed unambiguously, or a body is left unread.
+func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *firstReq) string {
+	var br *bufio.Reader
+	if bc, ok := c.(*bufConn); ok {
+		br = bc.br
+	} else {
+		br = bufio.NewReaderSize(c, 16<<10)
+	}
+	for n := 0; ; n++ {
+		var req *http.Request
+		var head *rawHead
+		if n == 0 && first != nil {
+			req, head = first.req, first.head
+		} else {
+			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+			if _, err := br.Peek(1); err != nil {
+				return closeReason(err)
+			}
+			c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+			var err error
+			req, head, err = readRequest(br, p.cfg.MaxHeaderBytes)
+			if err != nil {
+				return p.framingError(sc, c, err)
+			}
+		}
+		c.SetReadDeadline(time.Time{})
+		req.Body = &deadlineBody{rc: req.Body, c: c, d: p.cfg.IdleTimeout}
+		if reason, more := p.exchange(ctx, sc, c, br, req, head); !more {
+			return reason
+		}
+	}
+}
+
+// exchange forwards one request and writes its response; more reports
+// whether the connection can carry another request.
+func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) (string, bool) {
+	resp := p.roundTripContinue(ctx, sc, c, req, head.host)
+	defer resp.Body.Close()
+	c.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return p.upgrade(c, br, resp), false
+	}
+	err := writeResponse(&deadlineWriter{c: c, d: p.cfg.IdleTimeout}, resp, req.Method == http.MethodHead)
+	c.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return "write-error", false
+	}
+	if resp.Close || req.Close {
+		lingerClose(c)
+		return "done", false
+	}
+	if !drain(unwrapBody(req.Body), 256<<10) {
+		return "body-unread", false
+	}
+	return "", true
+}
+
+// roundTripContinue answers "Expect: 100-continue" once the request is
+// allowed (the proxy, not the upstream, asks for the body).
+func (p *Proxy) roundTripContinue(ctx context.Context, sc *scope, c net.Conn, req *http.Request, hostHeader string) *http.Response {
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
+		req.Body = &continueBody{rc: req.Body, w: c}
+	}
+	return p.roundTrip(ctx, sc, req, hostHeader)
+}
+
+// framingError answers a request that cannot be framed safely with 400.
+func (p *Proxy) framingError(sc *scope, c net.Conn, err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isTimeout(err) {
+		return closeReason(err)
+	}
+	status, v := framingVerdict(err)
+	ev := p.newReqEvent(sc.f, sc.scheme, &http.Request{URL: &url.URL{}})
+	resp := p.refuse(ev, nil, status, v)
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	writeResponse(c, resp, false)
+	lingerClose(c)
+	return "bad-request"
+}
+
+func closeReason(err error) string {
+	switch {
+	case isTimeout(err):
+		return "idle-timeout"
+	case errors.Is(err, io.EOF):
+		return "client-closed"
+	}
+	return "client-error"
+}
+
+// lingerClose half-closes and discards briefly what the client still
+// sends, so it reads the response before the connection resets.
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+}
+
+// upgrade writes a 101 response and splices the client and the upstream
+// connection (WebSocket after its handshake was decided like a request).
+func (p *Proxy) upgrade(c net.Conn, br *bufio.Reader, resp *http.Response) string {
+	up, ok := resp.Body.(io.ReadWriter)
+	if !ok {
+		return "upgrade-failed"
+	}
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\n"); err != nil {
+		return "write-error"
+	}
+	resp.Header.Write(c)
+	if _, err := io.WriteString(c, "\r\n"); err != nil {
+		return "write-error"
+	}
+	c.SetWriteDeadline(time.Time{})
+	pipe(&bufConn{Conn: c, br: br}, up, p.cfg.IdleTimeout)
+	return "upgraded"
+}

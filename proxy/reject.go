@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"airlock/policies"
+)
+
+// Headers that tell the agent why a request was refused.
+const (
+	HeaderRequestID = "X-Airlock-Request-Id"
+	HeaderCategory  = "X-Airlock-Category"
+	HeaderRule      = "X-Airlock-Rule"
+)
+
+// reject is the one place a verdict becomes an HTTP refusal: a short plain
+// body and headers naming the category, the rule and the request id — and
+// no internal addresses.
+func reject(req *http.Request, id string, status int, v policies.Verdict) *http.Response {
+	cat := v.Category
+	if cat == "" {
+		cat = "none"
+	}
+	body := fmt.Sprintf("airlock: %s by rule %s (category %s)", strings.ToLower(http.StatusText(status)), v.Rule.Name, cat)
+	if v.Reason != "" {
+		body += ": " + v.Reason
+	}
+	body += "\nrequest id: " + id + "\n"
+	h := http.Header{}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set(HeaderRequestID, id)
+	h.Set(HeaderCategory, cat)
+	h.Set(HeaderRule, v.Rule.Name)
+	return &http.Response{
+		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		Close: true, Request: req,
+	}
+}
+
+// writeTLSAlert sends a fatal access_denied alert: the refusal for a TLS
+// connection the proxy cannot or will not decrypt.
+func writeTLSAlert(c net.Conn) {
+	c.Write([]byte{21, 3, 3, 0, 2, 2, 49})
+}
+
+// levelFor maps a verdict to a log level.
+func levelFor(v policies.Verdict) slog.Level {
+	switch {
+	case !v.Action.Allows():
+		return slog.LevelWarn
+	case v.WouldDeny || v.Action == policies.ActionAudit:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
