@@ -47,8 +47,10 @@ func (z *zone) lookup(name string) ([]netip.Addr, bool) {
 	if a, ok := z.a[n]; ok {
 		return a, true
 	}
-	if strings.HasSuffix(n, "."+ExfilZone) {
-		return []netip.Addr{z.exfil, z.exfil6}, true
+	for _, wz := range WildcardZones {
+		if strings.HasSuffix(n, "."+wz) {
+			return []netip.Addr{z.exfil, z.exfil6}, true
+		}
 	}
 	return nil, false
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // GitRepo is the repository the git server holds, under its URL.
-const GitRepo = "demo.git"
+const GitRepo = "acme/demo.git"
 
 // GitReadme is the content of README.md in the repository's one commit.
 const GitReadme = "# airlock e2e demo\n\nServed by the hermetic world.\n"

@@ -59,29 +59,35 @@ var hostOctet = map[Role]byte{
 // them. The first name of a role is its canonical one (its URL).
 var DefaultNames = map[Role][]string{
 	RoleDNS:    {"ns.world.test"},
-	RoleNPM:    {"npm.example.test"},
-	RolePyPI:   {"pypi.example.test"},
+	RoleNPM:    {"registry.example.test"},
+	RolePyPI:   {"pypi.pkg.example.test"},
 	RoleGit:    {"git.example.test"},
 	RoleAPI:    {"api.staging.example.test"},
 	RoleHooks:  {"hooks.example.test"},
-	RoleEvil:   {"evil.test", "doh.evil.test", "dot.evil.test", "exfil.evil.test", "evil.example.test"},
+	RoleEvil:   {"evil.test", "doh.evil.test", "dot.evil.test", "evil.example.test"},
 	RoleCanary: {"canary.test", "canary.example.test"},
 }
 
-// Rebinding names: the world's DNS answers them with addresses no sandbox
-// may reach. A wildcard under ExfilZone answers anything (an exfiltration
-// channel the appliance must not forward).
+// RebindNames are names the world's DNS answers with addresses no sandbox
+// may reach. They sit under pkg.example.test, a wildcard the test policies
+// allow, so only the appliance's rebinding guard stands in their way.
 var RebindNames = map[string]netip.Addr{
-	"loopback.rebind.test": netip.MustParseAddr("127.0.0.1"),
-	"private.rebind.test":  netip.MustParseAddr("10.20.30.40"),
-	"metadata.rebind.test": netip.MustParseAddr("169.254.169.254"),
-	"cgnat.rebind.test":    netip.MustParseAddr("100.64.1.2"),
-	"v6loop.rebind.test":   netip.MustParseAddr("::1"),
-	"mapped.rebind.test":   netip.MustParseAddr("::ffff:127.0.0.1"),
-	"zero.rebind.test":     netip.MustParseAddr("0.0.0.0"),
+	"rebind-loopback.pkg.example.test": netip.MustParseAddr("127.0.0.1"),
+	"rebind-private.pkg.example.test":  netip.MustParseAddr("10.20.30.40"),
+	"rebind-metadata.pkg.example.test": netip.MustParseAddr("169.254.169.254"),
+	"rebind-cgnat.pkg.example.test":    netip.MustParseAddr("100.64.1.2"),
+	"rebind-v6loop.pkg.example.test":   netip.MustParseAddr("::1"),
+	"rebind-mapped.pkg.example.test":   netip.MustParseAddr("::ffff:127.0.0.1"),
+	"rebind-zero.pkg.example.test":     netip.MustParseAddr("0.0.0.0"),
 }
 
-// ExfilZone is a zone the world's DNS answers for any label below it.
+// WildcardZones are zones whose every other name the world's DNS answers
+// with the evil server's addresses: a name the appliance should never have
+// resolved (an exfiltration label, a suffix trick, a deny-listed name)
+// leads to a server that records it.
+var WildcardZones = []string{"example.test", "evil.test"}
+
+// ExfilZone is a zone for exfiltration attempts (covered by a wildcard).
 const ExfilZone = "exfil.evil.test"
 
 // Options configures Start. The zero value is a complete world.
