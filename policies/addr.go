@@ -119,6 +119,11 @@ func Classify(a netip.Addr) AddrClass {
 }
 
 func classify4(a netip.Addr) AddrClass {
+	switch b := a.As4()[0]; {
+	case b == 0, b == 10, b == 100, b == 127, b == 169, b == 172, b == 192, b == 198, b == 203, b >= 224:
+	default:
+		return ClassPublic // no special range starts with this octet
+	}
 	for _, r := range v4Ranges {
 		if r.p.Contains(a) {
 			return r.c

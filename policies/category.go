@@ -34,7 +34,8 @@ type catRules struct {
 	pkgAllowEco map[string]Rule // ecosystems with an allow list
 	paths       map[string]Rule // webhooks: exact paths
 	pathsRule   Rule
-	dnsTypes    Rule
+	// reasons precomputed so Decide does not allocate
+	denyReason, qtypeReason, addrReason, askReason string
 }
 
 // PortRange is an inclusive range of TCP ports.
@@ -90,6 +91,10 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	c.Mode = l.mode(m, path, p.mode)
 	c.Action = l.action(m, path)
 	c.r.actionRule = l.rule(joinPath(path, "action"))
+	c.r.denyReason = "category " + name + " denies its hosts (" + path + ".action = \"deny\")"
+	c.r.qtypeReason = "query type is in neither dns.qtypes nor " + path + ".dns_types"
+	c.r.addrReason = "address is not public and not in " + path + ".cidrs"
+	c.r.askReason = "category " + name + " asks: the connection opens and each request waits for approval"
 	c.Inspect = l.boolean(m, "inspect", path, true)
 	c.HTTP = l.boolean(m, "http", path, false)
 	c.r.httpRule = l.rule(joinPath(path, "http"))
@@ -103,7 +108,9 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 		cr.reason = "address is in " + cr.prefix.String() + " (" + path + ".cidrs)"
 		c.CIDRs = append(c.CIDRs, cr.prefix)
 	}
-	if len(c.r.hosts) == 0 && len(c.r.cidrs) == 0 {
+	_, hasHosts := m["hosts"]
+	_, hasCIDRs := m["cidrs"]
+	if !hasHosts && !hasCIDRs {
 		l.errf(path, "a category needs hosts or cidrs")
 	}
 	l.ports(c, m)
@@ -129,8 +136,10 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	case KindWebhooks:
 		l.webhookKeys(c, m)
 	case KindInternalAPI:
-		if len(c.r.routes) == 0 {
+		if v, present := m["routes"]; !present {
 			l.errf(joinPath(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
+		} else if a, ok := v.([]any); ok && len(a) == 0 {
+			l.errf(joinPath(path, "routes"), "empty: no call could be made; list the method and path of every call allowed")
 		}
 	}
 	l.checkInspect(c, m)
@@ -183,7 +192,7 @@ func (l *loader) action(m map[string]any, path string) Action {
 
 func (l *loader) catHosts(c *Category, m map[string]any) {
 	hosts, paths, _ := l.strList(m, "hosts", c.r.path)
-	seen := map[string]string{}
+	seen := make(map[string]string, len(hosts))
 	for i, h := range hosts {
 		pat, wild, err := parseHostPattern(h)
 		if err != nil {

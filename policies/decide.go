@@ -106,7 +106,7 @@ func parsePort(s string) uint16 {
 // target is a request's destination, normalized.
 type target struct {
 	buf    hostBuf
-	name   []byte // normalized name, empty when the host is an address or absent
+	n      int // length of the normalized name in buf; 0 when the host is an address or absent
 	ip     netip.Addr
 	port   uint16
 	bad    bool
@@ -127,9 +127,12 @@ func (t *target) setHost(h string) {
 		}
 		t.ip = ip
 	default:
-		t.name = t.buf[:n]
+		t.n = n
 	}
 }
+
+// name is the normalized host name (empty when there is none).
+func (t *target) name() []byte { return t.buf[:t.n] }
 
 func (p *Policy) denyCIDR(a netip.Addr) *cidrRule {
 	for _, c := range p.denyCIDRs {
@@ -142,8 +145,8 @@ func (p *Policy) denyCIDR(a netip.Addr) *cidrRule {
 
 // explicitDeny checks the [deny] section.
 func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
-	if len(t.name) > 0 {
-		for _, hr := range p.denyHosts.lookup(t.name) {
+	if t.n > 0 {
+		for _, hr := range p.denyHosts.lookup(t.name()) {
 			tr.add(hr.rule, "matches: [deny] wins over every category")
 			return p.deny(hr.rule, hr.reason), true
 		}
@@ -161,8 +164,8 @@ func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
 // most specific category cidr when there is no name (or the name matches
 // nothing).
 func (p *Policy) candidates(t *target) ([]*hostRule, *cidrRule) {
-	if len(t.name) > 0 {
-		if rs := p.hosts.lookup(t.name); len(rs) > 0 {
+	if t.n > 0 {
+		if rs := p.hosts.lookup(t.name()); len(rs) > 0 {
 			return rs, nil
 		}
 	}
@@ -178,7 +181,7 @@ func (p *Policy) candidates(t *target) ([]*hostRule, *cidrRule) {
 }
 
 func (p *Policy) noMatch(t *target) Verdict {
-	if len(t.name) > 0 {
+	if t.n > 0 {
 		return p.deny(p.defaultRule, "no category covers this host")
 	}
 	return p.deny(p.defaultRule, "no category covers this address")
@@ -190,21 +193,21 @@ func (p *Policy) decideDNS(r *Request, tr *trace) Verdict {
 		return p.deny(p.defaultRule, "not a DNS name")
 	}
 	t.setHost(r.Host)
-	if t.bad || len(t.name) == 0 {
+	if t.bad || t.n == 0 {
 		return p.deny(p.defaultRule, "not a valid DNS name")
 	}
-	if len(t.name) > p.dns.MaxName {
+	if t.n > p.dns.MaxName {
 		tr.add(p.dnsRules.maxName, "name is longer than max_name")
 		return p.deny(p.dnsRules.maxName, "name is longer than dns.max_name")
 	}
-	if longestLabel(t.name) > p.dns.MaxLabel {
+	if longestLabel(t.name()) > p.dns.MaxLabel {
 		tr.add(p.dnsRules.maxLabel, "a label is longer than max_label")
 		return p.deny(p.dnsRules.maxLabel, "a label is longer than dns.max_label")
 	}
 	if v, ok := p.explicitDeny(&t, tr); ok {
 		return v
 	}
-	rules := p.hosts.lookup(t.name)
+	rules := p.hosts.lookup(t.name())
 	if len(rules) == 0 {
 		tr.add(p.defaultRule, "no category host pattern covers the name")
 		return p.deny(p.defaultRule, "no category covers this name")
@@ -237,11 +240,11 @@ func (p *Policy) dnsCategory(hr *hostRule, qtype uint16, tr *trace) (Verdict, in
 	tr.add(hr.rule, "the most specific pattern that matches")
 	if c.Action == ActionDeny {
 		tr.add(c.r.actionRule, "category action is deny")
-		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny
+		return catVerdict(c, ActionDeny, c.r.actionRule, c.r.denyReason), rankExplicitDeny
 	}
 	if qtype != 0 && !hasQType(p.dns.QTypes, qtype) && !hasQType(c.DNSTypes, qtype) {
 		tr.add(p.dnsRules.qtypes, "query type is in neither dns.qtypes nor the category's dns_types")
-		return catVerdict(c, ActionDeny, p.dnsRules.qtypes, "query type not allowed (dns.qtypes, "+c.r.path+".dns_types)"), rankRuleDeny
+		return catVerdict(c, ActionDeny, p.dnsRules.qtypes, c.r.qtypeReason), rankRuleDeny
 	}
 	if c.Action == ActionAudit {
 		return catVerdict(c, ActionAudit, hr.rule, hr.reason), rankAudit
@@ -262,7 +265,7 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 		if host != "" && !t.bad {
 			var other target
 			other.setHost(host)
-			if !other.bad && len(other.name) > 0 && string(other.name) != string(t.name) {
+			if !other.bad && other.n > 0 && string(other.name()) != string(t.name()) {
 				return p.deny(p.defaultRule, "TLS server name does not match the requested host")
 			}
 			if other.ip.IsValid() && !t.ip.IsValid() {
@@ -275,7 +278,7 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 	if t.bad {
 		return p.deny(p.defaultRule, t.reason)
 	}
-	if len(t.name) == 0 && !t.ip.IsValid() {
+	if t.n == 0 && !t.ip.IsValid() {
 		return p.deny(p.defaultRule, "no host name or address to decide on")
 	}
 	if v, ok := p.explicitDeny(&t, tr); ok {
@@ -307,7 +310,7 @@ func (p *Policy) common(c *Category, rule Rule, t *target, tr *trace) (Verdict, 
 	}
 	if c.Action == ActionDeny {
 		tr.add(c.r.actionRule, "category action is deny")
-		return catVerdict(c, ActionDeny, c.r.actionRule, "category "+c.Name+" denies its hosts"), rankExplicitDeny, true
+		return catVerdict(c, ActionDeny, c.r.actionRule, c.r.denyReason), rankExplicitDeny, true
 	}
 	if !c.portAllowed(t.port) {
 		tr.add(c.r.portsRule, "port is not allowed")
@@ -317,7 +320,7 @@ func (p *Policy) common(c *Category, rule Rule, t *target, tr *trace) (Verdict, 
 		a := t.ip.WithZone("").Unmap()
 		if !Classify(a).Public() && !c.containsAddr(a) {
 			tr.add(c.r.cidrsRule, "address is not public and the category's cidrs do not name it")
-			return catVerdict(c, ActionDeny, c.r.cidrsRule, "address is not public and not in "+c.r.path+".cidrs"), rankRuleDeny, true
+			return catVerdict(c, ActionDeny, c.r.cidrsRule, c.r.addrReason), rankRuleDeny, true
 		}
 	}
 	return Verdict{}, 0, false
@@ -334,7 +337,7 @@ func (p *Policy) connectCategory(c *Category, rule Rule, reason string, t *targe
 		return catVerdict(c, ActionAsk, rule, reason), rankAsk
 	case c.Action == ActionAsk:
 		// Inspected: the connection is opened and each request asks.
-		return catVerdict(c, ActionAllow, rule, reason+"; each request will ask"), rankAsk
+		return catVerdict(c, ActionAllow, rule, c.r.askReason), rankAsk
 	}
 	return catVerdict(c, ActionAllow, rule, reason), rankAllow
 }
@@ -364,7 +367,7 @@ func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
 	if t.bad {
 		return p.deny(p.defaultRule, t.reason)
 	}
-	if len(t.name) == 0 && !t.ip.IsValid() {
+	if t.n == 0 && !t.ip.IsValid() {
 		return p.deny(p.defaultRule, "no host name or address to decide on")
 	}
 	if v, ok := p.explicitDeny(&t, tr); ok {
@@ -424,7 +427,7 @@ func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, 
 	if !c.r.methods.has(r.Method) {
 		return ruleDeny(c.r.methodsRule, c.r.methodsWhy)
 	}
-	if len(c.r.routes) > 0 {
+	if len(c.r.routes) > 0 || c.Kind == KindInternalAPI {
 		rt := c.matchRoute(r.Method, path)
 		if rt == nil {
 			return ruleDeny(c.r.routesRule, "no route in "+c.r.path+".routes matches the method and path")

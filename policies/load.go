@@ -284,10 +284,17 @@ func (l *loader) categories(p *Policy, tree map[string]any) {
 		return
 	}
 	names := make([]string, 0, len(m))
-	for k := range m {
+	total := 0
+	for k, v := range m {
 		names = append(names, k)
+		if cm, ok := v.(map[string]any); ok {
+			if hs, ok := cm["hosts"].([]any); ok {
+				total += len(hs)
+			}
+		}
 	}
 	sort.Strings(names)
+	p.hosts.exact = make(map[string][]*hostRule, total)
 	for _, name := range names {
 		path := joinPath("categories", name)
 		cm, isTable := m[name].(map[string]any)
