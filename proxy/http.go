@@ -232,7 +232,54 @@ func (p *Proxy) roundTrip(ctx context.Context, sc *scope, req *http.Request, hos
 	if resp := p.applySecrets(ev, req, out, f.sb.ID, host, v); resp != nil {
 		return resp
 	}
+	if resp := p.prebuffer(ev, req, out); resp != nil {
+		return resp
+	}
 	return p.forward(ev, req, out, f)
+}
+
+// maxPrebuffer is how much of a body of unknown length (chunked) is read
+// and checked before anything is sent upstream: a malformed chunked body
+// within it is refused without forwarding a byte.
+const maxPrebuffer = 64 << 10
+
+func (p *Proxy) prebuffer(ev *reqEvent, req, out *http.Request) *http.Response {
+	if out.ContentLength >= 0 || out.Body == nil || out.Body == http.NoBody {
+		return nil
+	}
+	buf := make([]byte, 0, 4096)
+	for len(buf) <= maxPrebuffer {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := out.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			out.Body = io.NopCloser(bytes.NewReader(buf))
+			out.ContentLength = int64(len(buf))
+			out.TransferEncoding = nil
+			return nil
+		}
+		if err != nil {
+			return p.bodyError(ev, req, err)
+		}
+	}
+	out.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), out.Body), out.Body}
+	return nil
+}
+
+func (p *Proxy) bodyError(ev *reqEvent, req *http.Request, err error) *http.Response {
+	v := internalDeny(ruleFraming, "bad request body: "+err.Error())
+	status := http.StatusBadRequest
+	if errors.Is(err, errBodyLimit) {
+		v = internalDeny(ruleBodyLimit, "request body over the category's limit")
+		status = http.StatusRequestEntityTooLarge
+	}
+	v.Category = ev.e.Category
+	return p.refuse(ev, req, status, v)
 }
 
 func statusFor(v policies.Verdict) int {

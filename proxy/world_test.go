@@ -304,6 +304,7 @@ inspect = false
 [categories.plain]
 kind = "public_web"
 hosts = ["plain.example.test"]
+methods = ["GET", "POST"]
 http = true
 ports = [PLAINPORT]
 
