@@ -146,6 +146,16 @@ type Lifecycle struct {
 	FirstSeq  uint64 `json:"first_seq,omitempty"`
 	LastSeq   uint64 `json:"last_seq,omitempty"`
 	FinalHash string `json:"final_hash,omitempty"`
+	// Changes are the files the sandbox changed in its workspace, when the
+	// runner computed them (usually on the destroyed record).
+	Changes []FileChange `json:"changes,omitempty"`
+}
+
+// FileChange is one file a sandbox added, modified or deleted.
+type FileChange struct {
+	Path string `json:"path"`
+	Op   string `json:"op"` // added | modified | deleted
+	Size int64  `json:"size,omitempty"`
 }
 
 // Policy is the payload of a policy event.

@@ -1,0 +1,204 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Query selects records from the store. Zero fields do not filter. It is
+// plain data so the control API can take it from a request unchanged.
+type Query struct {
+	Sandbox  string    `json:"sandbox,omitempty"`
+	Kind     Kind      `json:"kind,omitempty"`
+	Verdict  string    `json:"verdict,omitempty"`  // allow | deny | ask | audit | would_deny
+	Category string    `json:"category,omitempty"` // category name
+	Rule     string    `json:"rule,omitempty"`     // rule name, with or without its " (file:line:col)"
+	Host     string    `json:"host,omitempty"`     // glob (* ? [...]), case-insensitive
+	Since    time.Time `json:"since,omitzero"`     // time >= Since
+	Until    time.Time `json:"until,omitzero"`     // time < Until
+	AfterSeq uint64    `json:"after_seq,omitempty"`
+	Limit    int       `json:"limit,omitempty"`  // at most this many records; 0 = all
+	Newest   bool      `json:"newest,omitempty"` // with Limit: the newest records (still returned oldest first)
+}
+
+// where renders the filter as SQL with its arguments.
+func (q *Query) where() (string, []any) {
+	var conds []string
+	var args []any
+	add := func(c string, a ...any) { conds = append(conds, c); args = append(args, a...) }
+	if q.Sandbox != "" {
+		add("sandbox = ?", q.Sandbox)
+	}
+	if q.Kind != "" {
+		add("kind = ?", string(q.Kind))
+	}
+	switch v := strings.ToLower(q.Verdict); v {
+	case "":
+	case "would_deny", "would-deny":
+		add("would_deny = 1")
+	default:
+		add("verdict = ?", v)
+	}
+	if q.Category != "" {
+		add("category = ?", q.Category)
+	}
+	if q.Rule != "" {
+		add("(rule = ? OR substr(rule, 1, ?) = ?)", q.Rule, len(q.Rule)+2, q.Rule+" (")
+	}
+	if q.Host != "" {
+		add("host GLOB ?", strings.ToLower(strings.TrimSuffix(q.Host, ".")))
+	}
+	if !q.Since.IsZero() {
+		add("time >= ?", q.Since.UnixNano())
+	}
+	if !q.Until.IsZero() {
+		add("time < ?", q.Until.UnixNano())
+	}
+	if q.AfterSeq > 0 {
+		add("seq > ?", int64(q.AfterSeq))
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Each calls fn for every matching record, oldest first. It stops at the
+// first error fn returns and returns it.
+func (s *Store) Each(ctx context.Context, q Query, fn func(Event) error) error {
+	where, args := q.where()
+	sqlq := `SELECT raw FROM events` + where + ` ORDER BY seq`
+	if q.Limit > 0 && q.Newest {
+		sqlq = `SELECT raw FROM (SELECT seq, raw FROM events` + where + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+		args = append(args, q.Limit)
+	} else if q.Limit > 0 {
+		sqlq += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, sqlq, args...)
+	if err != nil {
+		return fmt.Errorf("audit: query: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return fmt.Errorf("audit: query: %w", err)
+		}
+		var e Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return fmt.Errorf("audit: stored record is not valid JSON: %w", err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("audit: query: %w", err)
+	}
+	return nil
+}
+
+// Query returns the matching records, oldest first.
+func (s *Store) Query(ctx context.Context, q Query) ([]Event, error) {
+	var out []Event
+	err := s.Each(ctx, q, func(e Event) error { out = append(out, e); return nil })
+	return out, err
+}
+
+// MaxSeq is the newest record's sequence number (0 when empty).
+func (s *Store) MaxSeq(ctx context.Context) (uint64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("audit: max seq: %w", err)
+	}
+	return uint64(n), nil
+}
+
+// Follow calls fn for each matching record written after q.AfterSeq, as
+// it arrives, polling the store every poll interval, until ctx ends or fn
+// returns an error. It works from another process than the writer.
+func (s *Store) Follow(ctx context.Context, q Query, poll time.Duration, fn func(Event) error) error {
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	q.Limit, q.Newest = 0, false
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		err := s.Each(ctx, q, func(e Event) error {
+			q.AfterSeq = max(q.AfterSeq, e.Seq)
+			return fn(e)
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// TopRow is one line of a top list.
+type TopRow struct {
+	Host      string `json:"host"`
+	Rule      string `json:"rule,omitempty"`
+	Category  string `json:"category,omitempty"`
+	Count     int64  `json:"count"`
+	Denied    int64  `json:"denied"`
+	Sandboxes int64  `json:"sandboxes"`
+	BytesUp   int64  `json:"bytes_up"`
+	BytesDown int64  `json:"bytes_down"`
+}
+
+// TopDestinations ranks hosts by how many matching records name them.
+func (s *Store) TopDestinations(ctx context.Context, q Query, n int) ([]TopRow, error) {
+	where, args := q.where()
+	where = andCond(where, "host != ''")
+	return s.top(ctx, `SELECT host, '', max(category), count(*),
+		sum(verdict = 'deny' OR would_deny), count(DISTINCT sandbox),
+		coalesce(sum(json_extract(raw, '$.flow.bytes_up')), 0) + coalesce(sum(json_extract(raw, '$.http.bytes_up')), 0),
+		coalesce(sum(json_extract(raw, '$.flow.bytes_down')), 0) + coalesce(sum(json_extract(raw, '$.http.bytes_down')), 0)
+		FROM events`+where+` GROUP BY host ORDER BY count(*) DESC, host LIMIT ?`, append(args, n)...)
+}
+
+// TopDenials ranks denied (or would-be denied) destinations with the rule
+// that denied them.
+func (s *Store) TopDenials(ctx context.Context, q Query, n int) ([]TopRow, error) {
+	where, args := q.where()
+	where = andCond(where, "(verdict = 'deny' OR would_deny)")
+	return s.top(ctx, `SELECT host, rule, max(category), count(*), count(*), count(DISTINCT sandbox), 0, 0
+		FROM events`+where+` GROUP BY host, rule ORDER BY count(*) DESC, host LIMIT ?`, append(args, n)...)
+}
+
+func andCond(where, cond string) string {
+	if where == "" {
+		return " WHERE " + cond
+	}
+	return where + " AND " + cond
+}
+
+func (s *Store) top(ctx context.Context, sqlq string, args ...any) ([]TopRow, error) {
+	rows, err := s.db.QueryContext(ctx, sqlq, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: top: %w", err)
+	}
+	defer rows.Close()
+	var out []TopRow
+	for rows.Next() {
+		var r TopRow
+		if err := rows.Scan(&r.Host, &r.Rule, &r.Category, &r.Count, &r.Denied, &r.Sandboxes, &r.BytesUp, &r.BytesDown); err != nil {
+			return nil, fmt.Errorf("audit: top: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

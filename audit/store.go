@@ -1,0 +1,192 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+)
+
+// StoreFile is the store's file name inside the state directory.
+const StoreFile = "audit.db"
+
+// ErrNoStore means the store file does not exist (nothing recorded yet, or
+// the wrong state directory).
+var ErrNoStore = errors.New("audit: no event store")
+
+// Store is the embedded SQLite event store: one row per record, the exact
+// JSONL record in raw, and indexed columns for the filters.
+type Store struct {
+	path string
+	db   *sql.DB // readers
+	w    *sql.DB // the single writer connection; nil when read-only
+	ins  *sql.Stmt
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+	seq        INTEGER PRIMARY KEY,
+	time       INTEGER NOT NULL,
+	kind       TEXT NOT NULL,
+	sandbox    TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	verdict    TEXT NOT NULL,
+	category   TEXT NOT NULL,
+	rule       TEXT NOT NULL,
+	host       TEXT NOT NULL,
+	would_deny INTEGER NOT NULL,
+	raw        BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_time     ON events (time);
+CREATE INDEX IF NOT EXISTS events_sandbox  ON events (sandbox, time);
+CREATE INDEX IF NOT EXISTS events_kind     ON events (kind, time);
+CREATE INDEX IF NOT EXISTS events_verdict  ON events (verdict, time);
+CREATE INDEX IF NOT EXISTS events_category ON events (category, time);
+CREATE INDEX IF NOT EXISTS events_host     ON events (host);
+`
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(0)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "auto_vacuum(incremental)")
+		q.Add("_pragma", "journal_mode(wal)")
+		q.Add("_pragma", "synchronous(normal)")
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// OpenStore opens (creating if needed) the store at path for writing.
+// Only one process should write a store; any number may read it.
+func OpenStore(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("audit: store directory: %w", err)
+	}
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("audit: open store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxLifetime(0)
+	s := &Store{path: path, w: w}
+	if err := s.init(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if s.db, err = sql.Open("sqlite", dsn(path, true)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("audit: open store: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) init() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.w.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("audit: create store schema in %s: %w", s.path, err)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta VALUES ('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
+		return fmt.Errorf("audit: store meta: %w", err)
+	}
+	ins, err := s.w.PrepareContext(ctx, `INSERT INTO events
+		(seq, time, kind, sandbox, id, verdict, category, rule, host, would_deny, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("audit: prepare insert: %w", err)
+	}
+	s.ins = ins
+	return nil
+}
+
+// OpenStoreReadOnly opens an existing store for queries.
+func OpenStoreReadOnly(path string) (*Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNoStore, path)
+		}
+		return nil, fmt.Errorf("audit: open store: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("audit: open store: %w", err)
+	}
+	return &Store{path: path, db: db}, nil
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the store. It is safe on a partly opened store.
+func (s *Store) Close() error {
+	var errs []error
+	if s.ins != nil {
+		errs = append(errs, s.ins.Close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// insert writes lines in one transaction. On error nothing is written.
+func (s *Store) insert(ctx context.Context, lines []line) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("audit: store begin: %w", err)
+	}
+	st := tx.StmtContext(ctx, s.ins)
+	for i := range lines {
+		r := lines[i].rec
+		if _, err := st.ExecContext(ctx, int64(lines[i].seq), r.time, string(r.kind), r.sandbox, r.id,
+			r.verdict, r.category, r.rule, r.host, r.wouldDeny, lines[i].raw); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("audit: store insert seq %d: %w", lines[i].seq, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("audit: store commit: %w", err)
+	}
+	return nil
+}
+
+// last returns the newest record, to continue the chain after a restart.
+func (s *Store) last(ctx context.Context) ([]byte, error) {
+	var raw []byte
+	err := s.w.QueryRowContext(ctx, `SELECT raw FROM events ORDER BY seq DESC LIMIT 1`).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: read last record: %w", err)
+	}
+	return raw, nil
+}
+
+// Size is the bytes the store's pages hold (excluding free pages).
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var pages, free, size int64
+	db := s.db
+	if s.w != nil {
+		db = s.w
+	}
+	if err := db.QueryRowContext(ctx, `SELECT page_count, freelist_count, page_size FROM pragma_page_count, pragma_freelist_count, pragma_page_size`).Scan(&pages, &free, &size); err != nil {
+		return 0, fmt.Errorf("audit: store size: %w", err)
+	}
+	return (pages - free) * size, nil
+}
