@@ -1,0 +1,125 @@
+package dnsd
+
+import (
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/miekg/dns"
+)
+
+// cacheKey is everything that makes two answers differ: the policy that
+// shaped them (rebinding guard, upstreams), whether the sandbox has IPv6,
+// the name, the type, and the DNSSEC OK bit.
+type cacheKey struct {
+	policy Policy
+	name   string
+	qtype  uint16
+	v6     bool
+	do     bool
+}
+
+// entry is one filtered answer.
+type entry struct {
+	msg      *dns.Msg
+	stripped []string
+	upstream string
+	stored   time.Time
+	expires  time.Time
+}
+
+// cache is a bounded LRU of filtered answers with TTL-based expiry.
+type cache struct {
+	lru                    *lru.Cache[cacheKey, *entry]
+	minTTL, maxTTL, negTTL time.Duration
+}
+
+func newCache(size int, minTTL, maxTTL, negTTL time.Duration) *cache {
+	if size < 0 {
+		return nil
+	}
+	l, err := lru.New[cacheKey, *entry](size)
+	if err != nil {
+		return nil
+	}
+	return &cache{lru: l, minTTL: minTTL, maxTTL: maxTTL, negTTL: negTTL}
+}
+
+// get returns a copy of a live entry's answer with TTLs aged.
+func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
+	if c == nil {
+		return nil, nil
+	}
+	e, ok := c.lru.Get(k)
+	if !ok {
+		return nil, nil
+	}
+	if !now.Before(e.expires) {
+		c.lru.Remove(k)
+		return nil, nil
+	}
+	m := e.msg.Copy()
+	age := uint32(now.Sub(e.stored) / time.Second)
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range sec {
+			h := rr.Header()
+			if h.Rrtype == dns.TypeOPT {
+				continue
+			}
+			h.Ttl = max(h.Ttl, age) - age
+		}
+	}
+	return m, e
+}
+
+// put stores a filtered answer if it is cacheable.
+func (c *cache) put(k cacheKey, m *dns.Msg, stripped []string, upstream string, now time.Time) {
+	if c == nil {
+		return
+	}
+	ttl, ok := c.lifetime(m)
+	if !ok {
+		return
+	}
+	c.lru.Add(k, &entry{msg: m.Copy(), stripped: stripped, upstream: upstream, stored: now, expires: now.Add(ttl)})
+}
+
+// lifetime is how long m may be served from the cache: the smallest TTL
+// of its records for a positive answer, the SOA's negative TTL (RFC 2308)
+// for NXDOMAIN or NODATA, clamped; failures are not cached.
+func (c *cache) lifetime(m *dns.Msg) (time.Duration, bool) {
+	if m.Truncated || (m.Rcode != dns.RcodeSuccess && m.Rcode != dns.RcodeNameError) {
+		return 0, false
+	}
+	if m.Rcode == dns.RcodeSuccess && len(m.Answer) > 0 {
+		ttl := uint32(1<<31 - 1)
+		for _, rr := range m.Answer {
+			ttl = min(ttl, rr.Header().Ttl)
+		}
+		return clamp(time.Duration(ttl)*time.Second, c.minTTL, c.maxTTL), true
+	}
+	for _, rr := range m.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			ttl := time.Duration(min(soa.Hdr.Ttl, soa.Minttl)) * time.Second
+			return clamp(ttl, c.minTTL, c.negTTL), true
+		}
+	}
+	return clamp(c.negTTL, c.minTTL, c.negTTL), true
+}
+
+func clamp(d, lo, hi time.Duration) time.Duration {
+	return max(lo, min(d, hi))
+}
+
+// cacheLookup answers from the cache when it can.
+func (s *Server) cacheLookup(q *query) bool {
+	q.ckey = cacheKey{policy: q.sb.Policy, name: q.name, qtype: q.qtype, v6: q.sb.IPv6}
+	if o := q.req.IsEdns0(); o != nil {
+		q.ckey.do = o.Do()
+	}
+	m, e := s.cache.get(q.ckey, time.Now())
+	if m == nil {
+		return true
+	}
+	q.resp, q.cacheHit, q.stripped, q.upstream = m, true, e.stripped, e.upstream
+	return true
+}

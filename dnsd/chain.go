@@ -1,0 +1,236 @@
+package dnsd
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"airlock/audit"
+	"airlock/policies"
+)
+
+// query is one request travelling down the chain.
+type query struct {
+	ctx   context.Context
+	start time.Time
+	w     dns.ResponseWriter
+	req   *dns.Msg
+	src   netip.Addr
+
+	sb      Sandbox
+	known   bool
+	name    string // lower-case, fully qualified
+	qtype   uint16
+	verdict policies.Verdict
+	guard   string // the exfiltration guard that tripped, "" if none
+
+	resp     *dns.Msg // the answer to write, nil until a step sets it
+	ckey     cacheKey
+	cacheHit bool
+	upstream string
+	stripped []string
+	reason   string // why the query was refused outside the policy (malformed, unknown source)
+	err      error
+}
+
+// step is one link of the handler chain. It returns false to stop the
+// chain; the answer (q.resp) is then written and logged.
+type step struct {
+	name string
+	run  func(s *Server, q *query) bool
+}
+
+// chain is the ordered handler list. Every query ends in writeAndLog.
+var chain = []step{
+	{"identify", (*Server).identify},
+	{"policy", (*Server).decide},
+	{"guards", (*Server).guardStep},
+	{"cache", (*Server).cacheLookup},
+	{"forward", (*Server).forward},
+	{"filter", (*Server).filterStep},
+}
+
+// ServeDNS implements dns.Handler.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	q := &query{ctx: s.ctx, start: time.Now(), w: w, req: req}
+	q.src = addrOf(w.RemoteAddr())
+	for _, st := range chain {
+		if !st.run(s, q) {
+			break
+		}
+	}
+	s.writeAndLog(q)
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	case *net.TCPAddr:
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	if a == nil {
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// identify finds the sandbox and checks the message shape.
+func (s *Server) identify(q *query) bool {
+	if len(q.req.Question) > 0 {
+		q.name = strings.ToLower(dns.Fqdn(q.req.Question[0].Name))
+		q.qtype = q.req.Question[0].Qtype
+	}
+	sb, ok := s.cfg.Identifier.Identify(q.src)
+	if !ok || sb.Policy == nil {
+		q.reason = "unknown source"
+		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "unknown source")
+		return false
+	}
+	q.sb, q.known = sb, true
+	if q.req.Response || q.req.Opcode != dns.OpcodeQuery {
+		q.reason = "not a query"
+		q.resp = refusal(q.req, dns.RcodeNotImplemented, 0, "")
+		return false
+	}
+	if len(q.req.Question) != 1 {
+		q.reason = "question count"
+		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
+		return false
+	}
+	if q.req.Question[0].Qclass != dns.ClassINET {
+		q.reason = "class " + dns.Class(q.req.Question[0].Qclass).String()
+		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeNotSupported, "only class IN")
+		return false
+	}
+	if _, ok := dns.IsDomainName(q.name); !ok || strings.Contains(q.name, "..") {
+		q.reason = "malformed name"
+		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
+		return false
+	}
+	return true
+}
+
+// refusal builds an error answer with an optional RFC 8914 Extended DNS
+// Error (only when the client speaks EDNS).
+func refusal(req *dns.Msg, rcode int, ede uint16, text string) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetRcode(req, rcode)
+	m.RecursionAvailable = true
+	if o := req.IsEdns0(); o != nil {
+		opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: dns.DefaultMsgSize}}
+		if ede != 0 || text != "" {
+			opt.Option = append(opt.Option, &dns.EDNS0_EDE{InfoCode: ede, ExtraText: text})
+		}
+		m.Extra = append(m.Extra, opt)
+	}
+	return m
+}
+
+// servfail answers an upstream failure.
+func servfail(req *dns.Msg) *dns.Msg {
+	return refusal(req, dns.RcodeServerFailure, dns.ExtendedErrorCodeNetworkError, "upstream failed")
+}
+
+// writeAndLog writes the answer and emits the query's event.
+func (s *Server) writeAndLog(q *query) {
+	if q.resp == nil {
+		q.resp = servfail(q.req)
+	}
+	q.resp.Id = q.req.Id
+	if _, udp := q.w.RemoteAddr().(*net.UDPAddr); udp {
+		q.resp.Truncate(udpSize(q.req))
+	}
+	s.logQuery(q) // before the write: once a client has its answer, the event exists
+	if err := q.w.WriteMsg(q.resp); err != nil {
+		s.log.Debug("dns write", "client", q.src.String(), "err", err)
+	}
+}
+
+func udpSize(req *dns.Msg) int {
+	if o := req.IsEdns0(); o != nil {
+		if sz := int(o.UDPSize()); sz > dns.MinMsgSize {
+			return min(sz, 4096)
+		}
+	}
+	return dns.MinMsgSize
+}
+
+var _ dns.Handler = (*Server)(nil)
+
+// event builds the audit record for q.
+func (s *Server) event(q *query) audit.Event {
+	ev := audit.New(audit.KindDNS, q.sb.ID)
+	v := q.verdict
+	switch {
+	case q.reason != "":
+		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dnsd", q.reason
+	case q.guard != "":
+		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dns."+q.guard, "exfiltration guard: "+q.guard
+		ev.Category = v.Category
+	default:
+		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), v.Rule.String(), v.Category, v.WouldDeny, v.Reason
+	}
+	d := &audit.DNS{
+		QName:     q.name,
+		QType:     dns.Type(q.qtype).String(),
+		RCode:     dns.RcodeToString[q.resp.Rcode],
+		Stripped:  q.stripped,
+		Upstream:  q.upstream,
+		LatencyUS: time.Since(q.start).Microseconds(),
+		CacheHit:  q.cacheHit,
+		Guard:     q.guard,
+		Client:    q.src.String(),
+	}
+	if la := q.w.LocalAddr(); la != nil {
+		d.Server = la.String()
+	}
+	for _, rr := range q.resp.Answer {
+		d.Answers = append(d.Answers, rrValue(rr))
+	}
+	ev.DNS = d
+	return ev
+}
+
+// rrValue is the data part of a record, as it appears in zone files.
+func rrValue(rr dns.RR) string {
+	switch rr := rr.(type) {
+	case *dns.A:
+		return rr.A.String()
+	case *dns.AAAA:
+		return rr.AAAA.String()
+	case *dns.CNAME:
+		return "CNAME " + rr.Target
+	}
+	h := rr.Header().String()
+	return dns.Type(rr.Header().Rrtype).String() + " " + strings.TrimSpace(strings.TrimPrefix(rr.String(), h))
+}
+
+// logQuery emits the event and a log line whose level follows the verdict.
+func (s *Server) logQuery(q *query) {
+	ev := s.event(q)
+	s.emit.Emit(ev)
+	lvl := levelFor(ev.Verdict)
+	if q.err != nil {
+		lvl = slog.LevelWarn
+	}
+	if !s.log.Enabled(q.ctx, lvl) {
+		return
+	}
+	s.log.Log(q.ctx, lvl, "dns query",
+		"sandbox", ev.Sandbox, "client", ev.DNS.Client, "qname", ev.DNS.QName, "qtype", ev.DNS.QType,
+		"rcode", ev.DNS.RCode, "verdict", ev.Verdict, "rule", ev.Rule, "category", ev.Category,
+		"guard", ev.DNS.Guard, "upstream", ev.DNS.Upstream, "cache_hit", ev.DNS.CacheHit,
+		"latency_us", ev.DNS.LatencyUS, "stripped", ev.DNS.Stripped, "err", q.err)
+}

@@ -1,0 +1,208 @@
+package dnsd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// upstreamUDPSize is the EDNS buffer size dnsd advertises upstream.
+const upstreamUDPSize = 1232
+
+// exchanger sends one query to one upstream.
+type exchanger interface {
+	exchange(ctx context.Context, m *dns.Msg, u Upstream) (*dns.Msg, error)
+}
+
+// netExchanger is the real exchanger: UDP (a fresh socket, so a random
+// source port, and a random ID per query) with TCP fallback on truncation,
+// or DNS over TLS.
+type netExchanger struct{ udp, tcp dns.Client }
+
+func newNetExchanger() *netExchanger {
+	return &netExchanger{
+		udp: dns.Client{Net: "udp", UDPSize: upstreamUDPSize},
+		tcp: dns.Client{Net: "tcp"},
+	}
+}
+
+func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream) (*dns.Msg, error) {
+	if u.TLS != nil {
+		c := dns.Client{Net: "tcp-tls", TLSConfig: u.TLS}
+		r, _, err := c.ExchangeContext(ctx, m, u.Addr)
+		return r, err
+	}
+	r, _, err := x.udp.ExchangeContext(ctx, m, u.Addr)
+	if err == nil && r.Truncated {
+		r, _, err = x.tcp.ExchangeContext(ctx, m, u.Addr)
+	}
+	return r, err
+}
+
+// result is a finished upstream exchange.
+type result struct {
+	msg      *dns.Msg
+	upstream string
+	err      error
+}
+
+// call is one in-flight exchange that identical queries wait on.
+type call struct {
+	done chan struct{}
+	res  result
+}
+
+// forwarder sends queries upstream with retries and coalesces identical
+// in-flight queries.
+type forwarder struct {
+	x                exchanger
+	timeout, attempt time.Duration
+	rr               atomic.Uint32
+	mu               sync.Mutex
+	calls            map[cacheKey]*call
+	upstreams        sync.Map // Policy -> []Upstream
+	defaults         []Upstream
+}
+
+// forward sends a cache miss upstream.
+func (s *Server) forward(q *query) bool {
+	if q.cacheHit {
+		return true
+	}
+	res := s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled)
+	q.upstream = res.upstream
+	if res.err != nil {
+		q.err = res.err
+		q.resp = servfail(q.req)
+		return false
+	}
+	q.resp = reply(q.req, res.msg)
+	return true
+}
+
+// reply turns an upstream answer into the answer to req: the client's ID
+// and question, no upstream EDNS options.
+func reply(req, up *dns.Msg) *dns.Msg {
+	m := up.Copy()
+	m.Id = req.Id
+	m.Question = req.Question
+	m.Authoritative = false
+	m.RecursionDesired = req.RecursionDesired
+	m.RecursionAvailable = true
+	m.Extra = dropOPT(m.Extra)
+	if o := req.IsEdns0(); o != nil {
+		m.SetEdns0(dns.DefaultMsgSize, o.Do())
+	}
+	return m
+}
+
+func dropOPT(rrs []dns.RR) []dns.RR {
+	out := rrs[:0]
+	for _, rr := range rrs {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// do runs or joins the exchange for k.
+func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) result {
+	f.mu.Lock()
+	if c, ok := f.calls[k]; ok {
+		f.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.res
+		case <-ctx.Done():
+			return result{err: ctx.Err()}
+		}
+	}
+	c := &call{done: make(chan struct{})}
+	f.calls[k] = c
+	f.mu.Unlock()
+
+	c.res = f.exchange(ctx, k, f.upstreamsFor(p), cd)
+	f.mu.Lock()
+	delete(f.calls, k)
+	f.mu.Unlock()
+	close(c.done)
+	return c.res
+}
+
+func (f *forwarder) upstreamsFor(p Policy) []Upstream {
+	if v, ok := f.upstreams.Load(p); ok {
+		return v.([]Upstream)
+	}
+	list := f.defaults
+	if names := p.DNS().Upstreams; len(names) > 0 {
+		list = nil
+		for _, n := range names {
+			if u, err := ParseUpstream(n); err == nil {
+				list = append(list, u)
+			}
+		}
+	}
+	f.upstreams.Store(p, list)
+	return list
+}
+
+var errNoUpstream = errors.New("no upstream configured")
+
+// exchange tries the upstreams in turn until one answers usefully or the
+// query's time budget is spent.
+func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd bool) result {
+	if len(ups) == 0 {
+		return result{err: errNoUpstream}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	m := new(dns.Msg)
+	m.SetQuestion(k.name, k.qtype)
+	m.CheckingDisabled = cd
+	m.SetEdns0(upstreamUDPSize, k.do)
+	start := int(f.rr.Add(1))
+	var last result
+	for i := 0; ctx.Err() == nil && i < 3*len(ups); i++ {
+		u := ups[(start+i)%len(ups)]
+		actx, acancel := context.WithTimeout(ctx, f.attempt)
+		m.Id = dns.Id()
+		r, err := f.x.exchange(actx, m, u)
+		acancel()
+		last = result{msg: r, upstream: u.String(), err: err}
+		if err == nil {
+			err = checkAnswer(m, r)
+			last.err = err
+		}
+		if err == nil && r.Rcode != dns.RcodeServerFailure && r.Rcode != dns.RcodeRefused {
+			return last
+		}
+	}
+	if last.err == nil && last.msg != nil {
+		return last // every upstream said SERVFAIL or REFUSED: pass it on
+	}
+	if last.err == nil {
+		last.err = ctx.Err()
+	}
+	return last
+}
+
+// checkAnswer makes sure r answers m (same ID, same question).
+func checkAnswer(m, r *dns.Msg) error {
+	if r == nil {
+		return errors.New("empty answer")
+	}
+	if r.Id != m.Id || !r.Response {
+		return errors.New("answer id mismatch")
+	}
+	if len(r.Question) != 1 || !strings.EqualFold(r.Question[0].Name, m.Question[0].Name) || r.Question[0].Qtype != m.Question[0].Qtype {
+		return fmt.Errorf("answer for another question")
+	}
+	return nil
+}

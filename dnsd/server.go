@@ -1,0 +1,216 @@
+// Package dnsd is Airlock's policy DNS resolver: every name a sandbox looks
+// up is identified by source address, decided by the sandbox's policy,
+// guarded against exfiltration, forwarded with a cache, filtered against
+// rebinding, recorded in the bindings ledger and logged.
+package dnsd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"airlock/audit"
+)
+
+// Server is the resolver. New opens its sockets; Serve runs them.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	emit     audit.Emitter
+	cache    *cache
+	fwd      *forwarder
+	guards   guards
+	bindings *Bindings
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	pcs     []net.PacketConn
+	lns     []net.Listener
+	servers []*dns.Server
+	closed  bool
+}
+
+// New validates cfg and opens the sockets of cfg.Listen. Close releases
+// them, also when Serve is never called.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		emit:     cfg.Emitter,
+		cache:    newCache(cfg.CacheSize, cfg.MinTTL, cfg.MaxTTL, cfg.NegativeTTL),
+		bindings: NewBindings(cfg.BindingsSize, cfg.BindingsGrace),
+		pcs:      append([]net.PacketConn(nil), cfg.PacketConns...),
+		lns:      append([]net.Listener(nil), cfg.Listeners...),
+	}
+	s.fwd = &forwarder{x: newNetExchanger(), timeout: cfg.Timeout, attempt: cfg.AttemptTimeout,
+		calls: make(map[cacheKey]*call), defaults: cfg.Upstreams}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, addr := range cfg.Listen {
+		if err := s.listen(addr); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// listen opens UDPSockets SO_REUSEPORT UDP sockets and one TCP listener on
+// addr (the same port for all, also when addr asks for port 0).
+func (s *Server) listen(addr string) error {
+	lc := net.ListenConfig{Control: reusePort}
+	lc.SetMultipathTCP(false)
+	for i := 0; i < s.cfg.UDPSockets; i++ {
+		pc, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			return fmt.Errorf("dnsd: listen udp %s: %w", addr, err)
+		}
+		s.pcs = append(s.pcs, pc)
+		addr = pc.LocalAddr().String()
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dnsd: listen tcp %s: %w", addr, err)
+	}
+	s.lns = append(s.lns, ln)
+	return nil
+}
+
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	})
+	return errors.Join(err, serr)
+}
+
+// Addrs returns the local addresses of the UDP sockets and TCP listeners.
+func (s *Server) Addrs() (udp, tcp []net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pc := range s.pcs {
+		udp = append(udp, pc.LocalAddr())
+	}
+	for _, ln := range s.lns {
+		tcp = append(tcp, ln.Addr())
+	}
+	return udp, tcp
+}
+
+// Bindings is the ledger of names and addresses the sandboxes learned.
+func (s *Server) Bindings() *Bindings { return s.bindings }
+
+// Serve answers on every socket until ctx ends or Close is called, then
+// closes them. It returns the first socket error, or nil after a clean stop.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	pcs, lns := s.pcs, s.lns
+	s.mu.Unlock()
+	errc := make(chan error, len(pcs)+len(lns)+1)
+	for _, pc := range pcs {
+		go func() { errc <- s.ServePacketConn(pc) }()
+	}
+	for _, ln := range lns {
+		go func() { errc <- s.ServeListener(ln) }()
+	}
+	go s.sweeper()
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	case err = <-errc:
+	}
+	s.Close()
+	return err
+}
+
+// ServePacketConn answers queries on pc until Close. pc should be a
+// *net.UDPConn (IP_PKTINFO is then used so replies leave from the address
+// each query was sent to).
+func (s *Server) ServePacketConn(pc net.PacketConn) error {
+	srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize}
+	return s.run(srv)
+}
+
+// ServeListener answers DNS over TCP on ln until Close, with read and idle
+// deadlines on every connection.
+func (s *Server) ServeListener(ln net.Listener) error {
+	idle := s.cfg.TCPIdleTimeout
+	srv := &dns.Server{Listener: ln, Handler: s, ReadTimeout: s.cfg.TCPReadTimeout,
+		WriteTimeout: s.cfg.TCPReadTimeout, IdleTimeout: func() time.Duration { return idle }, MaxTCPQueries: 1000}
+	return s.run(srv)
+}
+
+func (s *Server) run(srv *dns.Server) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	err := srv.ActivateAndServe()
+	if s.ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// sweeper drops expired guard state and bindings.
+func (s *Server) sweeper() {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.guards.sweep(now)
+			s.bindings.Sweep(now)
+		}
+	}
+}
+
+// Close stops serving and closes every socket. Safe to call more than once
+// and after a partial New.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	servers, pcs, lns := s.servers, s.pcs, s.lns
+	s.mu.Unlock()
+	s.cancel()
+	for _, srv := range servers {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = srv.ShutdownContext(ctx)
+		cancel()
+	}
+	var errs []error
+	for _, pc := range pcs {
+		if err := pc.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
