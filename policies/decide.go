@@ -397,15 +397,16 @@ func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
 }
 
 func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, r *Request, scheme, path string, tr *trace) (Verdict, int) {
-	if v, rank, done := p.common(c, rule, t, tr); done {
-		return v, rank
-	}
 	ruleDeny := func(rule Rule, why string) (Verdict, int) {
 		tr.add(rule, why)
 		return catVerdict(c, ActionDeny, rule, why), rankRuleDeny
 	}
-	if scheme == "http" && !c.HTTP {
+	if scheme == "http" && !c.HTTP && c.Action != ActionDeny {
+		tr.add(rule, "the most specific rule that matches")
 		return ruleDeny(c.r.httpRule, "plain http is not allowed ("+c.r.path+".http = false)")
+	}
+	if v, rank, done := p.common(c, rule, t, tr); done {
+		return v, rank
 	}
 	switch c.Kind {
 	case KindGit:
@@ -506,7 +507,7 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 		return Verdict{}, 0, false
 	}
 	for i := range c.r.pkgAllow {
-		if pp := &c.r.pkgAllow[i]; pp.match(pkg) {
+		if pp := &c.r.pkgAllow[i]; pp.matchVersion(pkg, true) {
 			return Verdict{Rule: pp.rule, Reason: "package " + pkg.Ecosystem + ":" + pkg.Name + " matches " + pp.raw}, 0, false
 		}
 	}

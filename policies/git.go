@@ -31,19 +31,25 @@ func parseRepoPattern(s string) (repoPattern, error) {
 }
 
 // repoOf returns the owner and repository a normalized request path is
-// about: its first two segments, without a ".git" suffix, lower case.
+// about: its first two segments, without a ".git" suffix, lower case. A
+// segment holding an encoded separator is refused.
 func repoOf(path string) (owner, repo string, ok bool) {
-	rest := strings.TrimPrefix(decodeAll(path), "/")
+	rest := strings.TrimPrefix(path, "/")
 	owner, rest, ok = strings.Cut(rest, "/")
 	if !ok || owner == "" {
 		return "", "", false
 	}
 	repo, _, _ = strings.Cut(rest, "/")
-	repo = strings.TrimSuffix(strings.ToLower(repo), ".git")
-	if repo == "" {
+	if hasEncodedSep(owner) || hasEncodedSep(repo) {
 		return "", "", false
 	}
-	return strings.ToLower(owner), repo, true
+	owner = strings.ToLower(decodeAll(owner))
+	repo = strings.TrimSuffix(strings.ToLower(decodeAll(repo)), ".git")
+	if repo == "" || repo == "." || repo == ".." || owner == "." || owner == ".." ||
+		strings.ContainsAny(owner+repo, "/\\") {
+		return "", "", false
+	}
+	return owner, repo, true
 }
 
 func (rp *repoPattern) match(owner, repo string) bool {

@@ -164,6 +164,9 @@ func canonName(s string, buf *hostBuf) (int, error) {
 		}
 		buf[i] = c
 	}
+	if label == 0 {
+		return 0, errEmptyLabel
+	}
 	return len(s), nil
 }
 

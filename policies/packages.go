@@ -320,7 +320,13 @@ func matchName(eco, name string) string {
 	return strings.ToLower(name)
 }
 
-func (pp *pkgPattern) match(pkg *Package) bool {
+// match reports whether a package matches. A request without a version
+// (metadata) matches a pattern with a version constraint only when
+// anyVersion is set: allow lists let the index through, deny lists block
+// what they can see.
+func (pp *pkgPattern) match(pkg *Package) bool { return pp.matchVersion(pkg, false) }
+
+func (pp *pkgPattern) matchVersion(pkg *Package, anyVersion bool) bool {
 	if pp.eco != pkg.Ecosystem || !globMatch(pp.name, matchName(pkg.Ecosystem, pkg.Name)) {
 		return false
 	}
@@ -328,7 +334,7 @@ func (pp *pkgPattern) match(pkg *Package) bool {
 		return true
 	}
 	if pkg.Version == "" {
-		return false // metadata: no version to compare
+		return anyVersion // metadata: no version to compare
 	}
 	c := compareVersions(pkg.Version, pp.ver)
 	switch pp.op {
