@@ -103,6 +103,7 @@ type Pipeline struct {
 	lastSeq           atomic.Uint64
 	finished          atomic.Uint64 // accepted records written or lost
 	failing           atomic.Bool
+	lastReport        map[string]time.Time // writer goroutine only
 }
 
 var _ Emitter = (*Pipeline)(nil)
@@ -115,7 +116,8 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("audit: pipeline needs a state directory or a stream")
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
-		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		lastReport: map[string]time.Time{}}
 	if err := p.open(); err != nil {
 		p.closeSinks()
 		return nil, err
@@ -171,8 +173,8 @@ func seqOf(raw []byte) uint64 {
 }
 
 // Emit queues e. When the queue is full it waits up to EnqueueWait, then
-// drops e, counts it, and a gap record reports the loss. It never blocks
-// longer, whatever state the disk is in.
+// drops e, counts it, and a gap record reports the loss; while a sink is
+// failing (disk full) it drops at once. It never blocks longer.
 func (p *Pipeline) Emit(e Event) {
 	r, err := encode(e)
 	if err != nil {
@@ -190,6 +192,12 @@ func (p *Pipeline) Emit(e Event) {
 		p.accepted.Add(1)
 		return
 	default:
+	}
+	if p.failing.Load() {
+		// A sink is failing (disk full): waiting would only slow the
+		// producer down; the loss is counted and reported by a gap record.
+		p.drop()
+		return
 	}
 	t := time.NewTimer(p.cfg.EnqueueWait)
 	defer t.Stop()

@@ -108,7 +108,7 @@ func (p *Pipeline) writeLines(lines []line, events int, closing bool) {
 			streamDone += n
 			if err != nil {
 				p.streamErrs.Add(1)
-				p.log.Error("audit: stream write failed; retrying", "err", err, "attempt", attempt, "pending", len(lines)-streamDone)
+				p.report("audit: stream write failed; retrying", err, attempt, len(lines)-streamDone)
 			}
 		}
 		if !storeDone {
@@ -117,7 +117,7 @@ func (p *Pipeline) writeLines(lines []line, events int, closing bool) {
 			cancel()
 			if err != nil {
 				p.storeErrs.Add(1)
-				p.log.Error("audit: store write failed; retrying", "err", err, "attempt", attempt, "pending", len(lines))
+				p.report("audit: store write failed; retrying", err, attempt, len(lines))
 			}
 			storeDone = err == nil
 		}
@@ -136,6 +136,21 @@ func (p *Pipeline) writeLines(lines []line, events int, closing bool) {
 		wait = min(wait*2, p.cfg.RetryMax)
 	}
 }
+
+// report logs a write failure: the first of an episode at once, then at
+// most one line per sink every failureLogEvery, with the counts.
+func (p *Pipeline) report(msg string, err error, attempt, pending int) {
+	now := time.Now()
+	if attempt > 1 && now.Sub(p.lastReport[msg]) < failureLogEvery {
+		return
+	}
+	p.lastReport[msg] = now
+	st := p.Stats()
+	p.log.Error(msg, "err", err, "attempt", attempt, "pending", pending,
+		"dropped_total", st.Dropped, "store_errors", st.StoreErrors, "stream_errors", st.StreamErrors)
+}
+
+const failureLogEvery = 10 * time.Second
 
 func (p *Pipeline) wrote(lines []line, events int) {
 	if p.failing.Swap(false) {
