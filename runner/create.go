@@ -1,0 +1,319 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Create creates a sandbox and returns once its network path is in place,
+// the workspace is in and the setup commands succeeded. On any failure
+// everything created so far is removed and a "failed" event is emitted.
+func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	if err := validateCreate(req); err != nil {
+		return Sandbox{}, err
+	}
+	if r.isClosed() {
+		return Sandbox{}, ErrClosed
+	}
+	id := r.cfg.NewID()
+	now := r.cfg.Now().UTC()
+	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
+		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
+		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups)}
+	if req.Lifetime > 0 {
+		info.Deadline = now.Add(req.Lifetime)
+	}
+	sb := &sandbox{info: info}
+	if err := r.create(ctx, sb, req); err != nil {
+		r.abort(sb)
+		r.lifecycle(sb.info, "failed", err.Error())
+		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	r.setState(id, StateRunning)
+	return r.Get(id)
+}
+
+func validateCreate(req CreateRequest) error {
+	switch {
+	case req.Image == "":
+		return fmt.Errorf("create sandbox: image is required: %w", ErrInvalid)
+	case req.Policy == "":
+		return fmt.Errorf("create sandbox: policy is required: %w", ErrInvalid)
+	case req.Workspace.HostDir != "" && !filepath.IsAbs(req.Workspace.HostDir):
+		return fmt.Errorf("create sandbox: workspace %q must be an absolute path: %w", req.Workspace.HostDir, ErrInvalid)
+	case req.Workspace.HostDir != "" && req.Workspace.Mode != WorkspaceBind && req.Workspace.Mode != WorkspaceCopy:
+		return fmt.Errorf("create sandbox: workspace mode %q: want %q or %q: %w", req.Workspace.Mode, WorkspaceBind, WorkspaceCopy, ErrInvalid)
+	case req.Lifetime < 0 || req.ExecTimeout < 0:
+		return fmt.Errorf("create sandbox: negative timeout: %w", ErrInvalid)
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("create sandbox: bad environment variable name %q: %w", k, ErrInvalid)
+		}
+	}
+	for i, argv := range req.Setup {
+		if len(argv) == 0 {
+			return fmt.Errorf("create sandbox: setup command %d is empty: %w", i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) error {
+	id := sb.info.ID
+	imageID, err := r.cfg.Engine.ImageID(ctx, req.Image)
+	if err != nil {
+		return fmt.Errorf("image %s: %w (build the sandbox images with 'make image')", req.Image, err)
+	}
+	in := SpecInput{Instance: r.cfg.Instance, ID: id, Req: req, Created: sb.info.Created,
+		Deadline: sb.info.Deadline, ExecTimeout: sb.info.ExecTimeout, Cgroups: r.cgroups, ProxyURL: r.cfg.ProxyURL}
+	if r.pool != nil {
+		if in.Address, err = r.pool.alloc(); err != nil {
+			return err
+		}
+		sb.info.Address, sb.info.Gateway, in.Gateway = in.Address, r.pool.gw, r.pool.gw
+		in.ResolvConf = r.resolvConf()
+	}
+	if in.CABundle, err = r.caBundle(ctx, req.Image, imageID); err != nil {
+		return err
+	}
+	if err := r.prepareWorkspace(req.Workspace); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(r.sandboxesDir(), id), 0o700); err != nil {
+		return err
+	}
+	r.register(sb)
+	cid, err := r.cfg.Engine.Create(ctx, BuildSpec(in))
+	if err != nil {
+		return fmt.Errorf("create container: %w", err)
+	}
+	r.update(sb, func(i *Sandbox) { i.ContainerID = cid })
+	r.lifecycle(sb.info, "created", "")
+	if err := r.cfg.Engine.Start(ctx, cid); err != nil {
+		return fmt.Errorf("start container: %w", err)
+	}
+	if err := r.plumb(ctx, sb); err != nil {
+		return err
+	}
+	r.lifecycle(sb.info, "started", limitSummary(sb.info.Limits))
+	return r.provision(ctx, sb, req)
+}
+
+// provision puts the workspace in, runs setup and records the baseline.
+func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) error {
+	id := sb.info.ID
+	w := req.Workspace
+	if w.HostDir != "" && w.Mode == WorkspaceCopy {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tarDir(w.HostDir, pw)) }()
+		if err := r.cfg.Engine.CopyIn(ctx, sb.info.ContainerID, WorkspaceDir, pr); err != nil {
+			pr.CloseWithError(err)
+			return fmt.Errorf("copy workspace in: %w", err)
+		}
+	}
+	for i, argv := range req.Setup {
+		res, err := r.Exec(ctx, id, ExecRequest{Argv: argv, MaxCapture: 4096})
+		if err != nil {
+			return fmt.Errorf("setup command %d %q: %w", i, argv, err)
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("setup command %d %q exited %d: %s", i, argv, res.ExitCode, tail(res.Stderr, 512))
+		}
+	}
+	if err := r.recordBaseline(ctx, sb, w, len(req.Setup) > 0); err != nil {
+		return fmt.Errorf("workspace baseline: %w", err)
+	}
+	r.startTimer(sb)
+	return nil
+}
+
+// recordBaseline keeps /workspace as the agent is handed it, for Diff. When
+// no setup command ran, it is the host directory itself (or empty), read on
+// the host without a round trip to the engine.
+func (r *Runner) recordBaseline(ctx context.Context, sb *sandbox, w Workspace, ranSetup bool) error {
+	f, err := os.OpenFile(r.baselinePath(sb.info.ID), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	switch {
+	case ranSetup:
+		err = r.cfg.Engine.CopyOut(ctx, sb.info.ContainerID, WorkspaceDir, f)
+	case w.HostDir != "":
+		err = tarDir(w.HostDir, f)
+	default:
+		err = tar.NewWriter(f).Close()
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (r *Runner) register(sb *sandbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandboxes[sb.info.ID] = sb
+}
+
+func (r *Runner) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// abort removes whatever a failed create left.
+func (r *Runner) abort(sb *sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.teardown(ctx, sb); err != nil {
+		r.log.Warn("sandbox: cleanup after failed create", "sandbox", sb.info.ID, "err", err)
+		r.setState(sb.info.ID, StateDestroyFailed)
+		return
+	}
+	r.mu.Lock()
+	delete(r.sandboxes, sb.info.ID)
+	r.mu.Unlock()
+}
+
+func (r *Runner) startTimer(sb *sandbox) {
+	if sb.info.Deadline.IsZero() {
+		return
+	}
+	id := sb.info.ID
+	d := sb.info.Deadline.Sub(r.cfg.Now())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb.timer = time.AfterFunc(max(d, 0), func() { r.expire(id) })
+}
+
+func (r *Runner) expire(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.destroy(ctx, id, "lifetime expired"); err != nil && !errors.Is(err, ErrNotFound) {
+		r.log.Warn("sandbox: destroy at end of lifetime", "sandbox", id, "err", err)
+	}
+}
+
+// caBundle returns the host path of the bundle for an image: the image's
+// own roots plus Airlock's CA, content-addressed and shared by sandboxes.
+func (r *Runner) caBundle(ctx context.Context, image, imageID string) (string, error) {
+	if len(r.cfg.CACertPEM) == 0 {
+		return "", nil
+	}
+	roots, err := r.imageRoots(ctx, image, imageID)
+	if err != nil {
+		return "", fmt.Errorf("read the CA roots of %s: %w", image, err)
+	}
+	var b bytes.Buffer
+	b.Write(roots)
+	if b.Len() > 0 && !bytes.HasSuffix(roots, []byte("\n")) {
+		b.WriteByte('\n')
+	}
+	b.WriteString("# Airlock appliance CA\n")
+	b.Write(r.cfg.CACertPEM)
+	sum := sha256.Sum256(b.Bytes())
+	path := filepath.Join(r.caDir(), hex.EncodeToString(sum[:8])+".pem")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	return path, writeFileAtomic(path, b.Bytes(), 0o644)
+}
+
+// imageRoots reads the image's CA bundle once per image ID through a probe
+// container that is created, copied from and removed (never started).
+func (r *Runner) imageRoots(ctx context.Context, image, imageID string) ([]byte, error) {
+	r.mu.Lock()
+	roots, ok := r.roots[imageID]
+	r.mu.Unlock()
+	if ok {
+		return roots, nil
+	}
+	probe := Spec{Name: "airlock-probe-" + r.cfg.NewID(), Image: image, Command: slices.Clone(HoldCommand),
+		NetworkNone: true, CapDrop: []string{"ALL"}, NoNewPrivileges: true,
+		Labels: map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance}}
+	cid, err := r.cfg.Engine.Create(ctx, probe)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := r.cfg.Engine.Remove(context.WithoutCancel(ctx), cid); err != nil {
+			r.log.Warn("sandbox: remove CA probe container", "container", cid, "err", err)
+		}
+	}()
+	var buf bytes.Buffer
+	err = r.cfg.Engine.CopyOut(ctx, cid, CABundlePath, &buf)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		roots = []byte{}
+	case err != nil:
+		return nil, err
+	default:
+		if roots, err = firstFile(&buf, 8<<20); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	r.roots[imageID] = roots
+	r.mu.Unlock()
+	return roots, nil
+}
+
+// firstFile returns the first regular file of a tar stream (empty if none).
+func firstFile(rd io.Reader, limit int64) ([]byte, error) {
+	tr := tar.NewReader(rd)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return []byte{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if h.Size > limit {
+				return nil, fmt.Errorf("%s is %d bytes, more than %d", h.Name, h.Size, limit)
+			}
+			return io.ReadAll(tr)
+		}
+	}
+}
+
+func limitSummary(l []LimitReport) string {
+	var parts []string
+	for _, x := range l {
+		state := "in force"
+		if !x.InForce {
+			state = "not in force: " + x.Reason
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s (%s)", x.Name, x.Value, state))
+	}
+	return "limits: " + strings.Join(parts, "; ")
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
+}

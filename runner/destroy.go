@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Destroy removes a sandbox: its container, veth (with the host address and
+// route), network path (the detach hook), pool address and state. A destroy
+// that fails half way leaves the sandbox in state destroy-failed; calling
+// Destroy again or Reconcile finishes it.
+func (r *Runner) Destroy(ctx context.Context, id string) error {
+	return r.destroy(ctx, id, "")
+}
+
+func (r *Runner) destroy(ctx context.Context, id, reason string) error {
+	r.mu.Lock()
+	sb, ok := r.sandboxes[id]
+	if ok && sb.info.State == StateDestroying {
+		r.mu.Unlock()
+		return fmt.Errorf("sandbox %q is already being destroyed", id)
+	}
+	if ok {
+		sb.info.State = StateDestroying
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
+	}
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
+	}
+	if err := r.teardown(ctx, sb); err != nil {
+		r.setState(id, StateDestroyFailed)
+		r.lifecycle(sb.info, "failed", "destroy: "+err.Error())
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+	}
+	r.mu.Lock()
+	delete(r.sandboxes, id)
+	r.mu.Unlock()
+	r.lifecycle(sb.info, "destroyed", reason)
+	return nil
+}
+
+// teardown undoes a sandbox step by step, going on after errors: the
+// container first (so no process is left behind a path being removed), then
+// the veth, then the path, then the address and state.
+func (r *Runner) teardown(ctx context.Context, sb *sandbox) error {
+	var errs []error
+	if cid := sb.info.ContainerID; cid != "" {
+		if err := r.cfg.Engine.Remove(ctx, cid); err != nil {
+			errs = append(errs, fmt.Errorf("remove container: %w", err))
+		}
+	} else if err := r.removeByName(ctx, sb.info.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if r.pool != nil {
+		if err := r.net.DelLink(VethName(sb.info.ID)); err != nil {
+			errs = append(errs, fmt.Errorf("delete veth: %w", err))
+		}
+	}
+	if sb.detach != nil {
+		if err := sb.detach(); err != nil {
+			errs = append(errs, fmt.Errorf("detach network path: %w", err))
+		} else {
+			sb.detach = nil
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if sb.info.Address.IsValid() && r.pool != nil {
+		r.pool.release(sb.info.Address)
+	}
+	if err := os.RemoveAll(filepath.Join(r.sandboxesDir(), sb.info.ID)); err != nil {
+		return fmt.Errorf("remove state: %w", err)
+	}
+	return nil
+}
+
+// removeByName removes a container whose create call may have succeeded on
+// the engine even though the runner saw an error.
+func (r *Runner) removeByName(ctx context.Context, id string) error {
+	cs, err := r.cfg.Engine.List(ctx, map[string]string{LabelInstance: r.cfg.Instance, LabelSandbox: id})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs {
+		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
+			return fmt.Errorf("remove container: %w", err)
+		}
+	}
+	return nil
+}

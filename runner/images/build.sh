@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Build Airlock's sandbox images locally and import them into the sandbox
+# user's Podman storage. No container registry is needed: the busybox image is
+# made from Debian's busybox-static package, the Debian image with debootstrap.
+#
+# Idempotent and cached: rootfs tarballs live in $AIRLOCK_IMAGE_CACHE
+# (default /var/cache/airlock/images); an image that already exists in the
+# sandbox user's storage is not rebuilt. FORCE=1 rebuilds everything.
+#
+# Usage: runner/images/build.sh [busybox] [debian]   (default: both)
+set -euo pipefail
+
+SANDBOX_USER=${AIRLOCK_SANDBOX_USER:-airlock-sandbox}
+CACHE=${AIRLOCK_IMAGE_CACHE:-/var/cache/airlock/images}
+SUITE=bookworm
+BUSYBOX_TAG=localhost/airlock/busybox:1
+DEBIAN_TAG=localhost/airlock/debian:12
+DEBIAN_PACKAGES=curl,git,python3,ca-certificates,nodejs,npm
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+step() { printf '==> %s\n' "$*"; }
+die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it runs debootstrap and podman as $SANDBOX_USER)"
+id -u "$SANDBOX_USER" >/dev/null 2>&1 || die "user $SANDBOX_USER does not exist: run 'make setup' first"
+for tool in podman runuser apt-get dpkg-deb; do
+	command -v "$tool" >/dev/null || die "$tool not found: run 'make setup' first"
+done
+
+SB_UID=$(id -u "$SANDBOX_USER")
+SB_HOME=$(getent passwd "$SANDBOX_USER" | cut -d: -f6)
+RUNTIME_DIR=/run/user/$SB_UID
+
+# Podman as the sandbox user, with the same runtime dir and containers.conf the
+# runner uses (runner/podman/containers.conf, which the runner installs too).
+ensure_user_podman() {
+	install -d -m 0700 -o "$SANDBOX_USER" -g "$(id -g "$SANDBOX_USER")" "$RUNTIME_DIR"
+	local confdir=$SB_HOME/.config/containers
+	if [ ! -f "$confdir/containers.conf" ]; then
+		runuser -u "$SANDBOX_USER" -- mkdir -p "$confdir"
+		runuser -u "$SANDBOX_USER" -- tee "$confdir/containers.conf" >/dev/null <"$HERE/../podman/containers.conf"
+	fi
+}
+upodman() {
+	(cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME="$SB_HOME" XDG_RUNTIME_DIR="$RUNTIME_DIR" podman "$@")
+}
+image_exists() { [ "${FORCE:-0}" != 1 ] && upodman image exists "$1"; }
+
+# The Debian mirror is read from the host's apt sources at run time.
+debian_mirror() {
+	local m=""
+	if compgen -G '/etc/apt/sources.list.d/*.sources' >/dev/null; then
+		m=$(awk -v suite="$SUITE" '
+			/^[[:space:]]*$/ { if (uris != "" && suites ~ "(^| )" suite "( |$)") { print uris; exit } uris=""; suites=""; next }
+			/^URIs:/   { uris=$2 }
+			/^Suites:/ { $1=""; suites=$0 }
+			END { if (uris != "" && suites ~ "(^| )" suite "( |$)") print uris }
+		' /etc/apt/sources.list.d/*.sources | head -n1)
+	fi
+	if [ -z "$m" ] && [ -f /etc/apt/sources.list ]; then
+		m=$(awk -v suite="$SUITE" '$1 == "deb" && $3 == suite { print $2; exit }' /etc/apt/sources.list)
+	fi
+	[ -n "$m" ] || die "no apt source for $SUITE found in /etc/apt/sources.list{,.d}"
+	printf '%s\n' "$m"
+}
+
+import_tarball() { # tarball tag cmd
+	local tarball=$1 tag=$2 cmd=$3
+	step "importing $tag into $SANDBOX_USER's storage"
+	upodman import --quiet --change "CMD $cmd" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change 'WORKDIR /workspace' "$tarball" "$tag" >/dev/null
+	upodman image inspect --format "$tag {{.Id}} {{.Size}} bytes" "$tag"
+}
+
+# tar_rootfs dir out: a reproducible-ish tarball readable by the sandbox user.
+tar_rootfs() {
+	local dir=$1 out=$2
+	tar --numeric-owner --sort=name -C "$dir" -cf "$out.tmp" .
+	chmod 0644 "$out.tmp"
+	mv "$out.tmp" "$out"
+}
+
+build_busybox() {
+	if image_exists "$BUSYBOX_TAG"; then step "$BUSYBOX_TAG: present"; return; fi
+	local tarball=$CACHE/busybox-rootfs.tar
+	if [ ! -f "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
+		local work; work=$(mktemp -d /var/tmp/airlock-busybox.XXXXXX); chmod 0755 "$work"
+		trap 'rm -rf "$work"' RETURN
+		step "busybox: downloading busybox-static from the Debian archive"
+		(cd "$work" && apt-get download -q busybox-static >/dev/null) ||
+			die "apt-get download busybox-static failed (run apt-get update?)"
+		local root=$work/rootfs
+		mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var/tmp,proc,sys,dev,run,workspace}
+		dpkg-deb -x "$work"/busybox-static_*.deb "$work/deb"
+		cp "$work/deb/bin/busybox" "$root/bin/busybox"
+		step "busybox: installing applet links"
+		for applet in $("$root/bin/busybox" --list); do
+			[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+		done
+		chmod 1777 "$root/tmp" "$root/var/tmp"
+		printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+		printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+		printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
+		tar_rootfs "$root" "$tarball"
+	else
+		step "busybox: using cached $tarball"
+	fi
+	import_tarball "$tarball" "$BUSYBOX_TAG" '["/bin/sh"]'
+}
+
+build_debian() {
+	if image_exists "$DEBIAN_TAG"; then step "$DEBIAN_TAG: present"; return; fi
+	local tarball=$CACHE/debian-$SUITE-rootfs.tar
+	if [ ! -f "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
+		command -v debootstrap >/dev/null || die "debootstrap not found: run 'make setup' first"
+		local mirror; mirror=$(debian_mirror)
+		local work; work=$(mktemp -d /var/tmp/airlock-debian.XXXXXX)
+		trap 'rm -rf "$work"' RETURN
+		step "debian: debootstrap --variant=minbase $SUITE with $DEBIAN_PACKAGES (several minutes)"
+		debootstrap --variant=minbase --include="$DEBIAN_PACKAGES" "$SUITE" "$work/rootfs" "$mirror" |
+			awk '/^I: (Retrieving|Validating|Unpacking|Configuring) /{n++; if (n % 25 != 0) next} {print "    " $0; fflush()}'
+		[ "${PIPESTATUS[0]}" = 0 ] || die "debootstrap failed (see $work/rootfs/debootstrap/debootstrap.log)"
+		step "debian: trimming caches"
+		rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/* \
+			"$work"/rootfs/usr/share/doc/* "$work"/rootfs/usr/share/man/* "$work"/rootfs/var/log/*.log
+		mkdir -p "$work/rootfs/workspace"
+		: >"$work/rootfs/etc/resolv.conf"
+		step "debian: packing rootfs"
+		tar_rootfs "$work/rootfs" "$tarball"
+	else
+		step "debian: using cached $tarball"
+	fi
+	import_tarball "$tarball" "$DEBIAN_TAG" '["/bin/bash"]'
+}
+
+install -d -m 0755 "$CACHE"
+ensure_user_podman
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(busybox debian)
+for t in "${targets[@]}"; do
+	case $t in
+	busybox) build_busybox ;;
+	debian) build_debian ;;
+	*) die "unknown image $t (want busybox or debian)" ;;
+	esac
+done
+step "images ready"

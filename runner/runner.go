@@ -1,0 +1,316 @@
+// Package runner runs Airlock sandboxes: rootless containers, behind a veth
+// whose host end carries the appliance's network path, with audited exec,
+// files in and out, a workspace diff, snapshots and reconcile after a crash.
+//
+// The runner talks to the container engine through the Engine interface;
+// runner/podman is the Podman adapter. The network path itself (eBPF) is
+// installed by the AttachFunc the wiring provides.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"airlock/audit"
+)
+
+// Config configures a Runner. Engine, Emitter and StateDir are required.
+type Config struct {
+	Engine  Engine
+	Emitter audit.Emitter
+	Logger  *slog.Logger // nil: discard
+	// Instance names this runner in container labels and veth aliases;
+	// reconcile only touches its own. Default "default".
+	Instance string
+	// StateDir holds resolv.conf, CA bundles and workspace baselines. It and
+	// its parents must be searchable by the sandbox user.
+	StateDir string
+	// SandboxUser owns bind-mounted workspaces (the containers' root maps to
+	// it). Default "airlock-sandbox".
+	SandboxUser string
+	// Pool gives each sandbox a /32; Gateway (default: the pool's first
+	// address) is the sandbox's next hop, DNS server and proxy address.
+	Pool    netip.Prefix
+	Gateway netip.Addr
+	// AttachNetwork installs the network path on a new veth. Nil: sandboxes
+	// get no network at all (only loopback), which is the safe default.
+	AttachNetwork AttachFunc
+	// CACertPEM is Airlock's CA, appended to the image's roots in the bundle
+	// every sandbox trusts. Nil: the image's own trust store is left alone.
+	CACertPEM []byte
+	// ProxyURL is put in HTTP(S)_PROXY as a convenience; the path works
+	// without it. Empty: not set.
+	ProxyURL    string
+	ExecTimeout time.Duration    // default per exec; 0: DefaultExecTimeout
+	Cgroups     *CgroupSupport   // nil: detected from /sys/fs/cgroup
+	NewID       func() string    // nil: 12 random hex digits
+	Now         func() time.Time // nil: time.Now
+
+	hostNet hostNet // nil: netlink
+}
+
+// Runner creates and manages sandboxes. Its methods are safe for concurrent
+// use.
+type Runner struct {
+	cfg     Config
+	log     *slog.Logger
+	net     hostNet
+	pool    *pool
+	cgroups CgroupSupport
+	uid     int
+	gid     int
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+	roots     map[string][]byte // image ID -> the image's CA roots
+	closed    bool
+}
+
+type sandbox struct {
+	info   Sandbox
+	detach func() error
+	timer  *time.Timer
+}
+
+// New validates cfg and returns a Runner. It does not touch the engine; call
+// Reconcile to adopt sandboxes a previous process left running.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Engine == nil || cfg.Emitter == nil {
+		return nil, fmt.Errorf("runner: Engine and Emitter are required: %w", ErrInvalid)
+	}
+	if !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("runner: StateDir %q must be an absolute path: %w", cfg.StateDir, ErrInvalid)
+	}
+	setDefaults(&cfg)
+	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
+		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
+	if r.net == nil {
+		r.net = netlinkHost{}
+	}
+	if cfg.Cgroups != nil {
+		r.cgroups = *cfg.Cgroups
+	} else {
+		r.cgroups = DetectCgroups()
+	}
+	if cfg.AttachNetwork != nil {
+		p, err := newPool(cfg.Pool, cfg.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		r.pool = p
+	}
+	if u, err := user.Lookup(cfg.SandboxUser); err == nil {
+		r.uid, _ = strconv.Atoi(u.Uid)
+		r.gid, _ = strconv.Atoi(u.Gid)
+	}
+	if err := r.prepareStateDir(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func setDefaults(cfg *Config) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = "default"
+	}
+	if cfg.SandboxUser == "" {
+		cfg.SandboxUser = "airlock-sandbox"
+	}
+	if cfg.ExecTimeout <= 0 {
+		cfg.ExecTimeout = DefaultExecTimeout
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// prepareStateDir creates the state directory: public files (resolv.conf, CA
+// bundles) must be readable by the sandbox user for their bind mounts.
+func (r *Runner) prepareStateDir() error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{r.cfg.StateDir, 0o711}, {r.caDir(), 0o755}, {r.sandboxesDir(), 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("runner: state dir: %w", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return fmt.Errorf("runner: state dir: %w", err)
+		}
+	}
+	if r.pool != nil {
+		conf := fmt.Sprintf("# written by airlock: the gateway answers DNS\nnameserver %s\noptions edns0\n", r.pool.gw)
+		if err := writeFileAtomic(r.resolvConf(), []byte(conf), 0o644); err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+	}
+	if r.uid >= 0 {
+		if err := searchable(r.caDir(), r.uid, r.gid); err != nil {
+			return fmt.Errorf("runner: state dir: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) caDir() string        { return filepath.Join(r.cfg.StateDir, "ca") }
+func (r *Runner) sandboxesDir() string { return filepath.Join(r.cfg.StateDir, "sandboxes") }
+func (r *Runner) resolvConf() string   { return filepath.Join(r.cfg.StateDir, "resolv.conf") }
+func (r *Runner) baselinePath(id string) string {
+	return filepath.Join(r.sandboxesDir(), id, "baseline.tar")
+}
+
+// Get returns the sandbox with the given id.
+func (r *Runner) Get(id string) (Sandbox, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, ok := r.sandboxes[id]
+	if !ok {
+		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
+	}
+	return sb.info, nil
+}
+
+// List returns every known sandbox, oldest first.
+func (r *Runner) List() []Sandbox {
+	r.mu.Lock()
+	out := make([]Sandbox, 0, len(r.sandboxes))
+	for _, sb := range r.sandboxes {
+		out = append(out, sb.info)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Close stops lifetime timers. Sandboxes keep running: a new Runner adopts
+// them with Reconcile. Close is safe to call more than once.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, sb := range r.sandboxes {
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
+	}
+	return nil
+}
+
+// running returns the sandbox id if it exists and is running.
+func (r *Runner) running(id string) (Sandbox, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Sandbox{}, ErrClosed
+	}
+	sb, ok := r.sandboxes[id]
+	if !ok {
+		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
+	}
+	if sb.info.State != StateRunning && sb.info.State != StateCreating {
+		return Sandbox{}, fmt.Errorf("sandbox %q is %s", id, sb.info.State)
+	}
+	return sb.info, nil
+}
+
+// Sandbox states.
+const (
+	StateCreating      = "creating"
+	StateRunning       = "running"
+	StatePaused        = "paused"
+	StateDestroying    = "destroying"
+	StateDestroyFailed = "destroy-failed"
+)
+
+func (r *Runner) setState(id, state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb, ok := r.sandboxes[id]; ok {
+		sb.info.State = state
+	}
+}
+
+// update changes a sandbox's info under the lock.
+func (r *Runner) update(sb *sandbox, f func(*Sandbox)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&sb.info)
+}
+
+// lifecycle emits a lifecycle event.
+func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
+	e := audit.New(audit.KindLifecycle, sb.ID)
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail}
+	if sb.Address.IsValid() {
+		e.Lifecycle.Address = sb.Address.String()
+	}
+	r.cfg.Emitter.Emit(e)
+	level := slog.LevelInfo
+	if stage == "failed" {
+		level = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), level, "sandbox "+stage, "sandbox", sb.ID, "image", sb.Image,
+		"policy", sb.Policy, "address", sb.Address, "detail", detail)
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// discardErr wraps a writer so a failing consumer (a client that went away)
+// never stops the capture.
+type discardErr struct{ w io.Writer }
+
+func (d *discardErr) Write(p []byte) (int, error) {
+	if d.w != nil {
+		if _, err := d.w.Write(p); err != nil {
+			d.w = nil
+		}
+	}
+	return len(p), nil
+}

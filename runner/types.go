@@ -1,0 +1,167 @@
+package runner
+
+import (
+	"errors"
+	"io"
+	"net/netip"
+	"time"
+)
+
+// Errors callers can test with errors.Is.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrUnsupported = errors.New("not supported on this host")
+	ErrInvalid     = errors.New("invalid request")
+	ErrClosed      = errors.New("runner closed")
+)
+
+// Defaults.
+const (
+	DefaultNoFile      = 4096
+	DefaultExecTimeout = 10 * time.Minute
+	DefaultMaxCapture  = 1 << 20
+)
+
+// WorkspaceMode says how a host directory becomes /workspace.
+type WorkspaceMode string
+
+const (
+	// WorkspaceBind bind-mounts the host directory; it is chowned to the
+	// sandbox user (the container's root) so the sandbox can write to it.
+	WorkspaceBind WorkspaceMode = "bind"
+	// WorkspaceCopy copies the directory's contents in; the host directory
+	// is left untouched.
+	WorkspaceCopy WorkspaceMode = "copy"
+)
+
+// Workspace is the host directory given to a sandbox at /workspace.
+type Workspace struct {
+	HostDir string // absolute; empty: an empty /workspace
+	Mode    WorkspaceMode
+}
+
+// Limits are per-sandbox resource limits. Zero means the default (NoFile)
+// or unlimited. Which ones the host enforces is reported in Sandbox.Limits.
+type Limits struct {
+	NoFile        uint64
+	FileSizeBytes uint64
+	Procs         uint64 // RLIMIT_NPROC: never applied rootless (see LimitReport)
+	MemoryBytes   int64
+	CPUs          float64
+	Pids          int64
+}
+
+// CreateRequest describes a sandbox to create.
+type CreateRequest struct {
+	Image  string // e.g. localhost/airlock/busybox:1
+	Policy string // policy name, recorded in labels and events
+	// Env is the sandbox's whole environment on top of a minimal PATH/HOME;
+	// the host environment is never inherited.
+	Env       map[string]string
+	Workspace Workspace
+	// Setup runs, in order, after the network path is in place; a failing
+	// command fails the create. Each is an audited exec.
+	Setup        [][]string
+	ExecTimeout  time.Duration // default for each exec; 0: Config.ExecTimeout
+	Lifetime     time.Duration // the sandbox is destroyed after this; 0: none
+	Limits       Limits
+	ReadOnlyRoot bool // read-only root with tmpfs /tmp, /var/tmp, /run
+}
+
+// LimitReport says which limits are in force for a sandbox and why not.
+type LimitReport struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Requested bool   `json:"requested"`
+	InForce   bool   `json:"in_force"`
+	Reason    string `json:"reason,omitempty"` // why it is not in force
+}
+
+// Sandbox is a snapshot of a sandbox's state.
+type Sandbox struct {
+	ID          string        `json:"id"`
+	ContainerID string        `json:"container_id"`
+	Image       string        `json:"image"`
+	Policy      string        `json:"policy"`
+	Address     netip.Addr    `json:"address"` // invalid: no network
+	Gateway     netip.Addr    `json:"gateway"`
+	HostIf      string        `json:"host_if,omitempty"`
+	Created     time.Time     `json:"created"`
+	Deadline    time.Time     `json:"deadline,omitzero"`
+	ExecTimeout time.Duration `json:"exec_timeout"`
+	ReadOnly    bool          `json:"read_only_root"`
+	Workspace   Workspace     `json:"workspace"`
+	Limits      []LimitReport `json:"limits"`
+	State       string        `json:"state"` // running | destroying
+	Adopted     bool          `json:"adopted,omitempty"`
+}
+
+// SandboxNet is what the network hook learns about a sandbox's veth.
+type SandboxNet struct {
+	SandboxID   string
+	Policy      string
+	HostIfName  string
+	HostIfIndex int
+	Addr        netip.Addr // the sandbox's /32
+	Gateway     netip.Addr
+	Adopted     bool // re-attaching after a restart (reconcile)
+}
+
+// AttachFunc installs the sandbox's network path on the host end of its
+// veth. It is called before the peer is moved into the sandbox, so no packet
+// can leave before the path is in place. detach is called at destroy.
+type AttachFunc func(hostIfindex int, n SandboxNet) (detach func() error, err error)
+
+// ExecRequest is one command to run in a sandbox.
+type ExecRequest struct {
+	Argv    []string
+	Cwd     string            // default /workspace
+	Env     map[string]string // added to the sandbox's environment
+	Stdin   io.Reader         // nil: none
+	Stdout  io.Writer         // streamed as produced; nil: captured only
+	Stderr  io.Writer
+	Timeout time.Duration // 0: the sandbox's exec timeout
+	// MaxCapture bounds each captured stream; 0: DefaultMaxCapture.
+	MaxCapture int
+}
+
+// ExecResult is how a command ended. Captured output beyond MaxCapture is
+// cut and ends with TruncationMarker.
+type ExecResult struct {
+	ID              string        `json:"id"`
+	ExitCode        int           `json:"exit_code"`
+	Stdout          []byte        `json:"stdout"`
+	Stderr          []byte        `json:"stderr"`
+	StdoutTruncated bool          `json:"stdout_truncated"`
+	StderrTruncated bool          `json:"stderr_truncated"`
+	Duration        time.Duration `json:"duration"`
+	TimedOut        bool          `json:"timed_out"`
+	Killed          bool          `json:"killed"`
+}
+
+// TruncationMarker ends a captured stream that was cut.
+const TruncationMarker = "\n[airlock: output truncated]\n"
+
+// Snapshot is the result of committing a sandbox to a local image.
+type Snapshot struct {
+	Image   string `json:"image"`
+	ImageID string `json:"image_id"`
+	Warning string `json:"warning"`
+}
+
+// SnapshotWarning is returned with every snapshot.
+const SnapshotWarning = "the snapshot image holds everything written in the sandbox " +
+	"(files, shell history, any credential the agent saw); treat it as sensitive and remove it when done"
+
+// Change is one changed path in a workspace diff.
+type Change struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"` // added | modified | deleted
+	Binary bool   `json:"binary,omitempty"`
+}
+
+// Diff is the review artifact of a sandbox's /workspace since creation.
+type Diff struct {
+	Changes []Change `json:"changes"`
+	Patch   string   `json:"patch"` // unified diff of the text files
+}
