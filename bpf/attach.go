@@ -52,7 +52,6 @@ func (p *Path) Attach(ifindex int, n SandboxNet) (Handle, error) {
 	if err := p.objs.AlkConfig.Update(uint32(ifindex), configOf(n), ebpf.UpdateAny); err != nil {
 		return Handle{}, fmt.Errorf("bpf: attach %s: write config: %w", n.Sandbox.Name, err)
 	}
-	p.ensureStats(n.Sandbox.Num)
 	id, err := p.attachLink(ifindex)
 	if err != nil {
 		_ = p.objs.AlkConfig.Delete(uint32(ifindex))
@@ -101,10 +100,13 @@ func nameOf(c steerSbxConfig) string {
 	return string(b)
 }
 
-func (p *Path) ensureStats(num uint32) {
+// resetStats zeroes the counters of a sandbox id that is no longer used.
+func (p *Path) resetStats(num uint32) error {
+	if num >= MaxSandboxes {
+		return nil
+	}
 	zero := make([]steerSbxStats, ebpf.MustPossibleCPU())
-	// An existing entry keeps counting; ErrKeyExist is expected.
-	_ = p.objs.AlkStats.Update(num, zero, ebpf.UpdateNoExist)
+	return p.objs.AlkStats.Update(num, zero, ebpf.UpdateExist)
 }
 
 // attachLink re-points an existing pinned link or creates and pins a new one.
@@ -279,9 +281,9 @@ func (p *Path) Reconcile(live []int) ([]int, error) {
 
 func (p *Path) pruneMaps(attached map[uint32]bool) error {
 	var (
-		key, num uint32
-		c        steerSbxConfig
-		stale    []uint32
+		key   uint32
+		c     steerSbxConfig
+		stale []uint32
 	)
 	live := map[uint32]bool{}
 	it := p.objs.AlkConfig.Iterate()
@@ -295,18 +297,12 @@ func (p *Path) pruneMaps(attached map[uint32]bool) error {
 	for _, k := range stale {
 		_ = p.objs.AlkConfig.Delete(k)
 	}
-	var dead []uint32
-	var vals []steerSbxStats
-	sit := p.objs.AlkStats.Iterate()
-	for sit.Next(&num, &vals) {
+	var errs []error
+	for num := range p.names {
 		if !live[num] {
-			dead = append(dead, num)
+			errs = append(errs, p.resetStats(num))
+			delete(p.names, num)
 		}
 	}
-	for _, n := range dead {
-		_ = p.objs.AlkStats.Delete(n)
-		_ = p.objs.AlkLimit.Delete(n)
-		delete(p.names, n)
-	}
-	return errors.Join(it.Err(), sit.Err())
+	return errors.Join(append(errs, it.Err())...)
 }

@@ -56,10 +56,14 @@ type SandboxNet struct {
 
 const maxNameLen = 47
 
+// MaxSandboxes bounds SandboxID.Num (1 to MaxSandboxes-1): the counters are
+// an array indexed by it.
+const MaxSandboxes = 4096
+
 func (n SandboxNet) validate() error {
 	switch {
-	case n.Sandbox.Num == 0:
-		return fmt.Errorf("bpf: sandbox %q: numeric id must be non-zero", n.Sandbox.Name)
+	case n.Sandbox.Num == 0 || n.Sandbox.Num >= MaxSandboxes:
+		return fmt.Errorf("bpf: sandbox %q: numeric id %d outside 1..%d", n.Sandbox.Name, n.Sandbox.Num, MaxSandboxes-1)
 	case len(n.Sandbox.Name) > maxNameLen:
 		return fmt.Errorf("bpf: sandbox name %q longer than %d bytes", n.Sandbox.Name, maxNameLen)
 	case !n.Addr.Is4():
@@ -126,8 +130,9 @@ type Options struct {
 	Logger *slog.Logger
 	Guard  GuardConfig
 	// EventBudget is how many drop events each sandbox may put in the ring
-	// buffer per EventWindow (default 64 per 100 ms); beyond it drops are
-	// only counted, and the counts are reported as ReasonRateLimited.
+	// buffer per EventWindow on each CPU (default 64 per 100 ms); beyond it
+	// drops are only counted, and the counts are reported as
+	// ReasonRateLimited.
 	EventBudget uint32
 	EventWindow time.Duration
 	// FlushInterval is how long Events aggregates identical drops before

@@ -229,17 +229,20 @@ func decodeDrop(b []byte) (dropKey, bool) {
 	return k, true
 }
 
-// unreportedCounts reads suppressed+lost per sandbox.
+// unreportedCounts reads suppressed+lost for every sandbox this Path knows
+// and for id 0.
 func (p *Path) unreportedCounts() map[uint32]uint64 {
+	p.mu.Lock()
+	nums := []uint32{0}
+	for n := range p.names {
+		nums = append(nums, n)
+	}
+	p.mu.Unlock()
 	m := map[uint32]uint64{}
-	var (
-		num uint32
-		per []steerSbxStats
-	)
-	it := p.objs.AlkStats.Iterate()
-	for it.Next(&num, &per) {
-		s := sumStats(per)
-		m[num] = s.EventsSuppressed + s.EventsLost
+	for _, num := range nums {
+		if s, err := p.Stats(num); err == nil {
+			m[num] = s.EventsSuppressed + s.EventsLost
+		}
 	}
 	return m
 }

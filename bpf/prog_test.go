@@ -4,8 +4,12 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
+
+	"airlock/audit"
 
 	"github.com/cilium/ebpf"
+	"github.com/google/go-cmp/cmp"
 )
 
 const (
@@ -27,7 +31,7 @@ func unitPath(t testing.TB, withSockets bool) *Path {
 	if err := p.objs.AlkConfig.Update(uint32(1), configOf(unitNet), ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
-	p.ensureStats(unitNet.Sandbox.Num)
+	p.names[unitNet.Sandbox.Num] = unitNet.Sandbox.Name
 	if withSockets {
 		ctx := context.Background()
 		l, err := ListenTCP(ctx, "127.0.0.1:0")
@@ -154,4 +158,144 @@ func TestProgramBranches(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestProgramFailsClosedWithoutSockets(t *testing.T) {
+	requireRoot(t)
+	p := unitPath(t, false)
+	sb, world := unitNet.Addr, mustAddr("198.18.200.10")
+	cases := []struct {
+		name   string
+		frame  []byte
+		reason Reason
+	}{
+		{"tcp without proxy", ethFrame(macSandbox, 0x0800, ipv4Packet(ipOpts{proto: 6, src: sb, dst: world}, tcpSegment(1, 443, 2))), ReasonNoProxy},
+		{"udp dns without dnsd", ethFrame(macSandbox, 0x0800, ipv4Packet(ipOpts{proto: 17, src: sb, dst: world}, udpDatagram(1, 53, nil))), ReasonNoDNS},
+		{"tcp dns without dnsd", ethFrame(macSandbox, 0x0800, ipv4Packet(ipOpts{proto: 6, src: sb, dst: world}, tcpSegment(1, 53, 2))), ReasonNoDNS},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before, _ := p.Stats(unitNet.Sandbox.Num)
+			if ret := runOnce(t, p, c.frame); ret != actShot {
+				t.Fatalf("verdict %d, want drop", ret)
+			}
+			after, _ := p.Stats(unitNet.Sandbox.Num)
+			if after.Dropped[c.reason]-before.Dropped[c.reason] != 1 {
+				t.Errorf("want one %v drop: %s", c.reason, fmtStats(after))
+			}
+		})
+	}
+}
+
+func TestProgramDropsOnUnconfiguredInterface(t *testing.T) {
+	requireRoot(t)
+	p := openTest(t, Options{})
+	arp := ethFrame(macSandbox, 0x0806, arpPacket(1, macSandbox, unitNet.Addr, unitNet.Gateway))
+	if ret := runOnce(t, p, arp); ret != actShot {
+		t.Fatalf("verdict %d on an interface without config, want drop", ret)
+	}
+	s, err := p.Stats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dropped[ReasonNoConfig] != 1 {
+		t.Errorf("want one unconfigured-interface drop on sandbox 0: %s", fmtStats(s))
+	}
+}
+
+// A flood is counted in full but reported at the rate limit: the reader gets
+// the budget's worth of events plus one rate-limited record carrying the rest.
+func TestDropEventsAreRateLimitedAndCounted(t *testing.T) {
+	requireRoot(t)
+	p := openTest(t, Options{EventBudget: 10, EventWindow: time.Hour, FlushInterval: 50 * time.Millisecond})
+	if err := p.objs.AlkConfig.Update(uint32(1), configOf(unitNet), ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	p.names[unitNet.Sandbox.Num] = unitNet.Sandbox.Name
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := p.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood = 5000
+	frame := ethFrame(macSandbox, 0x0800, ipv4Packet(ipOpts{proto: 17, src: unitNet.Addr, dst: mustAddr("198.18.200.10")}, udpDatagram(1, 443, nil)))
+	if _, err := p.objs.AlkSteer.Run(&ebpf.RunOptions{Data: frame, Repeat: flood}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := p.Stats(unitNet.Sandbox.Num)
+	if s.Dropped[ReasonUDP] < flood {
+		t.Fatalf("counted %d drops, want >= %d", s.Dropped[ReasonUDP], flood)
+	}
+	var reported, limited uint64
+	deadline := time.After(5 * time.Second)
+	for reported+limited < s.Dropped[ReasonUDP] {
+		select {
+		case d := <-ch:
+			if d.Sandbox.Name != "unit" {
+				t.Errorf("drop without the sandbox's name: %+v", d)
+			}
+			if d.Reason == ReasonRateLimited {
+				limited += d.Count
+				continue
+			}
+			if d.Reason != ReasonUDP || d.DstPort != 443 || d.Src != unitNet.Addr {
+				t.Errorf("unexpected drop %+v", d)
+			}
+			reported += d.Count
+		case <-deadline:
+			t.Fatalf("reported %d + rate-limited %d, want %d in total", reported, limited, s.Dropped[ReasonUDP])
+		}
+	}
+	if reported != 10 {
+		t.Errorf("reported %d individual drops, want the budget of 10", reported)
+	}
+}
+
+func TestAuditEvent(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	d := Drop{Time: at, Sandbox: SandboxID{Num: 3, Name: "sbx"}, Reason: ReasonUDP, EtherType: 0x0800,
+		Family: 4, Proto: 17, Src: mustAddr("198.18.0.2"), Dst: mustAddr("198.18.9.9"), DstPort: 443, Count: 12}
+	e := AuditEvent(d)
+	want := audit.Event{Schema: audit.SchemaVersion, Time: at, Kind: audit.KindDrop, Sandbox: "sbx",
+		Verdict: "deny", Rule: "kernel:udp-not-dns", Reason: "udp-not-dns",
+		Drop: &audit.Drop{Protocol: "udp", Source: "198.18.0.2", Dest: "198.18.9.9", Port: 443, Count: 12}}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("AuditEvent (-want +got):\n%s", diff)
+	}
+	for _, c := range []struct {
+		d    Drop
+		want string
+	}{
+		{Drop{EtherType: 0x0806}, "arp"},
+		{Drop{EtherType: 0x86dd, Family: 6, Proto: 6}, "ipv6"},
+		{Drop{EtherType: 0x0800, Family: 4, Proto: 1}, "icmp"},
+		{Drop{EtherType: 0x0800, Family: 4, Proto: 47}, "ip-proto-47"},
+		{Drop{EtherType: 0x88cc}, "ethertype-0x88cc"},
+		{Drop{Reason: ReasonRateLimited}, "any"},
+	} {
+		if got := c.d.Protocol(); got != c.want {
+			t.Errorf("Protocol(%+v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+	if got := Reason(200).String(); got != "reason-200" {
+		t.Errorf("unknown reason: %q", got)
+	}
+}
+
+func FuzzDecodeDrop(f *testing.F) {
+	f.Add(make([]byte, 64))
+	f.Add([]byte{1, 2, 3})
+	ev := make([]byte, 64)
+	ev[24] = 6
+	f.Add(ev)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, ok := decodeDrop(b)
+		if ok != (len(b) >= 64) {
+			t.Fatalf("ok=%v for %d bytes", ok, len(b))
+		}
+		if ok && k.family == 6 && !k.src.Is6() {
+			t.Fatalf("family 6 without an IPv6 source: %+v", k)
+		}
+	})
 }

@@ -3,8 +3,6 @@ package bpf
 import (
 	"errors"
 	"fmt"
-
-	"github.com/cilium/ebpf"
 )
 
 // Stats are one sandbox's counters, summed over CPUs. They count every
@@ -35,17 +33,18 @@ func (s Stats) TotalDropped() uint64 {
 	return n
 }
 
-// ErrNoStats is returned by Stats for a sandbox the kernel has no counters for.
+// ErrNoStats is returned by Stats for an id outside 0..MaxSandboxes-1.
 var ErrNoStats = errors.New("no counters for sandbox")
 
 // Stats returns the counters of sandbox num (0: packets on interfaces with no
-// configuration).
+// configuration). A sandbox id's counters start at zero and keep counting
+// across Detach and re-Attach; Reconcile zeroes those of removed sandboxes.
 func (p *Path) Stats(num uint32) (Stats, error) {
+	if num >= MaxSandboxes {
+		return Stats{}, fmt.Errorf("bpf: sandbox %d: %w", num, ErrNoStats)
+	}
 	var per []steerSbxStats
 	if err := p.objs.AlkStats.Lookup(num, &per); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return Stats{}, fmt.Errorf("bpf: sandbox %d: %w", num, ErrNoStats)
-		}
 		return Stats{}, fmt.Errorf("bpf: read counters of sandbox %d: %w", num, err)
 	}
 	return sumStats(per), nil

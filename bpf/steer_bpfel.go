@@ -29,12 +29,6 @@ type steerDropEvent struct {
 	Dst       [16]uint8
 }
 
-type steerLimiter struct {
-	_           structs.HostLayout
-	WindowStart uint64
-	Count       uint64
-}
-
 type steerSbxConfig struct {
 	_         structs.HostLayout
 	Sandbox   uint32
@@ -54,6 +48,8 @@ type steerSbxStats struct {
 	Dropped          [17]uint64
 	EventsSuppressed uint64
 	EventsLost       uint64
+	WindowStart      uint64
+	WindowEvents     uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -62,7 +58,6 @@ type steerSbxStats struct {
 const (
 	steerMapAlkConfig       = "alk_config"
 	steerMapAlkEvents       = "alk_events"
-	steerMapAlkLimit        = "alk_limit"
 	steerMapAlkSockets      = "alk_sockets"
 	steerMapAlkStats        = "alk_stats"
 	steerProgAlkEmpty       = "alk_empty"
@@ -125,7 +120,6 @@ type steerProgramSpecs struct {
 type steerMapSpecs struct {
 	AlkConfig  *ebpf.MapSpec `ebpf:"alk_config"`
 	AlkEvents  *ebpf.MapSpec `ebpf:"alk_events"`
-	AlkLimit   *ebpf.MapSpec `ebpf:"alk_limit"`
 	AlkSockets *ebpf.MapSpec `ebpf:"alk_sockets"`
 	AlkStats   *ebpf.MapSpec `ebpf:"alk_stats"`
 }
@@ -162,7 +156,6 @@ func (o *steerObjects) Close() error {
 type steerMaps struct {
 	AlkConfig  *ebpf.Map `ebpf:"alk_config"`
 	AlkEvents  *ebpf.Map `ebpf:"alk_events"`
-	AlkLimit   *ebpf.Map `ebpf:"alk_limit"`
 	AlkSockets *ebpf.Map `ebpf:"alk_sockets"`
 	AlkStats   *ebpf.Map `ebpf:"alk_stats"`
 }
@@ -171,7 +164,6 @@ func (m *steerMaps) Close() error {
 	return _SteerClose(
 		m.AlkConfig,
 		m.AlkEvents,
-		m.AlkLimit,
 		m.AlkSockets,
 		m.AlkStats,
 	)

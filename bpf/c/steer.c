@@ -82,11 +82,14 @@ struct sbx_config {
 	char name[48]; // the sandbox's name, for userspace only
 };
 
+// Per-CPU counters of one sandbox, plus that CPU's event budget window.
 struct sbx_stats {
 	__u64 passed[P_MAX];
 	__u64 dropped[R_MAX];
 	__u64 events_suppressed; // drops counted but not reported (rate limit)
 	__u64 events_lost; // drops whose event did not fit in the ring buffer
+	__u64 window_start; // coarse ns: start of this CPU's event window
+	__u64 window_events; // events this CPU reported in the window
 };
 
 struct drop_event {
@@ -102,11 +105,6 @@ struct drop_event {
 	__u8 pad[7];
 	__u8 src[16];
 	__u8 dst[16];
-};
-
-struct limiter {
-	__u64 window_start;
-	__u64 count;
 };
 
 struct {
@@ -125,21 +123,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } alk_sockets SEC(".maps");
 
+// Indexed by sandbox id (0: interfaces without configuration). An array
+// lookup is inlined by the verifier: the hot path pays no hash.
+#define MAX_SANDBOXES 4096
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32); // sandbox id
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_SANDBOXES);
+	__type(key, __u32);
 	__type(value, struct sbx_stats);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } alk_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32); // sandbox id
-	__type(value, struct limiter);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} alk_limit SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -149,7 +142,7 @@ struct {
 
 // Load-time settings (spec.Variables).
 volatile const __u32 steer_mark = 0x10000000;
-volatile const __u32 event_budget = 64; // events per sandbox per window
+volatile const __u32 event_budget = 64; // events per sandbox per CPU per window
 volatile const __u64 event_window_ns = 100000000; // 100 ms
 
 // Force BTF for the types userspace reads.
@@ -206,33 +199,16 @@ struct pkt {
 	struct drop_event ev;
 };
 
-static __always_inline struct sbx_stats *get_stats(__u32 sandbox)
+// allow_event spends this CPU's budget (per-CPU data: no atomics needed).
+static __always_inline int allow_event(struct sbx_stats *st, __u64 now)
 {
-	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
-	if (st)
-		return st;
-	// Attach creates the entry; this is only the fallback.
-	struct sbx_stats zero = {};
-	bpf_map_update_elem(&alk_stats, &sandbox, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&alk_stats, &sandbox);
-}
-
-static __always_inline int allow_event(__u32 sandbox, __u64 now)
-{
-	struct limiter *l = bpf_map_lookup_elem(&alk_limit, &sandbox);
-	if (!l) {
-		struct limiter n = { .window_start = now, .count = 1 };
-		bpf_map_update_elem(&alk_limit, &sandbox, &n, BPF_ANY);
-		return 1;
+	if (now - st->window_start > event_window_ns) {
+		st->window_start = now;
+		st->window_events = 0;
 	}
-	if (now - l->window_start > event_window_ns) {
-		l->window_start = now;
-		l->count = 1;
-		return 1;
-	}
-	if (l->count >= event_budget)
+	if (st->window_events >= event_budget)
 		return 0;
-	__sync_fetch_and_add(&l->count, 1);
+	st->window_events++;
 	return 1;
 }
 
@@ -241,8 +217,8 @@ static __always_inline int drop(struct pkt *p, __u8 reason)
 	if (reason < R_MAX)
 		p->st->dropped[reason]++;
 	p->ev.reason = reason;
-	p->ev.ts_ns = bpf_ktime_get_ns();
-	if (!allow_event(p->ev.sandbox, p->ev.ts_ns)) {
+	p->ev.ts_ns = bpf_ktime_get_coarse_ns();
+	if (!allow_event(p->st, p->ev.ts_ns)) {
 		p->st->events_suppressed++;
 		return TC_ACT_SHOT;
 	}
@@ -409,7 +385,7 @@ int alk_steer(struct __sk_buff *skb)
 	p.cfg = bpf_map_lookup_elem(&alk_config, &ifindex);
 	p.ev.ifindex = ifindex;
 	p.ev.sandbox = p.cfg ? p.cfg->sandbox : 0;
-	p.st = get_stats(p.ev.sandbox);
+	p.st = bpf_map_lookup_elem(&alk_stats, &p.ev.sandbox);
 	if (!p.st)
 		return TC_ACT_SHOT;
 	if (!p.cfg)
