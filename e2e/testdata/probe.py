@@ -229,7 +229,13 @@ def dns_exchange(proto, server, port, name, qtype):
         s.settimeout(TIMEOUT)
         s.connect((server, int(port)))
         s.sendall(struct.pack("!H", len(q)) + q)
-        data = recv_all(s)[2:]
+        data = b""
+        while len(data) < 2 or len(data) < 2 + struct.unpack("!H", data[:2])[0]:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        data = data[2:]
     else:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(TIMEOUT)
