@@ -81,7 +81,7 @@ setup: ## install every host prerequisite from Debian's packages and create the 
 image: ## build the sandbox images locally and import them for the sandbox user (cached)
 	@if [ -x runner/images/build.sh ]; then runner/images/build.sh; else echo "no image recipes yet"; fi
 
-run: build ## the main job: a sandbox under an example policy, then its log
+run: build image ## the main job: a sandbox under an example policy, then its log
 	@if [ -x scripts/quickstart.sh ]; then scripts/quickstart.sh; else \
 	  $(BIN) policy check policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
 
