@@ -284,3 +284,11 @@ func wrap(err error) error {
 	}
 	return fmt.Errorf("podman: %w", err)
 }
+
+// RemoveImage removes a local image (a snapshot the caller is done with).
+func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
+	c, done := e.call(ctx)
+	defer done()
+	_, errs := images.Remove(c, []string{ref}, nil)
+	return wrap(errors.Join(errs...))
+}

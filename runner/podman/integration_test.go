@@ -1,0 +1,366 @@
+package podman_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"airlock/runner"
+)
+
+// TestSandboxEndToEnd: create with a bind workspace, exec, network and
+// trust set-up as the sandbox sees it, files in and out, diff, destroy
+// leaving nothing behind.
+func TestSandboxEndToEnd(t *testing.T) {
+	t.Setenv("AIRLOCK_HOST_ONLY", "host-secret")
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	ws := filepath.Join(e.stateDir, "ws")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("line one\nline two\n"), 0o644)
+
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev",
+		Env: map[string]string{"TASK": "t-42"}, Workspace: runner.Workspace{HostDir: ws, Mode: runner.WorkspaceBind}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mustExec(t, sb.ID, "echo", "hi"); got != "hi\n" {
+		t.Errorf("echo hi: %q", got)
+	}
+
+	t.Run("streams and exit code", func(t *testing.T) {
+		var out bytes.Buffer
+		res, err := e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 3 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" || out.String() != "out\n" {
+			t.Errorf("got exit %d stdout %q stderr %q streamed %q", res.ExitCode, res.Stdout, res.Stderr, out.String())
+		}
+		res, err = e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"cat"}, Stdin: strings.NewReader("from stdin")})
+		if err != nil || string(res.Stdout) != "from stdin" {
+			t.Errorf("stdin: %q %v", res.Stdout, err)
+		}
+		res, err = e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"no-such-command"}})
+		if err != nil || res.ExitCode == 0 {
+			t.Errorf("missing command: exit %d err %v", res.ExitCode, err)
+		}
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		env := e.mustExec(t, sb.ID, "env")
+		for _, want := range []string{"TASK=t-42", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+			"NODE_EXTRA_CA_CERTS=", "GIT_SSL_CAINFO=", "PIP_CERT=", "CURL_CA_BUNDLE=", "REQUESTS_CA_BUNDLE=", "AIRLOCK_SANDBOX=" + sb.ID} {
+			if !strings.Contains(env, want) {
+				t.Errorf("env lacks %q:\n%s", want, env)
+			}
+		}
+		if strings.Contains(env, "host-secret") {
+			t.Errorf("host environment leaked into the sandbox:\n%s", env)
+		}
+		if ca := e.mustExec(t, sb.ID, "cat", runner.CABundlePath); !strings.Contains(ca, "AIRLOCKTESTCA") {
+			t.Errorf("CA bundle: %q", ca)
+		}
+	})
+
+	t.Run("network", func(t *testing.T) {
+		if got := e.mustExec(t, sb.ID, "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver "+sb.Gateway.String()) {
+			t.Errorf("resolv.conf: %q", got)
+		}
+		if got := e.mustExec(t, sb.ID, "ip", "-4", "addr", "show", "eth0"); !strings.Contains(got, sb.Address.String()+"/32") {
+			t.Errorf("eth0: %q", got)
+		}
+		if got := e.mustExec(t, sb.ID, "ip", "route"); !strings.Contains(got, "default via "+sb.Gateway.String()) {
+			t.Errorf("routes: %q", got)
+		}
+		if got := e.mustExec(t, sb.ID, "cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6"); got != "1\n" {
+			t.Errorf("IPv6 not disabled: %q", got)
+		}
+		if got := e.mustExec(t, sb.ID, "ip", "-6", "addr"); strings.TrimSpace(got) != "" {
+			t.Errorf("IPv6 addresses in the sandbox: %q", got)
+		}
+		e.mu.Lock()
+		idx := e.attached[sb.ID]
+		e.mu.Unlock()
+		if idx == 0 {
+			t.Error("network hook not called")
+		}
+		// The sandbox cannot change its own network (no CAP_NET_ADMIN).
+		res, _ := e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"ip", "addr", "add", "198.18.255.9/32", "dev", "eth0"}})
+		if res.ExitCode == 0 {
+			t.Error("the sandbox could add an address to its interface")
+		}
+	})
+
+	t.Run("files and diff", func(t *testing.T) {
+		if err := e.r.CopyIn(ctx, sb.ID, "/workspace", tarFiles(map[string]string{"hello.txt": "hello\n"})); err != nil {
+			t.Fatal(err)
+		}
+		e.mustExec(t, sb.ID, "sh", "-c", "echo 'line 2' > /workspace/notes.txt.new && sed -i 's/two/TWO/' /workspace/notes.txt")
+		if got := e.mustExec(t, sb.ID, "cat", "/workspace/hello.txt"); got != "hello\n" {
+			t.Errorf("copied-in file: %q", got)
+		}
+		var out bytes.Buffer
+		if err := e.r.CopyOut(ctx, sb.ID, "/workspace/hello.txt", &out); err != nil {
+			t.Fatal(err)
+		}
+		if files := untar(t, &out); files["hello.txt"] != "hello\n" {
+			t.Errorf("copied out: %v", files)
+		}
+		d, err := e.r.Diff(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range d.Changes {
+			got = append(got, c.Kind+" "+c.Path)
+		}
+		want := "added hello.txt,modified notes.txt,added notes.txt.new"
+		if strings.Join(got, ",") != want {
+			t.Errorf("changes %v, want %s", got, want)
+		}
+		if !strings.Contains(d.Patch, "-line two\n+line TWO\n") {
+			t.Errorf("patch:\n%s", d.Patch)
+		}
+		// The bind workspace is the host directory.
+		if b, _ := os.ReadFile(filepath.Join(ws, "hello.txt")); string(b) != "hello\n" {
+			t.Errorf("host workspace: %q", b)
+		}
+	})
+
+	if err := e.r.Destroy(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.assertGone(t, sb)
+	var stages []string
+	for _, ev := range e.events {
+		if ev.Lifecycle != nil {
+			stages = append(stages, ev.Lifecycle.Stage)
+		}
+	}
+	if strings.Join(stages, ",") != "created,started,destroyed" {
+		t.Errorf("lifecycle events: %v", stages)
+	}
+}
+
+func TestExecTimeoutKillsTheCommand(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"sh", "-c", "echo started; sleep 300"}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || !res.Killed || string(res.Stdout) != "started\n" {
+		t.Errorf("result %+v", res)
+	}
+	if ps := e.mustExec(t, sb.ID, "ps"); strings.Contains(ps, "sleep 300") {
+		t.Errorf("the command's child survived the timeout:\n%s", ps)
+	}
+}
+
+func TestCopyOutMissingAndCopyInReadOnly(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev", ReadOnlyRoot: true,
+		Limits: runner.Limits{NoFile: 512, FileSizeBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.CopyOut(ctx, sb.ID, "/no/such/file", new(bytes.Buffer)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("CopyOut of a missing path: %v", err)
+	}
+	if err := e.r.CopyIn(ctx, sb.ID, "/etc", tarFiles(map[string]string{"x": "y"})); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("CopyIn into /etc of a read-only sandbox: %v", err)
+	}
+	res, _ := e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"touch", "/etc/x"}})
+	if res.ExitCode == 0 {
+		t.Error("wrote to a read-only root")
+	}
+	e.mustExec(t, sb.ID, "touch", "/tmp/x", "/workspace/x", "/run/x", "/var/tmp/x")
+	if got := e.mustExec(t, sb.ID, "sh", "-c", "ulimit -n"); got != "512\n" {
+		t.Errorf("rlimit nofile: %q", got)
+	}
+	res, _ = e.r.Exec(ctx, sb.ID, runner.ExecRequest{Argv: []string{"sh", "-c", "head -c 2097152 /dev/zero > /tmp/big"}})
+	if res.ExitCode == 0 {
+		t.Error("fsize limit not enforced: a 2 MiB file was written under a 1 MiB limit")
+	}
+	for _, l := range sb.Limits {
+		if l.Name == "nproc" && l.InForce {
+			t.Errorf("nproc reported in force: %+v", l)
+		}
+	}
+}
+
+func TestPauseOnThisHost(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.r.Pause(ctx, sb.ID)
+	if runner.DetectCgroups().Pids {
+		if err != nil {
+			t.Fatalf("pause on a cgroup v2 host: %v", err)
+		}
+		if err := e.r.Resume(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Logf("pause on this cgroup v1 host: %v", err)
+	if !errors.Is(err, runner.ErrUnsupported) || !strings.Contains(err.Error(), "cgroup v2") {
+		t.Errorf("pause: %v, want a clear ErrUnsupported naming cgroup v2", err)
+	}
+	e.mustExec(t, sb.ID, "true") // still running
+}
+
+func TestSnapshot(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustExec(t, sb.ID, "sh", "-c", "echo kept > /root/state")
+	s, err := e.r.Snapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, done := context.WithTimeout(context.Background(), time.Minute)
+		defer done()
+		engine.RemoveImage(c, s.Image)
+	})
+	if s.Image != runner.SnapshotRepo+":"+sb.ID || s.Warning == "" {
+		t.Errorf("snapshot %+v", s)
+	}
+	id, err := engine.ImageID(ctx, s.Image)
+	if err != nil || id != s.ImageID {
+		t.Errorf("image %s: %q %v", s.Image, id, err)
+	}
+	// A sandbox from the snapshot has the file.
+	sb2, err := e.r.Create(ctx, runner.CreateRequest{Image: s.Image, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mustExec(t, sb2.ID, "cat", "/root/state"); got != "kept\n" {
+		t.Errorf("file in the snapshot: %q", got)
+	}
+	e.mustExec(t, sb.ID, "true") // the original keeps running
+}
+
+func TestReconcileAdoptsAndCleans(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	keep, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash; then the veth of one sandbox goes missing, so it cannot be
+	// re-adopted safely.
+	e.r.Close()
+	if err := netlinkDel(runner.VethName(broken.ID)); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := runner.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = r2
+	rep, err := r2.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Adopted) != 1 || rep.Adopted[0] != keep.ID || len(rep.Removed) != 1 || rep.Removed[0] != runner.ContainerName(broken.ID) {
+		t.Errorf("report %+v", rep)
+	}
+	if got := e.mustExec(t, keep.ID, "ip", "-4", "addr", "show", "eth0"); !strings.Contains(got, keep.Address.String()) {
+		t.Errorf("adopted sandbox's network: %q", got)
+	}
+	e.assertGoneContainer(t, broken)
+	if err := r2.Destroy(ctx, keep.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.assertGone(t, keep)
+}
+
+func (e *env) assertGoneContainer(t *testing.T, sb runner.Sandbox) {
+	t.Helper()
+	cs, err := engine.List(context.Background(), map[string]string{runner.LabelSandbox: sb.ID})
+	if err != nil || len(cs) != 0 {
+		t.Errorf("containers left for %s: %v %v", sb.ID, cs, err)
+	}
+}
+
+// TestTwentyConcurrentSandboxes creates 20 busybox sandboxes at once; every
+// one must work and have its own address.
+func TestTwentyConcurrentSandboxes(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	const n = 20
+	var wg sync.WaitGroup
+	sbs := make([]runner.Sandbox, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sbs[i], errs[i] = e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+			if errs[i] != nil {
+				return
+			}
+			res, err := e.r.Exec(ctx, sbs[i].ID, runner.ExecRequest{Argv: []string{"sh", "-c", "ip -4 -o addr show eth0; echo $AIRLOCK_SANDBOX"}})
+			switch {
+			case err != nil:
+				errs[i] = err
+			case !strings.Contains(string(res.Stdout), sbs[i].Address.String()+"/32") || !strings.Contains(string(res.Stdout), sbs[i].ID):
+				errs[i] = errors.New("wrong output: " + string(res.Stdout))
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("sandbox %d: %v", i, err)
+			continue
+		}
+		if seen[sbs[i].Address.String()] {
+			t.Errorf("address %s given twice", sbs[i].Address)
+		}
+		seen[sbs[i].Address.String()] = true
+	}
+	for _, sb := range sbs {
+		if sb.ID == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.r.Destroy(ctx, sb.ID); err != nil {
+				t.Errorf("destroy %s: %v", sb.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, sb := range sbs {
+		if sb.ID != "" {
+			e.assertGone(t, sb)
+		}
+	}
+}
