@@ -14,7 +14,6 @@ type catRules struct {
 	hosts       []*hostRule
 	cidrs       []*cidrRule
 	cidrsRule   Rule
-	ports       []PortRange
 	portsRule   Rule
 	portsReason string
 	httpRule    Rule

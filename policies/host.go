@@ -128,9 +128,7 @@ func canonIP6(s string, buf *hostBuf) (netip.Addr, error) {
 // canonName lower-cases an ASCII name into buf, drops one trailing dot and
 // checks its labels.
 func canonName(s string, buf *hostBuf) (int, error) {
-	if strings.HasSuffix(s, ".") {
-		s = s[:len(s)-1]
-	}
+	s = strings.TrimSuffix(s, ".")
 	if s == "" {
 		return 0, errEmptyLabel
 	}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runPolicy(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	code = run(append([]string{"policy"}, args...))
+	return out.String(), errb.String(), code
+}
+
+func examples(t *testing.T) []string {
+	files, err := filepath.Glob("../../policies/examples/*.toml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	return files
+}
+
+func TestPolicyCheckExamples(t *testing.T) {
+	out, errs, code := runPolicy(t, append([]string{"check"}, examples(t)...)...)
+	if code != 0 || errs != "" {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestPolicyCheckFiveMistakes(t *testing.T) {
+	_, errs, code := runPolicy(t, "check", "../../policies/testdata/five-mistakes.toml")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want 5 errors, got %d:\n%s", len(lines), errs)
+	}
+	for _, l := range lines {
+		// file:line:col: message
+		parts := strings.SplitN(l, ":", 4)
+		if len(parts) < 4 || parts[0] != "../../policies/testdata/five-mistakes.toml" || parts[1] == "" || parts[2] == "" {
+			t.Errorf("not file:line:col: message: %q", l)
+		}
+	}
+}
+
+func TestPolicyTestExamples(t *testing.T) {
+	out, errs, code := runPolicy(t, append([]string{"test"}, examples(t)...)...)
+	if code != 0 {
+		t.Fatalf("test: exit %d\n%s%s", code, out, errs)
+	}
+	if n := strings.Count(out, "tests passed"); n != len(examples(t)) {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestPolicyTestFailureShowsExpectedAndActual(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "p.toml")
+	src := `version = 1
+[categories.git]
+hosts = ["git.example.test"]
+
+[[tests]]
+name = "push is allowed (wrong on purpose)"
+request = "POST https://git.example.test/acme/app.git/git-receive-pack"
+expect = "allow"
+`
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := runPolicy(t, "test", f)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{f + ":5:1: FAIL push is allowed", "expected: allow", "actual:   deny (would_deny) by categories.git.push (" + f + ":2:1)", "want allow, got deny"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("output lacks %q:\n%s", want, errs)
+		}
+	}
+}
+
+func TestPolicyExplain(t *testing.T) {
+	file := "../../policies/examples/coding-agent.toml"
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack"},
+			[]string{"verdict:   deny (would_deny)", "rule:      categories.git.push (" + file + ":24:1)", "categories.git.hosts[0] (" + file + ":23:10): the most specific rule that matches", "categories.registries (" + file + ":17:1): no host pattern matches git.example.test"}},
+		{[]string{"dns", "registry.example.test", "TXT"},
+			[]string{"verdict:   deny", "rule:      dns.qtypes"}},
+		{[]string{"connect", "a.docs.example.test:443"},
+			[]string{"verdict:   audit", "category:  public_web (public_web)", "categories.public_web.hosts[1]"}},
+	}
+	for _, tc := range cases {
+		out, errs, code := runPolicy(t, append([]string{"explain", file}, tc.args...)...)
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errs)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+	if _, _, code := runPolicy(t, "explain", file, "FETCH something"); code != 2 {
+		t.Errorf("bad request line: exit %d, want 2", code)
+	}
+}
