@@ -49,12 +49,12 @@ func (p *Path) Attach(ifindex int, n SandboxNet) (Handle, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.objs.AlkConfig.Update(uint32(ifindex), configOf(n), ebpf.UpdateAny); err != nil {
+	if err := p.writeConfig(configOf(ifindex, n)); err != nil {
 		return Handle{}, fmt.Errorf("bpf: attach %s: write config: %w", n.Sandbox.Name, err)
 	}
 	id, err := p.attachLink(ifindex)
 	if err != nil {
-		_ = p.objs.AlkConfig.Delete(uint32(ifindex))
+		_ = p.deleteConfig(uint32(ifindex))
 		return Handle{}, fmt.Errorf("bpf: attach %s to %s: %w", n.Sandbox.Name, iface.Name, err)
 	}
 	p.names[n.Sandbox.Num] = n.Sandbox.Name
@@ -62,8 +62,9 @@ func (p *Path) Attach(ifindex int, n SandboxNet) (Handle, error) {
 	return Handle{Ifindex: ifindex, Sandbox: n.Sandbox, LinkID: id}, nil
 }
 
-func configOf(n SandboxNet) steerSbxConfig {
+func configOf(ifindex int, n SandboxNet) steerSbxConfig {
 	c := steerSbxConfig{
+		Ifindex:   uint32(ifindex),
 		Sandbox:   n.Sandbox.Num,
 		Addr:      be32(n.Addr.As4()),
 		Gateway:   be32(n.Gateway.As4()),
@@ -81,6 +82,44 @@ func configOf(n SandboxNet) steerSbxConfig {
 		c.Name[i] = int8(n.Sandbox.Name[i])
 	}
 	return c
+}
+
+// fastSlots is FAST_SLOTS in c/steer.c.
+const fastSlots = 4096
+
+// writeConfig stores c in the configuration map and, when its fast slot is
+// free (or holds a stale entry), in the fast array too.
+func (p *Path) writeConfig(c steerSbxConfig) error {
+	if err := p.objs.AlkConfig.Update(c.Ifindex, c, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	slot := c.Ifindex % fastSlots
+	var cur steerSbxConfig
+	if err := p.objs.AlkFastcfg.Lookup(slot, &cur); err != nil {
+		return err
+	}
+	if cur.Ifindex != 0 && cur.Ifindex != c.Ifindex {
+		var other steerSbxConfig
+		if p.objs.AlkConfig.Lookup(cur.Ifindex, &other) == nil {
+			return nil // the slot is another live interface's; the hash map serves this one
+		}
+	}
+	return p.objs.AlkFastcfg.Update(slot, c, ebpf.UpdateAny)
+}
+
+// deleteConfig removes ifindex's configuration from both maps.
+func (p *Path) deleteConfig(ifindex uint32) error {
+	slot := ifindex % fastSlots
+	var cur steerSbxConfig
+	if p.objs.AlkFastcfg.Lookup(slot, &cur) == nil && cur.Ifindex == ifindex {
+		if err := p.objs.AlkFastcfg.Update(slot, steerSbxConfig{}, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	if err := p.objs.AlkConfig.Delete(ifindex); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
 }
 
 // be32 returns the uint32 whose in-memory (little-endian) bytes are a, so
@@ -173,9 +212,7 @@ func (p *Path) detach(ifindex int) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, os.Remove(pin))
 	}
-	if err := p.objs.AlkConfig.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		errs = append(errs, err)
-	}
+	errs = append(errs, p.deleteConfig(uint32(ifindex)))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpf: detach interface %d: %w", ifindex, err)
 	}
@@ -295,7 +332,7 @@ func (p *Path) pruneMaps(attached map[uint32]bool) error {
 		}
 	}
 	for _, k := range stale {
-		_ = p.objs.AlkConfig.Delete(k)
+		_ = p.deleteConfig(k)
 	}
 	var errs []error
 	for num := range p.names {

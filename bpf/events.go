@@ -164,14 +164,14 @@ func (p *Path) Events(ctx context.Context) (<-chan Drop, error) {
 		<-ctx.Done()
 		rd.Close()
 	}()
-	go p.readEvents(ctx, rd, out)
+	// The baseline is read now, so drops after Events returns are reported.
+	go p.readEvents(ctx, rd, p.unreportedCounts(), out)
 	return out, nil
 }
 
-func (p *Path) readEvents(ctx context.Context, rd *ringbuf.Reader, out chan<- Drop) {
+func (p *Path) readEvents(ctx context.Context, rd *ringbuf.Reader, unreported map[uint32]uint64, out chan<- Drop) {
 	defer close(out)
 	agg := map[dropKey]uint64{}
-	unreported := p.unreportedCounts()
 	next := time.Now().Add(p.opts.FlushInterval)
 	var rec ringbuf.Record
 	for {

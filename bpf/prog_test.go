@@ -28,7 +28,7 @@ var unitNet = SandboxNet{
 
 func unitPath(t testing.TB, withSockets bool) *Path {
 	p := openTest(t, Options{})
-	if err := p.objs.AlkConfig.Update(uint32(1), configOf(unitNet), ebpf.UpdateAny); err != nil {
+	if err := p.writeConfig(configOf(1, unitNet)); err != nil {
 		t.Fatal(err)
 	}
 	p.names[unitNet.Sandbox.Num] = unitNet.Sandbox.Name
@@ -208,7 +208,7 @@ func TestProgramDropsOnUnconfiguredInterface(t *testing.T) {
 func TestDropEventsAreRateLimitedAndCounted(t *testing.T) {
 	requireRoot(t)
 	p := openTest(t, Options{EventBudget: 10, EventWindow: time.Hour, FlushInterval: 50 * time.Millisecond})
-	if err := p.objs.AlkConfig.Update(uint32(1), configOf(unitNet), ebpf.UpdateAny); err != nil {
+	if err := p.writeConfig(configOf(1, unitNet)); err != nil {
 		t.Fatal(err)
 	}
 	p.names[unitNet.Sandbox.Num] = unitNet.Sandbox.Name

@@ -31,6 +31,7 @@ type steerDropEvent struct {
 
 type steerSbxConfig struct {
 	_         structs.HostLayout
+	Ifindex   uint32
 	Sandbox   uint32
 	Addr      uint32
 	Gateway   uint32
@@ -58,6 +59,7 @@ type steerSbxStats struct {
 const (
 	steerMapAlkConfig       = "alk_config"
 	steerMapAlkEvents       = "alk_events"
+	steerMapAlkFastcfg      = "alk_fastcfg"
 	steerMapAlkSockets      = "alk_sockets"
 	steerMapAlkStats        = "alk_stats"
 	steerProgAlkEmpty       = "alk_empty"
@@ -120,6 +122,7 @@ type steerProgramSpecs struct {
 type steerMapSpecs struct {
 	AlkConfig  *ebpf.MapSpec `ebpf:"alk_config"`
 	AlkEvents  *ebpf.MapSpec `ebpf:"alk_events"`
+	AlkFastcfg *ebpf.MapSpec `ebpf:"alk_fastcfg"`
 	AlkSockets *ebpf.MapSpec `ebpf:"alk_sockets"`
 	AlkStats   *ebpf.MapSpec `ebpf:"alk_stats"`
 }
@@ -156,6 +159,7 @@ func (o *steerObjects) Close() error {
 type steerMaps struct {
 	AlkConfig  *ebpf.Map `ebpf:"alk_config"`
 	AlkEvents  *ebpf.Map `ebpf:"alk_events"`
+	AlkFastcfg *ebpf.Map `ebpf:"alk_fastcfg"`
 	AlkSockets *ebpf.Map `ebpf:"alk_sockets"`
 	AlkStats   *ebpf.Map `ebpf:"alk_stats"`
 }
@@ -164,6 +168,7 @@ func (m *steerMaps) Close() error {
 	return _SteerClose(
 		m.AlkConfig,
 		m.AlkEvents,
+		m.AlkFastcfg,
 		m.AlkSockets,
 		m.AlkStats,
 	)
