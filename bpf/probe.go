@@ -44,8 +44,8 @@ func Probe() error {
 		name string
 	}{
 		{asm.FnSkAssign, "bpf_sk_assign"}, {asm.FnSkcLookupTcp, "bpf_skc_lookup_tcp"},
-		{asm.FnSkRelease, "bpf_sk_release"}, {asm.FnRingbufOutput, "bpf_ringbuf_output"},
-		{asm.FnSkbPullData, "bpf_skb_pull_data"},
+		{asm.FnSkRelease, "bpf_sk_release"}, {asm.FnRingbufReserve, "bpf_ringbuf_reserve"},
+		{asm.FnSkbPullData, "bpf_skb_pull_data"}, {asm.FnKtimeGetCoarseNs, "bpf_ktime_get_coarse_ns"},
 	} {
 		if err := features.HaveProgramHelper(ebpf.SchedCLS, h.fn); err != nil {
 			return probeErr("helper "+h.name+" for tc programs", err)

@@ -206,10 +206,21 @@ struct l4ports {
 	__be16 dport;
 };
 
+// What the program learned about the packet so far; kept small because it
+// is initialised for every packet. The drop event is built only when one is
+// reported.
 struct pkt {
 	const struct sbx_config *cfg;
 	struct sbx_stats *st;
-	struct drop_event ev;
+	__u32 ifindex;
+	__u32 sandbox;
+	__be32 src4; // IPv4 or ARP sender
+	__be32 dst4; // IPv4 or ARP target
+	__u16 ethertype; // host order
+	__u16 sport; // host order
+	__u16 dport; // host order
+	__u8 proto;
+	__u8 family;
 };
 
 // allow_event spends this CPU's budget (per-CPU data: no atomics needed).
@@ -225,19 +236,44 @@ static __always_inline int allow_event(struct sbx_stats *st, __u64 now)
 	return 1;
 }
 
-static __always_inline int drop(struct pkt *p, __u8 reason)
+static __always_inline int drop6(struct pkt *p, __u8 reason, const struct ipv6hdr_t *ip6)
 {
 	if (reason < R_MAX)
 		p->st->dropped[reason]++;
-	p->ev.reason = reason;
-	p->ev.ts_ns = bpf_ktime_get_coarse_ns();
-	if (!allow_event(p->st, p->ev.ts_ns)) {
+	__u64 now = bpf_ktime_get_coarse_ns();
+	if (!allow_event(p->st, now)) {
 		p->st->events_suppressed++;
 		return TC_ACT_SHOT;
 	}
-	if (bpf_ringbuf_output(&alk_events, &p->ev, sizeof(p->ev), 0))
+	struct drop_event *ev = bpf_ringbuf_reserve(&alk_events, sizeof(*ev), 0);
+	if (!ev) {
 		p->st->events_lost++;
+		return TC_ACT_SHOT;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->ts_ns = now;
+	ev->sandbox = p->sandbox;
+	ev->ifindex = p->ifindex;
+	ev->ethertype = p->ethertype;
+	ev->sport = p->sport;
+	ev->dport = p->dport;
+	ev->proto = p->proto;
+	ev->reason = reason;
+	ev->family = p->family;
+	if (ip6) {
+		__builtin_memcpy(ev->src, ip6->saddr, 16);
+		__builtin_memcpy(ev->dst, ip6->daddr, 16);
+	} else {
+		__builtin_memcpy(ev->src, &p->src4, 4);
+		__builtin_memcpy(ev->dst, &p->dst4, 4);
+	}
+	bpf_ringbuf_submit(ev, 0);
 	return TC_ACT_SHOT;
+}
+
+static __always_inline int drop(struct pkt *p, __u8 reason)
+{
+	return drop6(p, reason, 0);
 }
 
 static __always_inline int pass(struct __sk_buff *skb, struct pkt *p, int kind)
@@ -296,7 +332,7 @@ static __always_inline int do_tcp(struct __sk_buff *skb, struct pkt *p, struct i
 		bpf_sk_release(sk);
 	}
 
-	__u16 dport = p->ev.dport;
+	__u16 dport = p->dport;
 	if (dport == p->cfg->dns_port)
 		return assign_slot(skb, p, SLOT_DNS_TCP, SLOT_DNS_TCP, P_TCP_DNS, R_NO_DNS);
 	if (p->cfg->proxy_port && dport == p->cfg->proxy_port && ip->daddr == p->cfg->gateway)
@@ -309,10 +345,10 @@ static __always_inline int do_ipv4(struct __sk_buff *skb, struct pkt *p, void *l
 	struct iphdr_t *ip = l3;
 	if ((void *)(ip + 1) > end)
 		return drop(p, R_MALFORMED);
-	p->ev.family = 4;
-	p->ev.proto = ip->protocol;
-	__builtin_memcpy(p->ev.src, &ip->saddr, 4);
-	__builtin_memcpy(p->ev.dst, &ip->daddr, 4);
+	p->family = 4;
+	p->proto = ip->protocol;
+	p->src4 = ip->saddr;
+	p->dst4 = ip->daddr;
 	if ((ip->ver_ihl >> 4) != 4)
 		return drop(p, R_MALFORMED);
 	if (ip->ver_ihl != 0x45)
@@ -325,7 +361,7 @@ static __always_inline int do_ipv4(struct __sk_buff *skb, struct pkt *p, void *l
 	void *l4 = ip + 1;
 	if (ip->protocol == PROTO_ICMP) {
 		if (l4 + 2 <= end)
-			p->ev.dport = ((__u8 *)l4)[0]; // the ICMP type
+			p->dport = ((__u8 *)l4)[0]; // the ICMP type
 		return drop(p, R_ICMP);
 	}
 	if (ip->protocol != PROTO_TCP && ip->protocol != PROTO_UDP)
@@ -334,8 +370,8 @@ static __always_inline int do_ipv4(struct __sk_buff *skb, struct pkt *p, void *l
 	struct l4ports *ports = l4;
 	if ((void *)(ports + 1) > end)
 		return drop(p, R_MALFORMED);
-	p->ev.sport = bpf_ntohs(ports->sport);
-	p->ev.dport = bpf_ntohs(ports->dport);
+	p->sport = bpf_ntohs(ports->sport);
+	p->dport = bpf_ntohs(ports->dport);
 
 	if (ip->protocol == PROTO_TCP) {
 		if (l4 + 20 > end)
@@ -344,7 +380,7 @@ static __always_inline int do_ipv4(struct __sk_buff *skb, struct pkt *p, void *l
 	}
 	if (l4 + 8 > end)
 		return drop(p, R_MALFORMED);
-	if (p->ev.dport != p->cfg->dns_port)
+	if (p->dport != p->cfg->dns_port)
 		return drop(p, R_UDP);
 	return assign_slot(skb, p, SLOT_DNS_UDP, SLOT_DNS_UDP, P_UDP_DNS, R_NO_DNS);
 }
@@ -354,15 +390,15 @@ static __always_inline int do_arp(struct __sk_buff *skb, struct pkt *p, void *l3
 	struct arphdr_t *a = l3;
 	if ((void *)(a + 1) > end)
 		return drop(p, R_MALFORMED);
-	__builtin_memcpy(p->ev.src, a->spa, 4);
-	__builtin_memcpy(p->ev.dst, a->tpa, 4);
-	p->ev.dport = bpf_ntohs(a->op);
-	if (a->htype != bpf_htons(1) || a->ptype != bpf_htons(ETH_P_IP) || a->hlen != 6 ||
-	    a->plen != 4)
-		return drop(p, R_ARP);
 	__be32 spa, tpa;
 	__builtin_memcpy(&spa, a->spa, 4);
 	__builtin_memcpy(&tpa, a->tpa, 4);
+	p->src4 = spa;
+	p->dst4 = tpa;
+	p->dport = bpf_ntohs(a->op);
+	if (a->htype != bpf_htons(1) || a->ptype != bpf_htons(ETH_P_IP) || a->hlen != 6 ||
+	    a->plen != 4)
+		return drop(p, R_ARP);
 	if (spa != p->cfg->addr)
 		return drop(p, R_SPOOFED_SRC);
 	if (p->cfg->check_mac && !mac_eq(a->sha, p->cfg->mac))
@@ -379,13 +415,11 @@ static __always_inline int do_arp(struct __sk_buff *skb, struct pkt *p, void *l3
 static __always_inline int do_ipv6(struct pkt *p, void *l3, void *end)
 {
 	struct ipv6hdr_t *ip6 = l3;
-	if ((void *)(ip6 + 1) <= end) {
-		p->ev.family = 6;
-		p->ev.proto = ip6->nexthdr;
-		__builtin_memcpy(p->ev.src, ip6->saddr, 16);
-		__builtin_memcpy(p->ev.dst, ip6->daddr, 16);
-	}
-	return drop(p, R_IPV6);
+	if ((void *)(ip6 + 1) > end)
+		return drop(p, R_IPV6);
+	p->family = 6;
+	p->proto = ip6->nexthdr;
+	return drop6(p, R_IPV6, ip6);
 }
 
 #define PULL_LEN 54 // Ethernet + IPv4 + TCP without options
@@ -399,9 +433,9 @@ int alk_steer(struct __sk_buff *skb)
 	p.cfg = bpf_map_lookup_elem(&alk_fastcfg, &slot);
 	if (!p.cfg || p.cfg->ifindex != ifindex)
 		p.cfg = bpf_map_lookup_elem(&alk_config, &ifindex);
-	p.ev.ifindex = ifindex;
-	p.ev.sandbox = p.cfg ? p.cfg->sandbox : 0;
-	p.st = bpf_map_lookup_elem(&alk_stats, &p.ev.sandbox);
+	p.ifindex = ifindex;
+	p.sandbox = p.cfg ? p.cfg->sandbox : 0;
+	p.st = bpf_map_lookup_elem(&alk_stats, &p.sandbox);
 	if (!p.st)
 		return TC_ACT_SHOT;
 	if (!p.cfg)
@@ -420,7 +454,7 @@ int alk_steer(struct __sk_buff *skb)
 	struct ethhdr_t *eth = data;
 	if ((void *)(eth + 1) > end)
 		return drop(&p, R_MALFORMED);
-	p.ev.ethertype = bpf_ntohs(eth->proto);
+	p.ethertype = bpf_ntohs(eth->proto);
 	if (p.cfg->check_mac && !mac_eq(eth->src, p.cfg->mac))
 		return drop(&p, R_SPOOFED_MAC);
 
