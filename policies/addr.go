@@ -41,27 +41,6 @@ type classRange struct {
 	c AddrClass
 }
 
-// v4Ranges: more specific prefixes first where they overlap.
-var v4Ranges = []classRange{
-	{netip.MustParsePrefix("0.0.0.0/32"), ClassUnspecified},
-	{netip.MustParsePrefix("255.255.255.255/32"), ClassSpecial},
-	{netip.MustParsePrefix("0.0.0.0/8"), ClassSpecial},
-	{netip.MustParsePrefix("10.0.0.0/8"), ClassPrivate},
-	{netip.MustParsePrefix("100.64.0.0/10"), ClassCGNAT},
-	{netip.MustParsePrefix("127.0.0.0/8"), ClassLoopback},
-	{netip.MustParsePrefix("169.254.0.0/16"), ClassLinkLocal},
-	{netip.MustParsePrefix("172.16.0.0/12"), ClassPrivate},
-	{netip.MustParsePrefix("192.0.0.0/24"), ClassSpecial},    // IETF protocol assignments
-	{netip.MustParsePrefix("192.0.2.0/24"), ClassSpecial},    // TEST-NET-1
-	{netip.MustParsePrefix("192.88.99.0/24"), ClassSpecial},  // 6to4 relay anycast (deprecated)
-	{netip.MustParsePrefix("192.168.0.0/16"), ClassPrivate},  //
-	{netip.MustParsePrefix("198.18.0.0/15"), ClassSpecial},   // benchmarking
-	{netip.MustParsePrefix("198.51.100.0/24"), ClassSpecial}, // TEST-NET-2
-	{netip.MustParsePrefix("203.0.113.0/24"), ClassSpecial},  // TEST-NET-3
-	{netip.MustParsePrefix("224.0.0.0/4"), ClassMulticast},
-	{netip.MustParsePrefix("240.0.0.0/4"), ClassSpecial}, // reserved
-}
-
 var v6Ranges = []classRange{
 	{netip.MustParsePrefix("::/128"), ClassUnspecified},
 	{netip.MustParsePrefix("::1/128"), ClassLoopback},
@@ -118,16 +97,41 @@ func Classify(a netip.Addr) AddrClass {
 	return ClassPublic
 }
 
+// classify4 classifies an IPv4 address by its octets (no loops: it is on
+// every decision's path).
 func classify4(a netip.Addr) AddrClass {
-	switch b := a.As4()[0]; {
-	case b == 0, b == 10, b == 100, b == 127, b == 169, b == 172, b == 192, b == 198, b == 203, b >= 224:
-	default:
-		return ClassPublic // no special range starts with this octet
-	}
-	for _, r := range v4Ranges {
-		if r.p.Contains(a) {
-			return r.c
-		}
+	b := a.As4()
+	switch {
+	case b == [4]byte{}:
+		return ClassUnspecified
+	case b[0] == 0: // "this network"
+		return ClassSpecial
+	case b[0] == 10:
+		return ClassPrivate
+	case b[0] == 100 && b[1]&0xc0 == 64: // 100.64.0.0/10
+		return ClassCGNAT
+	case b[0] == 127:
+		return ClassLoopback
+	case b[0] == 169 && b[1] == 254: // incl. 169.254.169.254 (metadata)
+		return ClassLinkLocal
+	case b[0] == 172 && b[1]&0xf0 == 16: // 172.16.0.0/12
+		return ClassPrivate
+	case b[0] == 192 && b[1] == 0 && (b[2] == 0 || b[2] == 2): // IETF protocol assignments, TEST-NET-1
+		return ClassSpecial
+	case b[0] == 192 && b[1] == 88 && b[2] == 99: // 6to4 relay anycast (deprecated)
+		return ClassSpecial
+	case b[0] == 192 && b[1] == 168:
+		return ClassPrivate
+	case b[0] == 198 && b[1]&0xfe == 18: // 198.18.0.0/15 benchmarking
+		return ClassSpecial
+	case b[0] == 198 && b[1] == 51 && b[2] == 100: // TEST-NET-2
+		return ClassSpecial
+	case b[0] == 203 && b[1] == 0 && b[2] == 113: // TEST-NET-3
+		return ClassSpecial
+	case b[0] >= 240: // reserved 240.0.0.0/4, incl. broadcast
+		return ClassSpecial
+	case b[0] >= 224:
+		return ClassMulticast
 	}
 	return ClassPublic
 }

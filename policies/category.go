@@ -192,6 +192,7 @@ func (l *loader) action(m map[string]any, path string) Action {
 func (l *loader) catHosts(c *Category, m map[string]any) {
 	hosts, paths, _ := l.strList(m, "hosts", c.r.path)
 	seen := make(map[string]string, len(hosts))
+	rules := make([]hostRule, 0, len(hosts))
 	for i, h := range hosts {
 		pat, wild, err := parseHostPattern(h)
 		if err != nil {
@@ -203,10 +204,40 @@ func (l *loader) catHosts(c *Category, m map[string]any) {
 			continue
 		}
 		seen[pat] = paths[i]
-		c.Hosts = append(c.Hosts, pat)
-		c.r.hosts = append(c.r.hosts, &hostRule{pattern: pat, wildcard: wild, cat: c, rule: l.rule(paths[i]),
-			reason: "host matches " + pat + " (" + c.r.path + ")"})
+		rules = append(rules, hostRule{pattern: pat, wildcard: wild, cat: c, rule: l.rule(paths[i])})
 	}
+	reasons := make([]string, len(rules))
+	for i := range rules {
+		reasons[i] = rules[i].pattern
+	}
+	reasons = joinEach("host matches ", reasons, " ("+c.r.path+")")
+	c.Hosts = make([]string, len(rules))
+	c.r.hosts = make([]*hostRule, len(rules))
+	for i := range rules {
+		rules[i].reason = reasons[i]
+		c.Hosts[i] = rules[i].pattern
+		c.r.hosts[i] = &rules[i]
+	}
+}
+
+// joinEach returns prefix+s+suffix for each s, sharing one allocation.
+func joinEach(prefix string, list []string, suffix string) []string {
+	n := 0
+	for _, s := range list {
+		n += len(prefix) + len(s) + len(suffix)
+	}
+	b := make([]byte, 0, n)
+	offs := make([]int, len(list)+1)
+	for i, s := range list {
+		b = append(append(append(b, prefix...), s...), suffix...)
+		offs[i+1] = len(b)
+	}
+	all := string(b)
+	out := make([]string, len(list))
+	for i := range out {
+		out[i] = all[offs[i]:offs[i+1]]
+	}
+	return out
 }
 
 func (l *loader) ports(c *Category, m map[string]any) {

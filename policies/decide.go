@@ -146,7 +146,7 @@ func (p *Policy) denyCIDR(a netip.Addr) *cidrRule {
 // explicitDeny checks the [deny] section.
 func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
 	if t.n > 0 {
-		for _, hr := range p.denyHosts.lookup(t.name()) {
+		if hr := p.denyHosts.lookup(t.name()); hr != nil {
 			tr.add(hr.rule, "matches: [deny] wins over every category")
 			return p.deny(hr.rule, hr.reason), true
 		}
@@ -163,10 +163,10 @@ func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
 // candidates returns the most specific host rules for the target, or the
 // most specific category cidr when there is no name (or the name matches
 // nothing).
-func (p *Policy) candidates(t *target) ([]*hostRule, *cidrRule) {
+func (p *Policy) candidates(t *target) (*hostRule, *cidrRule) {
 	if t.n > 0 {
-		if rs := p.hosts.lookup(t.name()); len(rs) > 0 {
-			return rs, nil
+		if r := p.hosts.lookup(t.name()); r != nil {
+			return r, nil
 		}
 	}
 	if t.ip.IsValid() {
@@ -208,12 +208,12 @@ func (p *Policy) decideDNS(r *Request, tr *trace) Verdict {
 		return v
 	}
 	rules := p.hosts.lookup(t.name())
-	if len(rules) == 0 {
+	if rules == nil {
 		tr.add(p.defaultRule, "no category host pattern covers the name")
 		return p.deny(p.defaultRule, "no category covers this name")
 	}
 	best, bestRank := Verdict{}, rankNone
-	for _, hr := range rules {
+	for hr := rules; hr != nil; hr = hr.next {
 		v, rank := p.dnsCategory(hr, r.QType, tr)
 		if rank > bestRank {
 			best, bestRank = v, rank
@@ -289,12 +289,12 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 		v, _ := p.connectCategory(cidr.cat, cidr.rule, cidr.reason, &t, tr)
 		return v
 	}
-	if len(rules) == 0 {
+	if rules == nil {
 		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
 		return p.noMatch(&t)
 	}
 	best, bestRank := Verdict{}, rankNone
-	for _, hr := range rules {
+	for hr := rules; hr != nil; hr = hr.next {
 		v, rank := p.connectCategory(hr.cat, hr.rule, hr.reason, &t, tr)
 		if rank > bestRank {
 			best, bestRank = v, rank
@@ -382,12 +382,12 @@ func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
 		v, _ := p.httpCategory(cidr.cat, cidr.rule, cidr.reason, &t, r, scheme, path, tr)
 		return v
 	}
-	if len(rules) == 0 {
+	if rules == nil {
 		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
 		return p.noMatch(&t)
 	}
 	best, bestRank := Verdict{}, rankNone
-	for _, hr := range rules {
+	for hr := rules; hr != nil; hr = hr.next {
 		v, rank := p.httpCategory(hr.cat, hr.rule, hr.reason, &t, r, scheme, path, tr)
 		if rank > bestRank {
 			best, bestRank = v, rank

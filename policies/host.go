@@ -170,7 +170,8 @@ func canonName(s string, buf *hostBuf) (int, error) {
 
 // hostRule is one host pattern of a category or of [deny].
 type hostRule struct {
-	pattern  string // normalized, "*.example.test" for wildcards
+	next     *hostRule // the next rule with the same pattern (a tie)
+	pattern  string    // normalized, "*.example.test" for wildcards
 	wildcard bool
 	cat      *Category // nil for [deny]
 	rule     Rule
@@ -181,35 +182,43 @@ type hostRule struct {
 // name beats any wildcard, a longer wildcard suffix beats a shorter one.
 // Several rules can tie (the same pattern in different categories).
 type hostIndex struct {
-	exact  map[string][]*hostRule
-	suffix map[string][]*hostRule // "*.example.test" is stored under "example.test"
+	exact  map[string]*hostRule
+	suffix map[string]*hostRule // "*.example.test" is stored under "example.test"
 }
 
 func newHostIndex() *hostIndex {
-	return &hostIndex{exact: map[string][]*hostRule{}, suffix: map[string][]*hostRule{}}
+	return &hostIndex{exact: map[string]*hostRule{}, suffix: map[string]*hostRule{}}
 }
 
 func (ix *hostIndex) add(r *hostRule) {
+	m, k := ix.exact, r.pattern
 	if r.wildcard {
-		k := r.pattern[2:]
-		ix.suffix[k] = append(ix.suffix[k], r)
+		m, k = ix.suffix, r.pattern[2:]
+	}
+	first, ok := m[k]
+	if !ok {
+		m[k] = r
 		return
 	}
-	ix.exact[r.pattern] = append(ix.exact[r.pattern], r)
+	for first.next != nil {
+		first = first.next
+	}
+	first.next = r
 }
 
-// lookup returns the most specific rules for a normalized name.
-func (ix *hostIndex) lookup(name []byte) []*hostRule {
-	if rs, ok := ix.exact[string(name)]; ok {
-		return rs
+// lookup returns the first of the most specific rules for a normalized
+// name; ties follow through next.
+func (ix *hostIndex) lookup(name []byte) *hostRule {
+	if r, ok := ix.exact[string(name)]; ok {
+		return r
 	}
 	if len(ix.suffix) == 0 {
 		return nil
 	}
 	for i := 0; i < len(name); i++ {
 		if name[i] == '.' {
-			if rs, ok := ix.suffix[string(name[i+1:])]; ok {
-				return rs
+			if r, ok := ix.suffix[string(name[i+1:])]; ok {
+				return r
 			}
 		}
 	}
@@ -242,6 +251,9 @@ func parseHostPattern(s string) (pattern string, wildcard bool, err error) {
 			return "", false, errors.New("host pattern looks like an IP address; put addresses in cidrs")
 		}
 		return "", false, err
+	}
+	if string(buf[:n]) == rest { // already normal: no copy
+		return s, wildcard, nil
 	}
 	name := string(buf[:n])
 	if wildcard {

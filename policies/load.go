@@ -294,7 +294,7 @@ func (l *loader) categories(p *Policy, tree map[string]any) {
 		}
 	}
 	sort.Strings(names)
-	p.hosts.exact = make(map[string][]*hostRule, total)
+	p.hosts.exact = make(map[string]*hostRule, total)
 	for _, name := range names {
 		path := joinPath("categories", name)
 		cm, isTable := m[name].(map[string]any)

@@ -3,6 +3,7 @@ package policies
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -183,9 +184,9 @@ func (l *loader) strList(m map[string]any, key, path string) (vals, paths []stri
 	if !ok {
 		return nil, nil, m[key] != nil
 	}
-	base := joinPath(path, key)
+	all := elemPaths(joinPath(path, key), len(items))
 	for i, it := range items {
-		p := elemPath(base, i)
+		p := all[i]
 		s, isStr := it.(string)
 		if !isStr {
 			l.errf(p, "want a string, got %s", tomlType(it))
@@ -205,4 +206,24 @@ func quoteList(opts []string) string {
 		q[i] = fmt.Sprintf("%q", o)
 	}
 	return strings.Join(q, ", ")
+}
+
+// elemPaths returns base[0] ... base[n-1], sharing one allocation (a
+// policy may list 100,000 hosts).
+func elemPaths(base string, n int) []string {
+	b := make([]byte, 0, n*(len(base)+8))
+	offs := make([]int, n+1)
+	for i := 0; i < n; i++ {
+		b = append(b, base...)
+		b = append(b, '[')
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, ']')
+		offs[i+1] = len(b)
+	}
+	all := string(b)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[offs[i]:offs[i+1]]
+	}
+	return out
 }
