@@ -308,19 +308,7 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 
 // Logs calls fn for each audit event matching q, oldest first.
 func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) error) error {
-	v := url.Values{}
-	for k, s := range map[string]string{"sandbox": q.Sandbox, "kind": q.Kind, "verdict": q.Verdict} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	if !q.Since.IsZero() {
-		v.Set("since", q.Since.Format(time.RFC3339Nano))
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	req, err := c.newRequest(ctx, http.MethodGet, "/logs", v, nil)
+	req, err := c.newRequest(ctx, http.MethodGet, "/logs", EncodeLogQuery(q), nil)
 	if err != nil {
 		return err
 	}
@@ -330,6 +318,66 @@ func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) erro
 	}
 	defer resp.Body.Close()
 	return readLogStream(resp.Body, fn)
+}
+
+// EncodeLogQuery turns a query into URL parameters (DecodeLogQuery's
+// inverse).
+func EncodeLogQuery(q LogQuery) url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("sandbox", q.Sandbox)
+	set("kind", string(q.Kind))
+	set("verdict", q.Verdict)
+	set("category", q.Category)
+	set("rule", q.Rule)
+	set("host", q.Host)
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.Format(time.RFC3339Nano))
+	}
+	if q.AfterSeq > 0 {
+		v.Set("after_seq", strconv.FormatUint(q.AfterSeq, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Newest {
+		v.Set("newest", "true")
+	}
+	return v
+}
+
+// DecodeLogQuery parses URL parameters into a query.
+func DecodeLogQuery(v url.Values) (LogQuery, error) {
+	q := LogQuery{Sandbox: v.Get("sandbox"), Kind: audit.Kind(v.Get("kind")), Verdict: v.Get("verdict"),
+		Category: v.Get("category"), Rule: v.Get("rule"), Host: v.Get("host"), Newest: v.Get("newest") == "true"}
+	var err error
+	parseTime := func(k string, t *time.Time) {
+		if s := v.Get(k); s != "" && err == nil {
+			if *t, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				err = Errorf(CodeInvalid, "%s: want an RFC 3339 time, got %q", k, s)
+			}
+		}
+	}
+	parseTime("since", &q.Since)
+	parseTime("until", &q.Until)
+	if s := v.Get("after_seq"); s != "" && err == nil {
+		if q.AfterSeq, err = strconv.ParseUint(s, 10, 64); err != nil {
+			err = Errorf(CodeInvalid, "after_seq: want a number, got %q", s)
+		}
+	}
+	if s := v.Get("limit"); s != "" && err == nil {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 0 {
+			err = Errorf(CodeInvalid, "limit: want a non-negative number, got %q", s)
+		}
+	}
+	return q, err
 }
 
 func readLogStream(r io.Reader, fn func(audit.Event) error) error {

@@ -5,6 +5,7 @@
 package client
 
 import (
+	"airlock/audit"
 	"errors"
 	"fmt"
 	"net/http"
@@ -114,14 +115,10 @@ type ReloadResult struct {
 	Unchanged []string       `json:"unchanged,omitempty"`
 }
 
-// LogQuery filters the audit log.
-type LogQuery struct {
-	Sandbox string
-	Kind    string
-	Verdict string
-	Since   time.Time
-	Limit   int
-}
+// LogQuery filters the audit log: the audit store's query, sent as URL
+// parameters (sandbox, kind, verdict, category, rule, host, since, until,
+// after_seq, limit, newest).
+type LogQuery = audit.Query
 
 // Approval is a held request waiting for (or given) a human decision.
 type Approval struct {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -354,23 +353,7 @@ func (a *API) logs(w http.ResponseWriter, r *http.Request) {
 }
 
 func parseLogQuery(r *http.Request) (client.LogQuery, error) {
-	v := r.URL.Query()
-	q := client.LogQuery{Sandbox: v.Get("sandbox"), Kind: v.Get("kind"), Verdict: v.Get("verdict")}
-	if s := v.Get("since"); s != "" {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return q, client.Errorf(client.CodeInvalid, "since: want an RFC 3339 time, got %q", s)
-		}
-		q.Since = t
-	}
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return q, client.Errorf(client.CodeInvalid, "limit: want a non-negative number, got %q", s)
-		}
-		q.Limit = n
-	}
-	return q, nil
+	return client.DecodeLogQuery(r.URL.Query())
 }
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {

@@ -29,16 +29,16 @@ type Config struct {
 	// DefaultPolicy is the policy a sandbox gets when it names none.
 	DefaultPolicy string `toml:"default_policy"`
 
-	Network  Network  `toml:"network"`
-	Listen   Listen   `toml:"listen"`
-	Control  Control  `toml:"control"`
-	Upstream Upstream `toml:"upstream"`
-	Secrets  Secrets  `toml:"secrets"`
-	Audit    Audit    `toml:"audit"`
-	Podman   Podman   `toml:"podman"`
-	Metrics  Metrics  `toml:"metrics"`
-	Sandbox  Sandbox  `toml:"sandbox"`
-	Approval Approval `toml:"approvals"`
+	Network  Network       `toml:"network"`
+	Listen   Listen        `toml:"listen"`
+	Control  Control       `toml:"control"`
+	Upstream Upstream      `toml:"upstream"`
+	Secrets  SecretsConfig `toml:"secrets"`
+	Audit    Audit         `toml:"audit"`
+	Podman   Podman        `toml:"podman"`
+	Metrics  MetricsConfig `toml:"metrics"`
+	Sandbox  Sandbox       `toml:"sandbox"`
+	Approval Approval      `toml:"approvals"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`
@@ -82,9 +82,9 @@ type Upstream struct {
 	CAFiles []string `toml:"ca_files"`
 }
 
-// Secrets is the appliance's secret store: a file of name=value lines,
+// SecretsConfig is the appliance's secret store: a file of name=value lines,
 // mode 0600 or stricter, owned by root.
-type Secrets struct {
+type SecretsConfig struct {
 	File string `toml:"file"`
 }
 
@@ -104,8 +104,8 @@ type Podman struct {
 	Socket string `toml:"socket"` // "" = /run/user/UID/podman/podman.sock
 }
 
-// Metrics is the Prometheus endpoint; it must be a loopback address.
-type Metrics struct {
+// MetricsConfig is the Prometheus endpoint; it must be a loopback address.
+type MetricsConfig struct {
 	Listen netip.AddrPort `toml:"listen"`
 }
 

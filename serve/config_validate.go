@@ -71,8 +71,9 @@ func (n *Network) validate(add addFunc) {
 		add("network.pool", "network.pool must be IPv4 (sandboxes have no IPv6)")
 	case p != p.Masked():
 		add("network.pool", "network.pool %s has host bits set; did you mean %s?", p, p.Masked())
-	case p.Bits() < 16 || p.Bits() > 29:
-		add("network.pool", "network.pool must be between /16 and /29, not /%d", p.Bits())
+	case p.Bits() < 20 || p.Bits() > 29:
+		// The kernel path keys per-sandbox counters by a number below 4096.
+		add("network.pool", "network.pool must be between /20 and /29, not /%d", p.Bits())
 	}
 	switch {
 	case !gw.IsValid():
@@ -87,7 +88,7 @@ func (n *Network) validate(add addFunc) {
 // capacity is how many sandbox addresses the pool holds (network,
 // broadcast and gateway excluded).
 func (n *Network) capacity() int {
-	if !n.Pool.IsValid() || !n.Pool.Addr().Is4() || n.Pool.Bits() < 16 {
+	if !n.Pool.IsValid() || !n.Pool.Addr().Is4() || n.Pool.Bits() < 20 {
 		return 0
 	}
 	size := 1<<(32-n.Pool.Bits()) - 2

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"airlock/runner"
+	"airlock/runner/podman"
+	"airlock/serve"
+)
+
+var serveFlags struct {
+	config   string
+	logLevel string
+	check    bool
+}
+
+var serveCmd = &cobra.Command{
+	Use:   "serve --config FILE",
+	Short: "Run the Airlock appliance (as root)",
+	Long: `Run the appliance: the audit pipeline, the CA, dnsd, the proxy, the pinned
+eBPF path, the sandbox runner and the control API, as configured in FILE
+(see docs/config.md and serve/examples/lab.toml).
+
+On start, sandboxes a previous appliance left running are adopted and
+leftovers of a crash are cleaned up. SIGHUP reloads the policy directory
+(a broken policy file is rejected and the running version stays). SIGINT or
+SIGTERM stop the appliance; sandboxes keep running without network until
+the next start adopts them.`,
+	Args: cobra.NoArgs,
+	RunE: runServe,
+}
+
+func init() {
+	serveCmd.Flags().StringVarP(&serveFlags.config, "config", "c", "/etc/airlock/airlock.toml", "appliance config file")
+	serveCmd.Flags().StringVar(&serveFlags.logLevel, "log-level", "info", "debug, info, warn or error")
+	serveCmd.Flags().BoolVar(&serveFlags.check, "check", false, "only validate the config file and exit")
+	rootCmd.AddCommand(serveCmd)
+}
+
+func runServe(cmd *cobra.Command, _ []string) error {
+	cfg, err := serve.Load(serveFlags.config)
+	if errors.Is(err, serve.ErrNoConfig) {
+		return fmt.Errorf("%w: write one (see serve/examples/lab.toml) and pass it with --config", err)
+	}
+	if err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), err)
+		return exitError{1}
+	}
+	if serveFlags.check {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", serveFlags.config)
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("airlock serve must run as root (it loads eBPF programs and manages network devices)")
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), serveFlags.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: podmanEngine})
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := app.Reload("SIGHUP"); err != nil {
+				log.Error("policy reload", "err", err)
+			}
+		}
+	}()
+	serr := app.Serve(ctx)
+	log.Info("shutting down")
+	return errors.Join(serr, app.Close())
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// podmanEngine connects to the sandbox user's Podman service, starting it
+// if it is not running.
+func podmanEngine(ctx context.Context, cfg *serve.Config, log *slog.Logger) (runner.Engine, io.Closer, error) {
+	socket := cfg.Podman.Socket
+	var closer io.Closer
+	if socket == "" {
+		if err := ensureSocketDir(cfg.Podman.User); err != nil {
+			return nil, nil, err
+		}
+		svc, err := podman.StartService(ctx, podman.ServiceConfig{User: cfg.Podman.User, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		socket, closer = svc.Socket(), svc
+	}
+	eng, err := podman.NewEngine(ctx, socket)
+	if err != nil {
+		if closer != nil {
+			closer.Close()
+		}
+		return nil, nil, err
+	}
+	return eng, closer, nil
+}
+
+// ensureSocketDir creates /run/user/UID/podman for the sandbox user: the
+// podman service binds its socket there and does not create the directory.
+func ensureSocketDir(name string) error {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("sandbox user %q: %w (run make setup)", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	run := filepath.Join("/run/user", u.Uid)
+	for _, d := range []string{run, filepath.Join(run, "podman")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"airlock/audit"
+	"airlock/client"
+	"airlock/runner"
+)
+
+var _ Backend = (*Appliance)(nil)
+
+// apiError maps the runner's sentinel errors to API codes.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *client.Error
+	switch {
+	case errors.As(err, &ae):
+		return err
+	case errors.Is(err, runner.ErrNotFound):
+		return client.Errorf(client.CodeNotFound, "%v", err)
+	case errors.Is(err, runner.ErrUnsupported):
+		return client.Errorf(client.CodeUnsupported, "%v", err)
+	case errors.Is(err, runner.ErrInvalid):
+		return client.Errorf(client.CodeInvalid, "%v", err)
+	case errors.Is(err, runner.ErrClosed):
+		return client.Errorf(client.CodeUnavailable, "%v", err)
+	}
+	return err
+}
+
+// Health reports each component.
+func (a *Appliance) Health(context.Context) client.Health {
+	h := client.Health{Status: "ok", Version: a.opts.Version, Sandboxes: len(a.runner.List()),
+		Components: map[string]string{"dns": "ok", "proxy": "ok", "kernel_path": "ok", "runner": "ok", "audit": "ok"}}
+	if st := a.pipeline.Stats(); st.Failing {
+		h.Status, h.Components["audit"] = "degraded", "a sink is failing; writes are being retried"
+	}
+	return h
+}
+
+// Create makes a sandbox under a policy, with its task secrets held here.
+func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (client.Sandbox, error) {
+	if len(a.runner.List()) >= a.cfg.Sandbox.Max {
+		return client.Sandbox{}, client.Errorf(client.CodeUnavailable,
+			"the appliance runs its maximum of %d sandboxes (sandbox.max): remove some with `airlock sandbox rm`", a.cfg.Sandbox.Max)
+	}
+	name := req.Policy
+	if name == "" {
+		name = a.cfg.DefaultPolicy
+	}
+	if name == "" {
+		return client.Sandbox{}, client.Errorf(client.CodeInvalid, "no policy given and no default_policy configured: pass --policy NAME")
+	}
+	ref, ok := a.policies.Get(name)
+	if !ok {
+		return client.Sandbox{}, client.Errorf(client.CodeInvalid, "policy %q is not loaded (see `airlock policy list`; files live in %s)", name, a.cfg.PolicyDir)
+	}
+	rr, placeholders, err := a.runnerRequest(req, name, ref)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	sb, err := a.runner.Create(ctx, rr)
+	if err != nil {
+		return client.Sandbox{}, apiError(err)
+	}
+	if _, err := a.secrets.SetTask(sb.ID, req.Secrets, nil); err != nil {
+		return client.Sandbox{}, err
+	}
+	a.secrets.setPlaceholders(sb.ID, placeholders)
+	return a.describe(sb), nil
+}
+
+func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *policyRef) (runner.CreateRequest, map[string]string, error) {
+	image := req.Image
+	if image == "" {
+		image = a.cfg.Sandbox.Image
+	}
+	env := map[string]string{}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	placeholders := map[string]string{}
+	for _, c := range ref.load().Categories() {
+		for _, n := range c.Sentinels {
+			if _, ok := placeholders[n]; !ok {
+				placeholders[n] = "airlock-placeholder-" + randomHex(12)
+				env[envName(n)] = placeholders[n]
+			}
+		}
+	}
+	for n := range req.Secrets {
+		if !secretName.MatchString(n) {
+			return runner.CreateRequest{}, nil, client.Errorf(client.CodeInvalid, "secret name %q: use letters, digits, '_', '-', '.'", n)
+		}
+	}
+	rr := runner.CreateRequest{
+		Image: image, Policy: policy, Env: env, Setup: req.Setup,
+		ExecTimeout: time.Duration(req.ExecTimeout), Lifetime: time.Duration(req.Lifetime),
+		ReadOnlyRoot: req.ReadOnly,
+	}
+	if rr.Lifetime == 0 {
+		rr.Lifetime = a.cfg.Sandbox.Lifetime.Duration
+	}
+	if req.Workspace != "" {
+		if !filepath.IsAbs(req.Workspace) {
+			return rr, nil, client.Errorf(client.CodeInvalid, "workspace %q must be an absolute host path", req.Workspace)
+		}
+		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: runner.WorkspaceBind}
+	}
+	return rr, placeholders, nil
+}
+
+func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
+	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State,
+		Created: sb.Created, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
+	if sb.Address.IsValid() {
+		out.Address = sb.Address.String()
+	}
+	if ref, ok := a.policies.Get(sb.Policy); ok {
+		out.PolicyHash = ref.load().Hash()
+	}
+	for _, l := range sb.Limits {
+		if l.InForce {
+			out.Limits = append(out.Limits, l.Name+"="+l.Value)
+		} else if l.Requested {
+			out.Warnings = append(out.Warnings, "limit "+l.Name+" not in force: "+l.Reason)
+		}
+	}
+	if sb.Adopted {
+		out.Labels = map[string]string{"adopted": "true"}
+	}
+	return out
+}
+
+// List returns every sandbox, oldest first.
+func (a *Appliance) List(context.Context) ([]client.Sandbox, error) {
+	sbs := a.runner.List()
+	out := make([]client.Sandbox, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, a.describe(sb))
+	}
+	return out, nil
+}
+
+// Get returns one sandbox.
+func (a *Appliance) Get(_ context.Context, id string) (client.Sandbox, error) {
+	sb, err := a.runner.Get(id)
+	if err != nil {
+		return client.Sandbox{}, apiError(err)
+	}
+	return a.describe(sb), nil
+}
+
+// Delete destroys a sandbox (the runner emits the lifecycle event).
+func (a *Appliance) Delete(ctx context.Context, id string) error {
+	return apiError(a.runner.Destroy(ctx, id))
+}
+
+// Exec runs a command, streaming its output.
+func (a *Appliance) Exec(ctx context.Context, id string, req client.ExecRequest, stdout, stderr io.Writer) (client.ExecResult, error) {
+	rr := runner.ExecRequest{Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Stdout: stdout, Stderr: stderr,
+		Timeout: time.Duration(req.Timeout)}
+	if len(req.Stdin) > 0 {
+		rr.Stdin = bytes.NewReader(req.Stdin)
+	}
+	res, err := a.runner.Exec(ctx, id, rr)
+	if err != nil {
+		return client.ExecResult{}, apiError(err)
+	}
+	return client.ExecResult{ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
+		TimedOut: res.TimedOut, Killed: res.Killed, Truncated: res.StdoutTruncated || res.StderrTruncated}, nil
+}
+
+// CopyIn unpacks a tar stream into dir in the sandbox.
+func (a *Appliance) CopyIn(ctx context.Context, id, dir string, tar io.Reader) error {
+	return apiError(a.runner.CopyIn(ctx, id, dir, tar))
+}
+
+// CopyOut writes path from the sandbox as a tar stream.
+func (a *Appliance) CopyOut(ctx context.Context, id, path string, w io.Writer) error {
+	return apiError(a.runner.CopyOut(ctx, id, path, w))
+}
+
+// Pause freezes a sandbox (cgroup v2 hosts only).
+func (a *Appliance) Pause(ctx context.Context, id string) error {
+	return apiError(a.runner.Pause(ctx, id))
+}
+
+// Resume thaws a sandbox.
+func (a *Appliance) Resume(ctx context.Context, id string) error {
+	return apiError(a.runner.Resume(ctx, id))
+}
+
+// Snapshot commits a sandbox to a local image.
+func (a *Appliance) Snapshot(ctx context.Context, id string) (client.Snapshot, error) {
+	s, err := a.runner.Snapshot(ctx, id)
+	if err != nil {
+		return client.Snapshot{}, apiError(err)
+	}
+	return client.Snapshot{Image: s.Image, Warning: s.Warning}, nil
+}
+
+// Diff lists what changed under /workspace.
+func (a *Appliance) Diff(ctx context.Context, id string) (client.Diff, error) {
+	d, err := a.runner.Diff(ctx, id)
+	if err != nil {
+		return client.Diff{}, apiError(err)
+	}
+	out := client.Diff{Patch: d.Patch}
+	for _, c := range d.Changes {
+		out.Changes = append(out.Changes, client.FileChange{Path: c.Path, Change: c.Kind})
+	}
+	return out, nil
+}
+
+// Summary is a sandbox's egress so far (also after it was destroyed, while
+// the appliance runs).
+func (a *Appliance) Summary(_ context.Context, id string) (client.Summary, error) {
+	s := a.tap.Summary(id)
+	if _, err := a.runner.Get(id); err != nil && len(s.Counts) == 0 {
+		return s, client.Errorf(client.CodeNotFound, "no sandbox %q", id)
+	}
+	s.Report = "airlock report " + id
+	return s, nil
+}
+
+// Policies lists the loaded policies.
+func (a *Appliance) Policies(context.Context) ([]client.PolicyInfo, error) {
+	return a.policies.List(), nil
+}
+
+// ReloadPolicies re-reads the policy directory.
+func (a *Appliance) ReloadPolicies(_ context.Context, by string) (client.ReloadResult, error) {
+	return a.policies.Reload(by)
+}
+
+// Logs queries the audit store.
+func (a *Appliance) Logs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error {
+	st := a.pipeline.Store()
+	if st == nil {
+		return client.Errorf(client.CodeUnavailable, "this appliance keeps no event store (audit.store)")
+	}
+	if err := a.pipeline.Flush(ctx); err != nil {
+		return err
+	}
+	return st.Each(ctx, q, fn)
+}
+
+// Approvals lists held requests and recent decisions.
+func (a *Appliance) Approvals(context.Context) ([]client.Approval, error) {
+	out := a.approvals.List()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].State == "held" && out[j].State != "held" })
+	return out, nil
+}
+
+// Decide applies a human decision.
+func (a *Appliance) Decide(_ context.Context, id string, d client.Decision, by string) (client.Approval, error) {
+	return a.approvals.Decide(id, d, by)
+}

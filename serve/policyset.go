@@ -1,0 +1,220 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"airlock/audit"
+	"airlock/client"
+	"airlock/policies"
+)
+
+// boundPolicy is one loaded policy version as the appliance enforces it:
+// the compiled policy plus the operator's upstream allow-ranges, so a lab
+// world in a non-public range is reachable only because the appliance
+// config names it. It is a pointer per version, so dnsd's cache (keyed by
+// the policy value) never serves one version's answer to another.
+type boundPolicy struct {
+	*policies.Policy
+	allow []netip.Prefix
+}
+
+// AddrAllowed is the policy's answer, widened by the configured upstream
+// allow-ranges — except where the policy's [deny] names the address.
+func (b *boundPolicy) AddrAllowed(a netip.Addr, cat *policies.Category) bool {
+	if b.Policy.AddrAllowed(a, cat) {
+		return true
+	}
+	a = a.Unmap()
+	if !containsAddr(b.allow, a) {
+		return false
+	}
+	v := b.Policy.Decide(policies.Request{Stage: policies.StageConnect, IP: a, Port: 443})
+	return !strings.HasPrefix(v.Rule.Name, "deny.")
+}
+
+func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// policyRef is a named policy whose current version a reload swaps
+// atomically. Sandboxes hold the ref, so every decision — including each
+// request inside a tunnel that was open before the reload — uses the
+// current version.
+type policyRef struct {
+	name string
+	cur  atomic.Pointer[boundPolicy]
+}
+
+func (r *policyRef) load() *boundPolicy { return r.cur.Load() }
+
+// Decide decides under the current version (proxy.Decider).
+func (r *policyRef) Decide(req policies.Request) policies.Verdict { return r.load().Decide(req) }
+
+// AddrAllowed asks the current version.
+func (r *policyRef) AddrAllowed(a netip.Addr, cat *policies.Category) bool {
+	return r.load().AddrAllowed(a, cat)
+}
+
+// PolicySet is the policies of the policy directory, by name (the file
+// name without .toml). Reload validates every file before any replaces
+// the running version.
+type PolicySet struct {
+	dir   string
+	allow []netip.Prefix
+	emit  audit.Emitter
+
+	mu   sync.Mutex // serializes reloads; readers use byName under rmu
+	rmu  sync.RWMutex
+	refs map[string]*policyRef
+}
+
+// NewPolicySet loads every policy in dir. Any file with errors fails the
+// start (there is no running version to keep): the error lists them all.
+func NewPolicySet(dir string, allow []netip.Prefix, emit audit.Emitter) (*PolicySet, error) {
+	s := &PolicySet{dir: dir, allow: allow, emit: emit, refs: map[string]*policyRef{}}
+	files, err := policyFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for name, file := range files {
+		p, err := policies.Load(file)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ref := &policyRef{name: name}
+		ref.cur.Store(&boundPolicy{Policy: p, allow: allow})
+		s.refs[name] = ref
+		s.event("loaded", name, "", p.Hash(), nil)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("policies in %s:\n%w", dir, errors.Join(errs...))
+	}
+	return s, nil
+}
+
+func policyFiles(dir string) (map[string]string, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("policy directory: %w", err)
+	}
+	out := make(map[string]string, len(matches))
+	for _, m := range matches {
+		out[strings.TrimSuffix(filepath.Base(m), ".toml")] = m
+	}
+	return out, nil
+}
+
+func (s *PolicySet) event(action, name, oldHash, newHash string, errs []string) {
+	e := audit.New(audit.KindPolicy, "")
+	e.Policy = &audit.Policy{Action: action, Name: name, OldHash: oldHash, NewHash: newHash, Errors: errs}
+	if action == "rejected" {
+		e.Verdict = "deny"
+		e.Reason = "policy file has errors; the running version stays"
+	}
+	s.emit.Emit(e)
+}
+
+// Get returns the named policy.
+func (s *PolicySet) Get(name string) (*policyRef, bool) {
+	s.rmu.RLock()
+	defer s.rmu.RUnlock()
+	r, ok := s.refs[name]
+	return r, ok
+}
+
+// List describes the loaded policies, by name.
+func (s *PolicySet) List() []client.PolicyInfo {
+	s.rmu.RLock()
+	defer s.rmu.RUnlock()
+	out := make([]client.PolicyInfo, 0, len(s.refs))
+	for name, r := range s.refs {
+		p := r.load()
+		out = append(out, client.PolicyInfo{Name: name, File: p.File(), Hash: p.Hash()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Reload re-reads the directory. A file with errors is rejected and its
+// running version stays; a changed valid file replaces its version
+// atomically; a new file is added. Each outcome is a policy event naming
+// who asked (by). A removed file stays loaded for the sandboxes using it
+// but can no longer be chosen for new ones.
+func (s *PolicySet) Reload(by string) (client.ReloadResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	files, err := policyFiles(s.dir)
+	if err != nil {
+		return client.ReloadResult{}, err
+	}
+	var res client.ReloadResult
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s.reloadOne(name, files[name], by, &res)
+	}
+	s.rmu.Lock()
+	for name := range s.refs {
+		if _, ok := files[name]; !ok {
+			delete(s.refs, name)
+			s.event("removed", name, "", "", []string{"file removed; sandboxes using it keep its last version"})
+		}
+	}
+	s.rmu.Unlock()
+	return res, nil
+}
+
+func (s *PolicySet) reloadOne(name, file, by string, res *client.ReloadResult) {
+	ref, known := s.Get(name)
+	oldHash := ""
+	if known {
+		oldHash = ref.load().Hash()
+	}
+	p, err := policies.Load(file)
+	if err != nil {
+		msgs := strings.Split(err.Error(), "\n")
+		res.Rejected = append(res.Rejected, client.PolicyChange{Name: name, OldHash: oldHash, Errors: msgs})
+		s.event("rejected", name, oldHash, "", append(msgs, "requested by "+by))
+		return
+	}
+	if known && p.Hash() == oldHash {
+		res.Unchanged = append(res.Unchanged, name)
+		return
+	}
+	bp := &boundPolicy{Policy: p, allow: s.allow}
+	if known {
+		ref.cur.Store(bp)
+	} else {
+		ref = &policyRef{name: name}
+		ref.cur.Store(bp)
+		s.rmu.Lock()
+		s.refs[name] = ref
+		s.rmu.Unlock()
+	}
+	res.Reloaded = append(res.Reloaded, client.PolicyChange{Name: name, OldHash: oldHash, NewHash: p.Hash()})
+	e := audit.New(audit.KindPolicy, "")
+	e.Policy = &audit.Policy{Action: "reloaded", Name: name, OldHash: oldHash, NewHash: p.Hash()}
+	e.Reason = "requested by " + by
+	s.emit.Emit(e)
+}

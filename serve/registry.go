@@ -1,0 +1,98 @@
+package serve
+
+import (
+	"net/netip"
+	"sync"
+
+	"airlock/dnsd"
+	"airlock/proxy"
+)
+
+// Registry maps each sandbox's address to the sandbox and its policy. It
+// is how dnsd and the proxy learn who is asking: the source address, which
+// the kernel path has already checked against the sandbox's veth. An
+// unknown address is no sandbox (denied by both).
+type Registry struct {
+	mu     sync.RWMutex
+	byAddr map[netip.Addr]*entry
+	byID   map[string]*entry
+}
+
+type entry struct {
+	id     string
+	addr   netip.Addr
+	policy *policyRef
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{byAddr: map[netip.Addr]*entry{}, byID: map[string]*entry{}}
+}
+
+// Add registers a sandbox at addr under policy; a previous registration
+// of the same id or address is replaced.
+func (r *Registry) Add(id string, addr netip.Addr, policy *policyRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(id)
+	if old, ok := r.byAddr[addr]; ok {
+		delete(r.byID, old.id)
+	}
+	e := &entry{id: id, addr: addr.Unmap(), policy: policy}
+	r.byAddr[e.addr] = e
+	r.byID[id] = e
+}
+
+// Remove forgets a sandbox.
+func (r *Registry) Remove(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(id)
+}
+
+func (r *Registry) removeLocked(id string) {
+	if e, ok := r.byID[id]; ok {
+		delete(r.byID, id)
+		if r.byAddr[e.addr] == e {
+			delete(r.byAddr, e.addr)
+		}
+	}
+}
+
+func (r *Registry) lookup(a netip.Addr) (*entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.byAddr[a.Unmap()]
+	return e, ok
+}
+
+// Len is the number of registered sandboxes.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.byID)
+}
+
+// ProxyIdentifier is the registry as the proxy's Identifier. The policy
+// it hands out follows reloads: each decision uses the current version.
+func (r *Registry) ProxyIdentifier() proxy.Identifier {
+	return proxy.IdentifierFunc(func(a netip.Addr) (proxy.Sandbox, bool) {
+		e, ok := r.lookup(a)
+		if !ok {
+			return proxy.Sandbox{}, false
+		}
+		return proxy.Sandbox{ID: e.id, Policy: e.policy}, true
+	})
+}
+
+// DNSIdentifier is the registry as dnsd's Identifier. It hands out the
+// current policy version (a pointer per version, part of dnsd's cache key).
+func (r *Registry) DNSIdentifier() dnsd.Identifier {
+	return dnsd.IdentifierFunc(func(a netip.Addr) (dnsd.Sandbox, bool) {
+		e, ok := r.lookup(a)
+		if !ok {
+			return dnsd.Sandbox{}, false
+		}
+		return dnsd.Sandbox{ID: e.id, Policy: e.policy.load()}, true
+	})
+}
