@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func TestSteering(t *testing.T) {
@@ -90,6 +93,54 @@ func TestSteering(t *testing.T) {
 		l.expectProxy(t, l.sbxA, netip.AddrPortFrom(l.b, port), "proxy")
 		if n := bsvc.n.Load(); n != 0 {
 			t.Errorf("sandbox B accepted %d connections from sandbox A", n)
+		}
+	})
+
+	t.Run("tcp to the gateway's proxy port goes to the explicit listener", func(t *testing.T) {
+		const pport = 3128
+		h, err := l.p.Attach(l.epA.hostIdx, SandboxNet{Sandbox: SandboxID{Num: sandboxA, Name: "sandbox-a"},
+			Addr: l.a, MAC: l.epA.peerMAC, Gateway: l.gw, ProxyPort: pport})
+		if err != nil {
+			t.Fatalf("re-Attach: %+v", err)
+		}
+		if h.LinkID != l.hA.LinkID {
+			t.Errorf("re-Attach replaced the link: %d, was %d", h.LinkID, l.hA.LinkID)
+		}
+		ex := startFakeProxy(l.t, "explicit")
+		must(t, l.p.SetExplicitProxyListener(ex.l))
+		l.expectProxy(t, l.sbxA, netip.AddrPortFrom(l.gw, pport), "explicit")
+		l.expectProxy(t, l.sbxA, netip.AddrPortFrom(l.world, pport), "proxy")
+		ex.l.Close()
+		l.expectProxy(t, l.sbxA, netip.AddrPortFrom(l.gw, pport), "proxy")
+		if s := l.stats(t, sandboxA); s.Passed.TCPExplicit != 1 {
+			t.Errorf("explicit counter %d, want 1", s.Passed.TCPExplicit)
+		}
+	})
+
+	t.Run("a reconnect over a proxy-side TIME_WAIT socket reaches the proxy", func(t *testing.T) {
+		dst := netip.AddrPortFrom(l.world, 80)
+		var port int
+		for i := range 2 {
+			err := l.sbxA.do(func() error {
+				d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: l.a.AsSlice(), Port: port},
+					Control: reuseAddr}
+				d.SetMultipathTCP(false)
+				c, err := d.Dial("tcp4", dst.String())
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				port = c.LocalAddr().(*net.TCPAddr).Port
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				_, err = bufio.NewReader(c).ReadString('\n') // the proxy closes first: its side enters TIME_WAIT
+				return err
+			})
+			if err != nil {
+				t.Fatalf("connection %d from port %d: %v", i+1, port, err)
+			}
+		}
+		if s := l.stats(t, sandboxA); s.Passed.TCPOwned == 0 {
+			t.Errorf("no packet was kept with a proxy-side socket: %+v", s)
 		}
 	})
 
@@ -270,6 +321,14 @@ func TestSteering(t *testing.T) {
 		}
 		l.p = p
 	})
+}
+
+func reuseAddr(_, _ string, c syscall.RawConn) error {
+	var opErr error
+	err := c.Control(func(fd uintptr) {
+		opErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	})
+	return errors.Join(err, opErr)
 }
 
 // udpQuery sends one datagram from a connected socket in n and returns the
