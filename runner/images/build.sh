@@ -18,6 +18,18 @@ DEBIAN_TAG=localhost/airlock/debian:12
 DEBIAN_PACKAGES=curl,git,python3,ca-certificates,nodejs,npm
 HERE=$(cd "$(dirname "$0")" && pwd)
 
+# Work directories are removed at exit, pass or fail (a chroot's /proc is
+# unmounted first).
+CLEANUP=()
+cleanup() {
+	local d
+	for d in "${CLEANUP[@]}"; do
+		if mountpoint -q "$d/rootfs/proc" 2>/dev/null; then umount "$d/rootfs/proc" || continue; fi
+		rm -rf "$d"
+	done
+}
+trap cleanup EXIT
+
 step() { printf '==> %s\n' "$*"; }
 die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
 
@@ -86,7 +98,7 @@ build_busybox() {
 	local tarball=$CACHE/busybox-rootfs.tar
 	if [ ! -f "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
 		local work; work=$(mktemp -d /var/tmp/airlock-busybox.XXXXXX); chmod 0755 "$work"
-		trap 'rm -rf "$work"' RETURN
+		CLEANUP+=("$work")
 		step "busybox: downloading busybox-static from the Debian archive"
 		(cd "$work" && apt-get download -q busybox-static >/dev/null) ||
 			die "apt-get download busybox-static failed (run apt-get update?)"
@@ -109,6 +121,24 @@ build_busybox() {
 	import_tarball "$tarball" "$BUSYBOX_TAG" '["/bin/sh"]'
 }
 
+# chroot_install root: install DEBIAN_PACKAGES with apt inside the rootfs.
+chroot_install() {
+	local root=$1
+	cp /etc/resolv.conf "$root/etc/resolv.conf"
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod 0755 "$root/usr/sbin/policy-rc.d"
+	mount -t proc proc "$root/proc"
+	local rc=0
+	chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
+		sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends ${DEBIAN_PACKAGES//,/ }" |
+		awk '/^(Get|Unpacking|Setting up)/{n++; if (n % 40 != 0) next} {print "    " $0; fflush()}' || rc=1
+	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+	umount "$root/proc"
+	rm -f "$root/usr/sbin/policy-rc.d"
+	[ "$rc" = 0 ] || die "apt-get install in the debian rootfs failed"
+	: >"$root/etc/resolv.conf"
+}
+
 build_debian() {
 	if image_exists "$DEBIAN_TAG"; then step "$DEBIAN_TAG: present"; return; fi
 	local tarball=$CACHE/debian-$SUITE-rootfs.tar
@@ -116,11 +146,15 @@ build_debian() {
 		command -v debootstrap >/dev/null || die "debootstrap not found: run 'make setup' first"
 		local mirror; mirror=$(debian_mirror)
 		local work; work=$(mktemp -d /var/tmp/airlock-debian.XXXXXX)
-		trap 'rm -rf "$work"' RETURN
-		step "debian: debootstrap --variant=minbase $SUITE with $DEBIAN_PACKAGES (several minutes)"
-		debootstrap --variant=minbase --include="$DEBIAN_PACKAGES" "$SUITE" "$work/rootfs" "$mirror" |
+		CLEANUP+=("$work")
+		# debootstrap's --include cannot resolve the virtual packages npm needs,
+		# so the base system comes first and apt installs the rest in a chroot.
+		step "debian: debootstrap --variant=minbase $SUITE (a few minutes)"
+		debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$work/rootfs" "$mirror" |
 			awk '/^I: (Retrieving|Validating|Unpacking|Configuring) /{n++; if (n % 25 != 0) next} {print "    " $0; fflush()}'
 		[ "${PIPESTATUS[0]}" = 0 ] || die "debootstrap failed (see $work/rootfs/debootstrap/debootstrap.log)"
+		step "debian: apt-get install ${DEBIAN_PACKAGES//,/ } (a few minutes)"
+		chroot_install "$work/rootfs"
 		step "debian: trimming caches"
 		rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/* \
 			"$work"/rootfs/usr/share/doc/* "$work"/rootfs/usr/share/man/* "$work"/rootfs/var/log/*.log
@@ -135,6 +169,12 @@ build_debian() {
 }
 
 install -d -m 0755 "$CACHE"
+# One build at a time (make image may run from several shells).
+exec 9>"$CACHE/.lock"
+if ! flock -n 9; then
+	step "another image build is running; waiting for it"
+	flock 9
+fi
 ensure_user_podman
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(busybox debian)
