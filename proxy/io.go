@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -150,4 +151,45 @@ func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
 		}
 	}
 	return err
+}
+
+// signalBody reports when the upstream transport is done with a request
+// body (it closes it, possibly after RoundTrip returned), so the
+// connection's reader is never used by two goroutines at once.
+type signalBody struct {
+	rc     io.ReadCloser
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *signalBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
+func (b *signalBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+func (b *signalBody) unwrap() io.ReadCloser { return b.rc }
+
+// wait returns true once the body is complete or its user closed it; false
+// if neither happens within d.
+func (b *signalBody) wait(inner io.ReadCloser, d time.Duration) bool {
+	if inner == nil || inner == http.NoBody {
+		return true
+	}
+	if bd, ok := inner.(bodyDone); ok && bd.done() {
+		select {
+		case <-b.closed:
+		default:
+			// Fully read; the transport may still hold it but never reads
+			// past the end.
+		}
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.closed:
+		return true
+	case <-t.C:
+		return false
+	}
 }

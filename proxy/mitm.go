@@ -116,6 +116,8 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 // exchange forwards one request and writes its response; more reports
 // whether the connection can carry another request.
 func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) (string, bool) {
+	sig := &signalBody{rc: req.Body, closed: make(chan struct{})}
+	req.Body = sig
 	resp := p.roundTripContinue(ctx, sc, c, req, head.host)
 	defer resp.Body.Close()
 	c.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
@@ -131,7 +133,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		lingerClose(c)
 		return "done", false
 	}
-	if !drain(unwrapBody(req.Body), 256<<10) {
+	if !sig.wait(unwrapBody(req.Body), p.cfg.IdleTimeout) || !drain(unwrapBody(req.Body), 256<<10) {
 		return "body-unread", false
 	}
 	return "", true
