@@ -158,6 +158,18 @@ func (b *Bindings) Sweep(now time.Time) {
 // Both the name asked and the record's owner (the end of a CNAME chain) are
 // bound.
 func (b *Bindings) record(sandbox, qname string, rrs []dns.RR, now time.Time) {
+	b.each(sandbox, qname, rrs, func(h *dns.RR_Header) time.Time {
+		return now.Add(time.Duration(h.Ttl)*time.Second + b.grace)
+	})
+}
+
+// recordFor binds the addresses of rrs until until (plus grace).
+func (b *Bindings) recordFor(sandbox, qname string, rrs []dns.RR, until time.Time) {
+	exp := until.Add(b.grace)
+	b.each(sandbox, qname, rrs, func(*dns.RR_Header) time.Time { return exp })
+}
+
+func (b *Bindings) each(sandbox, qname string, rrs []dns.RR, expiry func(*dns.RR_Header) time.Time) {
 	for _, rr := range rrs {
 		var a netip.Addr
 		switch rr := rr.(type) {
@@ -169,7 +181,7 @@ func (b *Bindings) record(sandbox, qname string, rrs []dns.RR, now time.Time) {
 			continue
 		}
 		h := rr.Header()
-		exp := now.Add(time.Duration(h.Ttl)*time.Second + b.grace)
+		exp := expiry(h)
 		b.Add(sandbox, qname, a, exp)
 		if !strings.EqualFold(h.Name, qname) {
 			b.Add(sandbox, h.Name, a, exp)

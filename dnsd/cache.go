@@ -16,11 +16,16 @@ type cacheKey struct {
 	qtype  uint16
 	v6     bool
 	do     bool
+	edns   bool // the client sent OPT (the packed answer carries one)
 }
 
 // entry is one filtered answer.
 type entry struct {
-	msg      *dns.Msg
+	msg      *dns.Msg // read-only once stored
+	wire     []byte   // msg packed; nil when it did not pack
+	ttls     []uint16 // offsets of the TTLs in wire
+	qnameLen int      // wire length of the question name
+	answers  []string // for events
 	stripped []string
 	upstream string
 	stored   time.Time
@@ -80,7 +85,30 @@ func (c *cache) put(k cacheKey, m *dns.Msg, stripped []string, upstream string, 
 	if !ok {
 		return
 	}
-	c.lru.Add(k, &entry{msg: m.Copy(), stripped: stripped, upstream: upstream, stored: now, expires: now.Add(ttl)})
+	e := &entry{msg: m.Copy(), stripped: stripped, upstream: upstream, stored: now, expires: now.Add(ttl)}
+	for _, rr := range e.msg.Answer {
+		e.answers = append(e.answers, rrValue(rr))
+	}
+	if w, err := e.msg.Pack(); err == nil {
+		if offs, err := ttlOffsets(w); err == nil {
+			e.wire, e.ttls = w, offs
+			e.qnameLen, _ = skipName(w, 12)
+			e.qnameLen -= 12
+		}
+	}
+	c.lru.Add(k, e)
+}
+
+// lookup returns a live entry without copying it.
+func (c *cache) lookup(k cacheKey, now time.Time) *entry {
+	if c == nil {
+		return nil
+	}
+	e, ok := c.lru.Get(k)
+	if !ok || !now.Before(e.expires) {
+		return nil
+	}
+	return e
 }
 
 // lifetime is how long m may be served from the cache: the smallest TTL
@@ -114,9 +142,21 @@ func clamp(d, lo, hi time.Duration) time.Duration {
 func (s *Server) cacheLookup(q *query) bool {
 	q.ckey = cacheKey{policy: q.sb.Policy, name: q.name, qtype: q.qtype, v6: q.sb.IPv6}
 	if o := q.req.IsEdns0(); o != nil {
-		q.ckey.do = o.Do()
+		q.ckey.do, q.ckey.edns = o.Do(), true
 	}
-	m, e := s.cache.get(q.ckey, time.Now())
+	now := time.Now()
+	if e := s.cache.lookup(q.ckey, now); e != nil {
+		limit := 0
+		if q.udp {
+			limit = udpSize(q.req)
+		}
+		if q.wire = hitWire(e, q.req, now, uint32(s.cfg.AnswerTTL/time.Second), limit); q.wire != nil {
+			q.resp, q.cacheHit, q.stripped, q.upstream, q.answers = e.msg, true, e.stripped, e.upstream, e.answers
+			q.hit = e
+			return true
+		}
+	}
+	m, e := s.cache.get(q.ckey, now)
 	if m == nil {
 		return true
 	}

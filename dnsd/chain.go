@@ -36,6 +36,13 @@ type query struct {
 	stripped []string
 	reason   string // why the query was refused outside the policy (malformed, unknown source)
 	err      error
+	udp      bool
+
+	// A fast cache hit: wire is the packed answer to write; resp and
+	// answers are the shared entry's and must not be changed.
+	wire    *[]byte
+	hit     *entry
+	answers []string
 }
 
 // step is one link of the handler chain. It returns false to stop the
@@ -58,7 +65,9 @@ var chain = []step{
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	q := &query{ctx: s.ctx, start: time.Now(), w: w, req: req}
-	q.src = addrOf(w.RemoteAddr())
+	ra := w.RemoteAddr()
+	_, q.udp = ra.(*net.UDPAddr)
+	q.src = addrOf(ra)
 	for _, st := range chain {
 		if !st.run(s, q) {
 			break
@@ -145,11 +154,19 @@ func servfail(req *dns.Msg) *dns.Msg {
 
 // writeAndLog writes the answer and emits the query's event.
 func (s *Server) writeAndLog(q *query) {
+	if q.wire != nil {
+		s.logQuery(q)
+		if _, err := q.w.Write(*q.wire); err != nil {
+			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+		}
+		bufPool.Put(q.wire)
+		return
+	}
 	if q.resp == nil {
 		q.resp = servfail(q.req)
 	}
 	q.resp.Id = q.req.Id
-	if _, udp := q.w.RemoteAddr().(*net.UDPAddr); udp {
+	if q.udp {
 		q.resp.Truncate(udpSize(q.req))
 	}
 	s.logQuery(q) // before the write: once a client has its answer, the event exists
@@ -196,8 +213,11 @@ func (s *Server) event(q *query) audit.Event {
 	if la := q.w.LocalAddr(); la != nil {
 		d.Server = la.String()
 	}
-	for _, rr := range q.resp.Answer {
-		d.Answers = append(d.Answers, rrValue(rr))
+	d.Answers = q.answers
+	if q.hit == nil {
+		for _, rr := range q.resp.Answer {
+			d.Answers = append(d.Answers, rrValue(rr))
+		}
 	}
 	ev.DNS = d
 	return ev

@@ -424,3 +424,22 @@ func TestTTLCapped(t *testing.T) {
 		t.Errorf("TTL %d, want 120", ttl)
 	}
 }
+
+// A cached answer keeps the client's ID, letter case and RD bit, and its
+// TTLs count down.
+func TestCachedAnswerPatched(t *testing.T) {
+	w := newWorld(t)
+	w.add("case.example.test. 100 IN A 1.2.3.4")
+	h := startServer(t, w, oneSandbox(allowPolicy("example.test"), false), nil)
+	h.ask(t, "udp", "case.example.test", dns.TypeA)
+	for _, netw := range []string{"udp", "tcp"} {
+		r := h.ask(t, netw, "CaSe.ExAmPlE.tEsT", dns.TypeA)
+		if r.Question[0].Name != "CaSe.ExAmPlE.tEsT." || !r.RecursionDesired || r.Answer[0].Header().Ttl > 100 || answers(r)[0] != "1.2.3.4" {
+			t.Errorf("%s: %v", netw, r)
+		}
+	}
+	evs := h.rec.find("case.example.test")
+	if len(evs) != 3 || !evs[2].DNS.CacheHit || len(evs[2].DNS.Answers) != 1 {
+		t.Errorf("events: %+v", evs)
+	}
+}

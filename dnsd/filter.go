@@ -18,6 +18,12 @@ func (s *Server) filterStep(q *query) bool {
 		q.stripped = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
 		s.cache.put(q.ckey, q.resp, q.stripped, q.upstream, now)
 	}
+	if q.hit != nil {
+		// The packed answer's TTLs were aged and capped; bind for as long.
+		ttl := min(q.hit.expires.Sub(now), s.cfg.AnswerTTL)
+		s.bindings.recordFor(q.sb.ID, q.name, q.resp.Answer, now.Add(ttl))
+		return true
+	}
 	capTTL(q.resp, uint32(s.cfg.AnswerTTL/time.Second))
 	s.bindings.record(q.sb.ID, q.name, q.resp.Answer, now)
 	return true

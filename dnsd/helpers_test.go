@@ -102,10 +102,14 @@ func (w *world) start(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	w.addr = pc.LocalAddr().String()
-	w.udp = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(w.serve)}
-	w.tcp = &dns.Server{Listener: ln, Handler: dns.HandlerFunc(w.serve)}
+	started := make(chan struct{}, 2)
+	notify := func() { started <- struct{}{} }
+	w.udp = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(w.serve), NotifyStartedFunc: notify}
+	w.tcp = &dns.Server{Listener: ln, Handler: dns.HandlerFunc(w.serve), NotifyStartedFunc: notify}
 	go w.udp.ActivateAndServe()
 	go w.tcp.ActivateAndServe()
+	<-started
+	<-started
 	t.Cleanup(w.stop)
 }
 
@@ -298,8 +302,19 @@ func (f *fakeWriter) WriteMsg(m *dns.Msg) error {
 	f.msg = m
 	return nil
 }
-func (f *fakeWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (f *fakeWriter) Close() error                { return nil }
-func (f *fakeWriter) TsigStatus() error           { return nil }
-func (f *fakeWriter) TsigTimersOnly(bool)         {}
-func (f *fakeWriter) Hijack()                     {}
+func (f *fakeWriter) Write(b []byte) (int, error) {
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil {
+		return 0, err
+	}
+	f.msg = m
+	return len(b), nil
+}
+func (f *fakeWriter) Close() error        { return nil }
+func (f *fakeWriter) TsigStatus() error   { return nil }
+func (f *fakeWriter) TsigTimersOnly(bool) {}
+func (f *fakeWriter) Hijack()             {}
+
+type countEmitter struct{ n int }
+
+func (c *countEmitter) Emit(audit.Event) { c.n++ }

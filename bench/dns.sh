@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench/dns.sh — dnsd against Debian's unbound (a forwarder, two threads),
+# both in front of the same loopback test zone (bench/dns upstream), driven
+# by dnsperf in one run. Prints a table of ratios (dnsd / unbound).
+#
+#   bench/dns.sh                 # DUR=10 s per phase, 1,000,000 names for memory
+#   DUR=5 MEMNAMES=200000 bench/dns.sh
+#
+# Needs the Debian packages unbound and dnsperf. Uses only 127.0.0.1 ports
+# P_UP (zone), P_D (dnsd), P_U (unbound).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DUR=${DUR:-10}
+MEMNAMES=${MEMNAMES:-1000000}
+CACHE=${CACHE:-100000}       # dnsd cache entries
+P_UP=${P_UP:-15353} P_D=${P_D:-15354} P_U=${P_U:-15355}
+CLIENTS=${CLIENTS:-8}
+
+for b in unbound dnsperf; do
+  command -v "$b" >/dev/null || { echo "bench/dns.sh: $b not installed (Debian package $b)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/dnsbench" ./bench/dns
+
+"$work/dnsbench" upstream -addr "127.0.0.1:$P_UP" & pids+=($!)
+"$work/dnsbench" dnsd -addr "127.0.0.1:$P_D" -upstream "127.0.0.1:$P_UP" -cache "$CACHE" & dpid=$!; pids+=($dpid)
+
+cat > "$work/unbound.conf" <<CONF
+server:
+  interface: 127.0.0.1@$P_U
+  port: $P_U
+  num-threads: 2
+  so-reuseport: yes
+  do-daemonize: no
+  chroot: ""
+  username: ""
+  directory: "$work"
+  pidfile: ""
+  use-syslog: no
+  logfile: ""
+  verbosity: 0
+  do-ip6: no
+  access-control: 127.0.0.0/8 allow
+  do-not-query-localhost: no
+  module-config: "iterator"
+  qname-minimisation: no
+  minimal-responses: yes
+  msg-cache-size: 64m
+  rrset-cache-size: 128m
+  local-zone: "test." nodefault
+  local-zone: "denied.test." always_nxdomain
+forward-zone:
+  name: "."
+  forward-addr: 127.0.0.1@$P_UP
+CONF
+unbound -d -c "$work/unbound.conf" & upid=$!; pids+=($upid)
+
+wait_port() {
+  for _ in $(seq 100); do
+    if dnsperf -s 127.0.0.1 -p "$1" -d <(echo "ready.bench.test A") -n 1 -t 1 2>/dev/null | grep -q "Queries completed:.*1 (100"; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench/dns.sh: nothing answers on port $1" >&2; exit 1
+}
+wait_port "$P_D"; wait_port "$P_U"
+
+seq 1 1000 | sed 's/.*/c&.bench.test A/' > "$work/cached.txt"
+seq 1 1000 | sed 's/.*/d&.denied.test A/' > "$work/denied.txt"
+seq 1 2000000 | sed 's/.*/u&.bench.test A/' > "$work/unique.txt"
+
+# perf PORT FILE ARGS... -> prints "qps" (and keeps the full output in $work/last)
+perf() {
+  local port=$1 file=$2; shift 2
+  dnsperf -s 127.0.0.1 -p "$port" -d "$file" -c "$CLIENTS" -q 200 -t 2 "$@" > "$work/last" 2>&1 || true
+  awk '/Queries per second/ {printf "%.0f", $4}' "$work/last"
+}
+lost() { awk '/Queries lost/ {print $3}' "$work/last"; }
+# p99 PORT QPS -> p99 latency in microseconds at QPS, cached names
+p99() {
+  dnsperf -s 127.0.0.1 -p "$1" -d "$work/cached.txt" -c "$CLIENTS" -q 200 -t 2 -l "$DUR" -Q "$2" -v 2>/dev/null |
+    awk '/^> / {print $NF}' | sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "n/a"; exit}; i=int(NR*0.99); if (i<1) i=1; printf "%.0f", a[i]*1e6}'
+}
+
+declare -A R
+for s in dnsd:$P_D unbound:$P_U; do
+  name=${s%%:*} port=${s##*:}
+  perf "$port" "$work/cached.txt" -n 1 >/dev/null                     # warm
+  R[$name.cached]=$(perf "$port" "$work/cached.txt" -l "$DUR")
+  R[$name.denied]=$(perf "$port" "$work/denied.txt" -l "$DUR")
+  R[$name.unique]=$(perf "$port" "$work/unique.txt" -n 1 -l "$DUR")
+  R[$name.unique_lost]=$(lost)
+  R[$name.p99]=$(p99 "$port" $(( R[$name.cached] / 2 )))
+done
+
+rss() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
+rss0=$(rss "$dpid" VmRSS)
+seq 1 "$MEMNAMES" | sed 's/.*/m&.bench.test A/' > "$work/mem.txt"
+memqps=$(perf "$P_D" "$work/mem.txt" -n 1)
+rss1=$(rss "$dpid" VmRSS) hwm=$(rss "$dpid" VmHWM)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
+printf '\n%-34s %12s %12s %8s   %s\n' "phase (dnsperf, $DUR s, $CLIENTS clients)" dnsd unbound ratio target
+printf '%-34s %12s %12s %8s   %s\n' "cached (qps)" "${R[dnsd.cached]}" "${R[unbound.cached]}" "$(ratio "${R[dnsd.cached]}" "${R[unbound.cached]}")" ">= 1.0x"
+printf '%-34s %12s %12s %8s   %s\n' "forwarded unique names (qps)" "${R[dnsd.unique]}" "${R[unbound.unique]}" "$(ratio "${R[dnsd.unique]}" "${R[unbound.unique]}")" ">= 1.5x"
+printf '%-34s %12s %12s %8s   %s\n' "  lost queries" "${R[dnsd.unique_lost]}" "${R[unbound.unique_lost]}" "" ""
+printf '%-34s %12s %12s %8s   %s\n' "denied names, NXDOMAIN (qps)" "${R[dnsd.denied]}" "${R[unbound.denied]}" "$(ratio "${R[dnsd.denied]}" "${R[unbound.denied]}")" ">= 1.0x"
+printf '%-34s %12s %12s %8s   %s\n' "p99 at half of own peak (us)" "${R[dnsd.p99]}" "${R[unbound.p99]}" "$(ratio "${R[dnsd.p99]}" "${R[unbound.p99]}")" "< 1000 us"
+printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
+printf '  RSS before %d MiB, after %d MiB, peak %d MiB\n' $((rss0/1024)) $((rss1/1024)) $((hwm/1024))

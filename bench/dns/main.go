@@ -1,0 +1,119 @@
+// Command dns is the Go side of bench/dns.sh: a loopback test zone that
+// answers every name under bench.test, and dnsd in front of it with a policy
+// that allows bench.test and denies everything else.
+//
+//	go run ./bench/dns upstream -addr 127.0.0.1:15353
+//	go run ./bench/dns dnsd -addr 127.0.0.1:15354 -upstream 127.0.0.1:15353
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"airlock/audit"
+	"airlock/dnsd"
+	"airlock/policies"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "upstream":
+		err = upstream(ctx, os.Args[2:])
+	case "dnsd":
+		err = runDNSD(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dns:", err)
+		os.Exit(1)
+	}
+}
+
+// upstream serves A 1.2.3.4 (TTL 3600) for every name under bench.test.
+func upstream(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("upstream", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:15353", "UDP address")
+	_ = fs.Parse(args)
+	pc, err := net.ListenPacket("udp", *addr)
+	if err != nil {
+		return err
+	}
+	a := net.IPv4(1, 2, 3, 4).To4()
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		if q := r.Question[0]; q.Qtype == dns.TypeA && strings.HasSuffix(strings.ToLower(q.Name), "bench.test.") {
+			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 3600}, A: a}}
+		}
+		_ = w.WriteMsg(m)
+	})
+	srv := &dns.Server{PacketConn: pc, Handler: h}
+	go func() { <-ctx.Done(); _ = srv.Shutdown() }()
+	return srv.ActivateAndServe()
+}
+
+type benchPolicy struct{ cat *policies.Category }
+
+func (p *benchPolicy) Decide(r policies.Request) policies.Verdict {
+	h := strings.ToLower(r.Host)
+	if h == "bench.test" || strings.HasSuffix(h, ".bench.test") {
+		return policies.Verdict{Action: policies.ActionAllow, Category: "bench", Rule: policies.Rule{Name: "categories.bench.hosts"}, Cat: p.cat}
+	}
+	return policies.Verdict{Action: policies.ActionDeny, Rule: policies.Rule{Name: "default"}}
+}
+
+func (p *benchPolicy) DNS() policies.DNSConfig { return policies.DNSConfig{} }
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Emit(audit.Event) { c.n.Add(1) }
+
+func runDNSD(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dnsd", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:15354", "UDP and TCP address")
+	up := fs.String("upstream", "127.0.0.1:15353", "upstream")
+	cache := fs.Int("cache", 100000, "cache entries")
+	socks := fs.Int("sockets", 2, "SO_REUSEPORT UDP sockets")
+	_ = fs.Parse(args)
+	u, err := dnsd.ParseUpstream(*up)
+	if err != nil {
+		return err
+	}
+	sb := dnsd.Sandbox{ID: "bench", Policy: &benchPolicy{cat: &policies.Category{Name: "bench"}}}
+	ev := &counter{}
+	s, err := dnsd.New(dnsd.Config{
+		Listen:     []string{*addr},
+		UDPSockets: *socks,
+		Identifier: dnsd.IdentifierFunc(func(netip.Addr) (dnsd.Sandbox, bool) { return sb, true }),
+		Emitter:    ev,
+		Upstreams:  []dnsd.Upstream{u},
+		CacheSize:  *cache,
+		// The bench names all resolve to 1.2.3.4: bind them briefly.
+		BindingsGrace: time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { fmt.Fprintf(os.Stderr, "dnsd: %d events\n", ev.n.Load()) }()
+	return s.Serve(ctx)
+}
