@@ -57,6 +57,10 @@ func (p *Policy) Explain(r Request) Explanation {
 		return ex
 	}
 	var others []Consideration
+	if !strings.HasPrefix(v.Rule.Name, "deny.") && (len(p.denyHosts.exact)+len(p.denyHosts.suffix) > 0 || len(p.denyCIDRs) > 0) {
+		others = append(others, Consideration{Rule: Rule{Name: "deny", Pos: p.denyPos},
+			Outcome: "no [deny] host pattern or cidr matches"})
+	}
 	for _, c := range p.cats {
 		matched := false
 		for _, hr := range c.r.hosts {

@@ -270,3 +270,31 @@ func hostMatches(pattern, name string) bool {
 	}
 	return pattern == name
 }
+
+// HostPattern is a validated host pattern ("git.example.test" or
+// "*.example.test"), usable as a TOML or JSON field type elsewhere in the
+// appliance: UnmarshalText normalizes and rejects what a policy would.
+type HostPattern string
+
+// UnmarshalText parses and normalizes a host pattern.
+func (h *HostPattern) UnmarshalText(b []byte) error {
+	pat, _, err := parseHostPattern(string(b))
+	if err != nil {
+		return err
+	}
+	*h = HostPattern(pat)
+	return nil
+}
+
+// MarshalText returns the pattern.
+func (h HostPattern) MarshalText() ([]byte, error) { return []byte(h), nil }
+
+// Match reports whether the pattern matches a host name (normalized first;
+// a host that does not normalize matches nothing).
+func (h HostPattern) Match(host string) bool {
+	n, err := NormalizeHost(host)
+	if err != nil {
+		return false
+	}
+	return hostMatches(string(h), n)
+}

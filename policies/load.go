@@ -34,6 +34,7 @@ type Policy struct {
 	cidrs       []*cidrRule // every category cidr, longest prefix first
 	denyHosts   *hostIndex
 	denyCIDRs   []*cidrRule
+	denyPos     Position
 	defaultRule Rule
 	tests       []TestCase
 }
@@ -198,6 +199,7 @@ func (l *loader) denySection(p *Policy, tree map[string]any) {
 		return
 	}
 	l.known(m, "deny", "hosts", "cidrs")
+	p.denyPos = l.pos("deny")
 	hosts, paths, _ := l.strList(m, "hosts", "deny")
 	seen := map[string]string{}
 	for i, h := range hosts {

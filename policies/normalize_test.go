@@ -224,3 +224,20 @@ func TestClassifierOwn(t *testing.T) {
 		t.Error("own addresses must not be public")
 	}
 }
+
+func TestHostPattern(t *testing.T) {
+	var h HostPattern
+	if err := h.UnmarshalText([]byte("*.Example.TEST")); err != nil || h != "*.example.test" {
+		t.Fatalf("UnmarshalText: %q %v", h, err)
+	}
+	for host, want := range map[string]bool{"a.example.test": true, "A.B.Example.Test.": true, "example.test": false, "xexample.test": false, "a.example.test.evil.test": false} {
+		if got := h.Match(host); got != want {
+			t.Errorf("%s.Match(%q) = %v, want %v", h, host, got, want)
+		}
+	}
+	for _, bad := range []string{"*", "a.*.test", "198.18.0.1", "", "a..test"} {
+		if err := h.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("UnmarshalText(%q) accepted", bad)
+		}
+	}
+}
