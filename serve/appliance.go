@@ -130,7 +130,29 @@ func (a *Appliance) startState(context.Context) error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o711); err != nil {
 		return err
 	}
-	return os.Chmod(a.cfg.StateDir, 0o711)
+	if err := os.Chmod(a.cfg.StateDir, 0o711); err != nil {
+		return err
+	}
+	return searchableByOthers(filepath.Dir(a.cfg.StateDir))
+}
+
+// searchableByOthers checks that dir and its parents let other users
+// (the sandbox user) pass through, and says what to change if not.
+func searchableByOthers(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("state_dir: %s (mode %04o) is not searchable by the sandbox user, who must reach the "+
+				"sandboxes' resolv.conf, CA bundle and workspaces below it: run `chmod o+x %s` or choose another state_dir",
+				d, st.Mode().Perm(), d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 func (a *Appliance) startAudit(context.Context) error {
@@ -160,7 +182,7 @@ func (a *Appliance) startAudit(context.Context) error {
 }
 
 func (a *Appliance) startCA(context.Context) error {
-	ca, err := certs.Open(filepath.Join(a.cfg.StateDir, "ca"))
+	ca, err := certs.Open(a.cfg.StateDir) // where `airlock ca export` looks
 	if err != nil {
 		return err
 	}

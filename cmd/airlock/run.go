@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"airlock/client"
+)
+
+var runFlags struct {
+	policy    string
+	workspace string
+	timeout   time.Duration
+	keep      bool
+	env       []string
+	secrets   []string
+	quiet     bool
+}
+
+var runCmd = &cobra.Command{
+	Use:   "run [--policy P] [--workspace DIR] [--timeout D] [--keep] IMAGE -- CMD...",
+	Short: "Run one command in a new sandbox and summarize its egress",
+	Long: `Create a sandbox from IMAGE under a policy, run CMD in it with its output
+streamed here, then print the egress summary (destinations by category,
+denied attempts with the rule that denied them, DNS names) and how to get
+the review report. The sandbox is removed afterwards unless --keep.
+
+The exit status is the command's (124 when it timed out).`,
+	Example: `  airlock run --policy coding-agent localhost/airlock/debian:12 -- curl -sS https://git.example.test/
+  airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'`,
+	Args: func(cmd *cobra.Command, args []string) error {
+		if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+			return fmt.Errorf("usage: airlock run [flags] IMAGE -- CMD [ARG...] (put the command after --)")
+		}
+		return nil
+	},
+	RunE: runRun,
+}
+
+func init() {
+	f := runCmd.Flags()
+	f.StringVarP(&runFlags.policy, "policy", "p", "", "policy name (default: the appliance's default_policy)")
+	f.StringVarP(&runFlags.workspace, "workspace", "w", "", "host directory bind-mounted at /workspace")
+	f.DurationVarP(&runFlags.timeout, "timeout", "t", 0, "kill the command after this long (default: the appliance's exec_timeout)")
+	f.BoolVar(&runFlags.keep, "keep", false, "keep the sandbox after the command ends")
+	f.StringArrayVarP(&runFlags.env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
+	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
+	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
+	addSocketFlag(runCmd)
+	rootCmd.AddCommand(runCmd)
+}
+
+func runRun(cmd *cobra.Command, args []string) error {
+	image, argv := args[0], args[1:]
+	req, err := createRequest(image, runFlags.policy, runFlags.workspace, runFlags.env, runFlags.secrets)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	c := apiClient()
+	info := cmd.ErrOrStderr()
+	if runFlags.quiet {
+		info = io.Discard
+	}
+	done := progress(info, fmt.Sprintf("creating sandbox from %s", image))
+	sb, err := c.Create(ctx, req)
+	done(err)
+	if err != nil {
+		return explainCreate(err, image)
+	}
+	fmt.Fprintf(info, "airlock: sandbox %s (policy %s, address %s)\n", sb.ID, sb.Policy, sb.Address)
+	res, execErr := c.Exec(ctx, sb.ID, client.ExecRequest{Argv: argv, Timeout: client.Duration(runFlags.timeout)},
+		cmd.OutOrStdout(), cmd.ErrOrStderr())
+	// Summary and cleanup still happen after Ctrl-C: use a fresh context.
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer ccancel()
+	if !runFlags.quiet {
+		if s, err := c.Summary(cctx, sb.ID); err == nil {
+			printSummary(info, sb, s)
+		}
+	}
+	if runFlags.keep {
+		fmt.Fprintf(info, "airlock: sandbox %s kept; remove it with `airlock sandbox rm %s`\n", sb.ID, sb.ID)
+	} else {
+		done := progress(info, "removing sandbox "+sb.ID)
+		err := c.Delete(cctx, sb.ID)
+		done(err)
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "airlock: remove sandbox %s: %v\n", sb.ID, err)
+		}
+	}
+	if execErr != nil {
+		return fmt.Errorf("run in sandbox %s: %w", sb.ID, execErr)
+	}
+	return exitFor(info, res)
+}
+
+// exitFor turns a command's result into the CLI's exit status.
+func exitFor(info io.Writer, res client.ExecResult) error {
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed\n", time.Duration(res.DurationMS)*time.Millisecond)
+		return exitError{124}
+	case res.Killed:
+		fmt.Fprintln(info, "airlock: the command was killed")
+	}
+	if res.Truncated {
+		fmt.Fprintln(info, "airlock: captured output was truncated in the audit record (the stream here is complete)")
+	}
+	if res.ExitCode != 0 {
+		return exitError{res.ExitCode}
+	}
+	return nil
+}
+
+func createRequest(image, policy, workspace string, env, secrets []string) (client.CreateRequest, error) {
+	req := client.CreateRequest{Image: image, Policy: policy}
+	if workspace != "" {
+		abs, err := filepath.Abs(workspace)
+		if err != nil {
+			return req, err
+		}
+		st, err := os.Stat(abs)
+		if err != nil || !st.IsDir() {
+			return req, fmt.Errorf("--workspace %s: not a directory", workspace)
+		}
+		req.Workspace = abs
+	}
+	var err error
+	if req.Env, err = keyValues("--env", env); err != nil {
+		return req, err
+	}
+	req.Secrets, err = keyValues("--secret", secrets)
+	return req, err
+}
+
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want NAME=VALUE", flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func explainCreate(err error, image string) error {
+	if client.IsCode(err, client.CodeNotFound) || strings.Contains(err.Error(), "image") && strings.Contains(err.Error(), "not found") {
+		return fmt.Errorf("%w\n(is %s imported for the sandbox user? `make image` builds localhost/airlock/busybox:1 and localhost/airlock/debian:12)", err, image)
+	}
+	return err
+}
+
+// printSummary writes the egress summary of a finished run.
+func printSummary(w io.Writer, sb client.Sandbox, s client.Summary) {
+	fmt.Fprintf(w, "\nairlock: egress of sandbox %s (policy %s)\n", sb.ID, sb.Policy)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	if len(s.Categories) == 0 {
+		fmt.Fprintln(tw, "  allowed:\tnone")
+	} else {
+		fmt.Fprintln(tw, "  allowed:")
+	}
+	for _, c := range s.Categories {
+		fmt.Fprintf(tw, "    %s\t%d\t%s\n", c.Category, c.Requests, strings.Join(c.Destinations, ", "))
+	}
+	if len(s.Denied) == 0 {
+		fmt.Fprintln(tw, "  denied:\tnone")
+	} else {
+		fmt.Fprintln(tw, "  denied:")
+	}
+	for _, d := range s.Denied {
+		fmt.Fprintf(tw, "    %s\t%s\t%dx\trule %s\t%s\n", d.Kind, d.Destination, d.Count, d.Rule, d.Reason)
+	}
+	tw.Flush()
+	if len(s.DNSNames) > 0 {
+		fmt.Fprintf(w, "  dns names: %s\n", strings.Join(s.DNSNames, ", "))
+	}
+	if s.Drops > 0 {
+		fmt.Fprintf(w, "  kernel drops: %d packets (see `airlock logs --sandbox %s --kind drop`)\n", s.Drops, sb.ID)
+	}
+	fmt.Fprintf(w, "  review report: %s --html report-%s.html\n", s.Report, sb.ID)
+}

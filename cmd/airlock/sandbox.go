@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"airlock/client"
+)
+
+func init() {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Create, use and remove sandboxes on a running appliance",
+		Long: `Manage sandboxes through the control API of a running airlock serve
+(--socket, $AIRLOCK_SOCKET, or ` + client.DefaultSocket + `).`,
+	}
+	cmd.AddCommand(sandboxCreateCmd(), sandboxExecCmd(), sandboxCpCmd(), sandboxLsCmd(), sandboxDiffCmd(),
+		sandboxSimpleCmd("pause", "Freeze every process in a sandbox (needs cgroup v2)", (*client.Client).Pause, "paused"),
+		sandboxSimpleCmd("resume", "Thaw a paused sandbox", (*client.Client).Resume, "resumed"),
+		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
+		sandboxSnapshotCmd())
+	for _, c := range cmd.Commands() {
+		addSocketFlag(c)
+	}
+	rootCmd.AddCommand(cmd)
+}
+
+func sandboxCreateCmd() *cobra.Command {
+	var (
+		policy, workspace string
+		env, secrets      []string
+		execTimeout, life time.Duration
+		readOnly, asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create [flags] [IMAGE]",
+		Short: "Create a sandbox and print its id",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			image := ""
+			if len(args) == 1 {
+				image = args[0]
+			}
+			req, err := createRequest(image, policy, workspace, env, secrets)
+			if err != nil {
+				return err
+			}
+			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
+			ctx, cancel := signalContext()
+			defer cancel()
+			done := progress(cmd.ErrOrStderr(), "creating sandbox")
+			sb, err := apiClient().Create(ctx, req)
+			done(err)
+			if err != nil {
+				return explainCreate(err, image)
+			}
+			for _, w := range sb.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "airlock: warning:", w)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&policy, "policy", "p", "", "policy name (default: the appliance's default_policy)")
+	f.StringVarP(&workspace, "workspace", "w", "", "host directory bind-mounted at /workspace")
+	f.StringArrayVarP(&env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
+	f.StringArrayVar(&secrets, "secret", nil, "NAME=VALUE task secret for proxy injection (repeatable)")
+	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
+	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
+	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
+	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	return cmd
+}
+
+func sandboxExecCmd() *cobra.Command {
+	var (
+		cwd     string
+		env     []string
+		timeout time.Duration
+		stdin   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "exec [flags] ID -- CMD [ARG...]",
+		Short: "Run a command in a sandbox, streaming its output; exits with its status",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return fmt.Errorf("usage: airlock sandbox exec ID -- CMD [ARG...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := client.ExecRequest{Argv: args[1:], Cwd: cwd, Timeout: client.Duration(timeout)}
+			var err error
+			if req.Env, err = keyValues("--env", env); err != nil {
+				return err
+			}
+			if stdin {
+				if req.Stdin, err = io.ReadAll(io.LimitReader(os.Stdin, 16<<20)); err != nil {
+					return fmt.Errorf("read stdin: %w", err)
+				}
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			res, err := apiClient().Exec(ctx, args[0], req, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return exitFor(cmd.ErrOrStderr(), res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cwd, "cwd", "", "working directory (default /workspace)")
+	f.StringArrayVarP(&env, "env", "e", nil, "KEY=VALUE added to the environment (repeatable)")
+	f.DurationVarP(&timeout, "timeout", "t", 0, "kill the command after this long")
+	f.BoolVarP(&stdin, "stdin", "i", false, "pass this process's stdin to the command (up to 16 MiB)")
+	return cmd
+}
+
+func sandboxLsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List sandboxes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			sbs, err := apiClient().List(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), sbs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tPOLICY\tADDRESS\tAGE\tIMAGE")
+			for _, sb := range sbs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.State, sb.Policy, sb.Address,
+					time.Since(sb.Created).Round(time.Second), sb.Image)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func sandboxDiffCmd() *cobra.Command {
+	var patch, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "diff ID",
+		Short: "Show what changed under /workspace since the sandbox was created",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			d, err := apiClient().Diff(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			out := cmd.OutOrStdout()
+			if len(d.Changes) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "airlock: no changes under /workspace")
+			}
+			for _, c := range d.Changes {
+				fmt.Fprintf(out, "%s %s\n", map[string]string{"added": "A", "modified": "M", "deleted": "D"}[c.Change], c.Path)
+			}
+			if patch && d.Patch != "" {
+				fmt.Fprintln(out)
+				fmt.Fprint(out, d.Patch)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&patch, "patch", false, "also print the unified diff of text files")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func sandboxSimpleCmd(name, short string, f func(*client.Client, context.Context, string) error, past string) *cobra.Command {
+	return &cobra.Command{
+		Use:   name + " ID...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			c := apiClient()
+			var failed bool
+			for _, id := range args {
+				if err := f(c, ctx, id); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "airlock: %s %s: %v\n", name, id, err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "airlock: %s %s\n", past, id)
+			}
+			if failed {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
+
+func sandboxSnapshotCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "snapshot ID",
+		Short: "Commit a sandbox to a local image tagged with its id (it keeps running)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			done := progress(cmd.ErrOrStderr(), "committing sandbox "+args[0])
+			s, err := apiClient().Snapshot(ctx, args[0])
+			done(err)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "airlock: warning:", s.Warning)
+			fmt.Fprintln(cmd.OutOrStdout(), s.Image)
+			return nil
+		},
+	}
+}
+
+// splitRemote parses "ID:/path"; ok is false for a host path.
+func splitRemote(s string) (id, path string, ok bool) {
+	id, path, ok = strings.Cut(s, ":")
+	if !ok || id == "" || !strings.HasPrefix(path, "/") || strings.ContainsAny(id, "/.") {
+		return "", "", false
+	}
+	return id, path, true
+}
