@@ -115,6 +115,7 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		"connect upper":    {Stage: StageConnect, Host: "H4.C3.EXAMPLE.TEST.", Port: 443},
 		"dns":              {Stage: StageDNS, Host: "h4.c3.example.test", QType: 28},
 		"dns txt":          {Stage: StageDNS, Host: "h4.c3.example.test", QType: 16},
+		"http normal path": {Stage: StageHTTP, Method: "GET", Scheme: "https", Host: "h4.c3.example.test", Path: "/a/b.html"},
 	}
 	for name, r := range reqs {
 		if n := testing.AllocsPerRun(100, func() { p.Decide(r) }); n != 0 {

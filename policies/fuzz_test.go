@@ -3,6 +3,7 @@ package policies
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			if _, ok := err.(ErrorList); !ok {
 				t.Fatalf("Parse returned %T, want ErrorList", err)
+			}
+			if strings.Contains(err.Error(), internalErrorMsg) {
+				t.Fatalf("Parse panicked (recovered): %v", err)
 			}
 			return
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
+const internalErrorMsg = "internal error while loading the policy"
+
 // maxPolicySize bounds what Parse reads; policies are hand-written text.
 const maxPolicySize = 64 << 20
 
@@ -58,7 +60,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	defer func() { // a bug here must not take the appliance down
 		if r := recover(); r != nil {
 			p = nil
-			err = ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: fmt.Sprintf("internal error while loading the policy: %v", r)}}
+			err = ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: fmt.Sprintf("%s: %v", internalErrorMsg, r)}}
 		}
 	}()
 	if len(data) > maxPolicySize {

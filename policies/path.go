@@ -29,6 +29,9 @@ func NormalizePath(p string) (string, error) {
 	if p[0] != '/' {
 		return "", errPathStart
 	}
+	if isNormalPath(p) {
+		return p, nil
+	}
 	dec, err := decodeUnreserved(p)
 	if err != nil {
 		return "", err
@@ -94,6 +97,25 @@ func decodeUnreserved(p string) (string, error) {
 		b.WriteByte(c)
 	}
 	return b.String(), nil
+}
+
+// isNormalPath reports, without allocating, whether p is already in normal
+// form: only plain path characters, no escapes, no empty segments and no
+// segment starting with a dot.
+func isNormalPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '/' {
+			if i+1 < len(p) && (p[i+1] == '/' || p[i+1] == '.') {
+				return false
+			}
+			continue
+		}
+		if c == '%' || !isPathChar(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func isDotSeg(s string) (dot, dotdot bool) {
