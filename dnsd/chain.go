@@ -65,9 +65,13 @@ var chain = []step{
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	q := &query{ctx: s.ctx, start: time.Now(), w: w, req: req}
-	ra := w.RemoteAddr()
-	_, q.udp = ra.(*net.UDPAddr)
-	q.src = addrOf(ra)
+	if uw, ok := w.(*udpWriter); ok {
+		q.udp, q.src = true, uw.src.Addr()
+	} else {
+		ra := w.RemoteAddr()
+		_, q.udp = ra.(*net.UDPAddr)
+		q.src = addrOf(ra)
+	}
 	for _, st := range chain {
 		if !st.run(s, q) {
 			break
@@ -210,7 +214,9 @@ func (s *Server) event(q *query) audit.Event {
 		Guard:     q.guard,
 		Client:    q.src.String(),
 	}
-	if la := q.w.LocalAddr(); la != nil {
+	if uw, ok := q.w.(*udpWriter); ok && uw.dst.IsValid() {
+		d.Server = netip.AddrPortFrom(uw.dst, uint16(uw.local.(*net.UDPAddr).Port)).String()
+	} else if la := q.w.LocalAddr(); la != nil {
 		d.Server = la.String()
 	}
 	d.Answers = q.answers

@@ -141,6 +141,11 @@ func (s *Server) Serve(ctx context.Context) error {
 // *net.UDPConn (IP_PKTINFO is then used so replies leave from the address
 // each query was sent to).
 func (s *Server) ServePacketConn(pc net.PacketConn) error {
+	if u, ok := pc.(*net.UDPConn); ok {
+		if la, ok := u.LocalAddr().(*net.UDPAddr); ok && la.IP.To4() != nil {
+			return s.serveUDP4(u)
+		}
+	}
 	srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize}
 	return s.run(srv)
 }

@@ -1,0 +1,157 @@
+package dnsd
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// dnsd reads IPv4 UDP itself instead of through dns.Server: one reader per
+// SO_REUSEPORT socket, pooled packet buffers, no per-packet parsing of
+// control messages beyond IP_PKTINFO, and replies sent from the address
+// each query was sent to (which transparent sockets need). Messages are
+// still miekg/dns messages, and TCP stays on dns.Server.
+
+const (
+	maxUDPQuery = 4096
+	oobSize     = 64
+)
+
+// packet is one received query and the state to answer it.
+type packet struct {
+	pc    *net.UDPConn
+	local net.Addr
+	buf   [maxUDPQuery]byte
+	oob   [oobSize]byte
+	out   []byte // pack buffer for the answer
+	n     int
+	src   netip.AddrPort
+	dst   netip.Addr // the query's destination address (IP_PKTINFO)
+	reply [unix.SizeofCmsghdr + unix.SizeofInet4Pktinfo]byte
+}
+
+var packetPool = sync.Pool{New: func() any { return &packet{out: make([]byte, 0, 1232)} }}
+
+// udpWriter answers one packet; it is the packet itself.
+type udpWriter packet
+
+func (w *udpWriter) LocalAddr() net.Addr { return w.local }
+func (w *udpWriter) RemoteAddr() net.Addr {
+	return net.UDPAddrFromAddrPort(w.src)
+}
+
+func (w *udpWriter) WriteMsg(m *dns.Msg) error {
+	b, err := m.PackBuffer(w.out[:cap(w.out)])
+	if err != nil {
+		return err
+	}
+	w.out = b[:0]
+	_, err = w.Write(b)
+	return err
+}
+
+func (w *udpWriter) Write(b []byte) (int, error) {
+	var oob []byte
+	if w.dst.Is4() {
+		oob = w.replyOOB()
+	}
+	n, _, err := w.pc.WriteMsgUDPAddrPort(b, oob, w.src)
+	return n, err
+}
+
+// replyOOB is an IP_PKTINFO control message setting the source address.
+func (w *udpWriter) replyOOB() []byte {
+	b := w.reply[:]
+	clear(b)
+	h := (*unix.Cmsghdr)(unsafePointer(&b[0]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+	h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+	a := w.dst.As4()
+	copy(b[unix.SizeofCmsghdr+4:], a[:]) // in_pktinfo.ipi_spec_dst
+	return b
+}
+
+func (w *udpWriter) Close() error        { return nil }
+func (w *udpWriter) TsigStatus() error   { return nil }
+func (w *udpWriter) TsigTimersOnly(bool) {}
+func (w *udpWriter) Hijack()             {}
+
+// parsePktinfo returns the destination address from an IP_PKTINFO
+// control message (ipi_addr, the address in the packet's header).
+func parsePktinfo(oob []byte) netip.Addr {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafePointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			return netip.Addr{}
+		}
+		if h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && l >= unix.SizeofCmsghdr+unix.SizeofInet4Pktinfo {
+			d := oob[unix.SizeofCmsghdr+8 : unix.SizeofCmsghdr+12]
+			return netip.AddrFrom4([4]byte(d))
+		}
+		oob = oob[unix.CmsgSpace(l-unix.SizeofCmsghdr):]
+	}
+	return netip.Addr{}
+}
+
+// serveUDP4 reads queries from an IPv4 UDP socket until it is closed.
+func (s *Server) serveUDP4(pc *net.UDPConn) error {
+	rc, err := pc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+	}); err != nil || serr != nil {
+		return errors.Join(err, serr)
+	}
+	local := pc.LocalAddr()
+	for {
+		p := packetPool.Get().(*packet)
+		n, oobn, _, src, err := pc.ReadMsgUDPAddrPort(p.buf[:], p.oob[:])
+		if err != nil {
+			packetPool.Put(p)
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		if n < 12 || n == len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
+			packetPool.Put(p) // short, oversized, or a response: drop, never reflect
+			continue
+		}
+		p.pc, p.local, p.n, p.src = pc, local, n, netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		p.dst = parsePktinfo(p.oob[:oobn])
+		go s.handlePacket(p)
+	}
+}
+
+func (s *Server) handlePacket(p *packet) {
+	defer packetPool.Put(p)
+	req := new(dns.Msg)
+	if err := req.Unpack(p.buf[:p.n]); err != nil {
+		s.formErr(p, err)
+		return
+	}
+	s.ServeDNS((*udpWriter)(p), req)
+}
+
+// formErr answers a message that does not parse with FORMERR when its
+// header is intact, like dns.Server, and logs it.
+func (s *Server) formErr(p *packet, err error) {
+	s.log.Debug("dns malformed query", "client", p.src.String(), "err", err)
+	m := new(dns.Msg)
+	m.Id = binary.BigEndian.Uint16(p.buf[0:])
+	m.Response, m.Rcode = true, dns.RcodeFormatError
+	_ = (*udpWriter)(p).WriteMsg(m)
+}
