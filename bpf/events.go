@@ -284,3 +284,16 @@ func (p *Path) dropOf(k dropKey, n uint64, now time.Time) Drop {
 	}
 	return d
 }
+
+// EmitDrops forwards every aggregated drop to em as an audit event (see
+// AuditEvent) until ctx ends. It is the one-line wiring for serve.
+func (p *Path) EmitDrops(ctx context.Context, em audit.Emitter) error {
+	ch, err := p.Events(ctx)
+	if err != nil {
+		return err
+	}
+	for d := range ch {
+		em.Emit(AuditEvent(d))
+	}
+	return ctx.Err()
+}

@@ -176,3 +176,6 @@ func (p *Path) Teardown() error {
 
 // PinDir is the versioned directory holding the pins.
 func (p *Path) PinDir() string { return p.dir }
+
+// Guard is the effective host-guard configuration (defaults filled in).
+func (p *Path) Guard() GuardConfig { return p.opts.Guard }

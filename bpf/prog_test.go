@@ -252,6 +252,31 @@ func TestDropEventsAreRateLimitedAndCounted(t *testing.T) {
 	}
 }
 
+func TestEmitDrops(t *testing.T) {
+	requireRoot(t)
+	p := unitPath(t, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan audit.Event, 16)
+	done := make(chan error, 1)
+	go func() { done <- p.EmitDrops(ctx, audit.EmitterFunc(func(e audit.Event) { got <- e })) }()
+	frame := ethFrame(macSandbox, 0x0800, ipv4Packet(ipOpts{proto: 1, src: unitNet.Addr, dst: mustAddr("198.18.200.10")}, icmpEcho()))
+	runOnce(t, p, frame)
+	select {
+	case e := <-got:
+		if e.Kind != audit.KindDrop || e.Sandbox != "unit" || e.Drop == nil || e.Drop.Protocol != "icmp" ||
+			e.Drop.Dest != "198.18.200.10" || e.Reason != "icmp" || e.Drop.Count != 1 {
+			t.Errorf("event %+v drop %+v", e, e.Drop)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no audit event for the drop")
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("EmitDrops returned %v, want context.Canceled", err)
+	}
+}
+
 func TestAuditEvent(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	d := Drop{Time: at, Sandbox: SandboxID{Num: 3, Name: "sbx"}, Reason: ReasonUDP, EtherType: 0x0800,
