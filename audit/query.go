@@ -13,15 +13,16 @@ import (
 type Query struct {
 	Sandbox  string    `json:"sandbox,omitempty"`
 	Kind     Kind      `json:"kind,omitempty"`
-	Verdict  string    `json:"verdict,omitempty"`  // allow | deny | ask | audit | would_deny
-	Category string    `json:"category,omitempty"` // category name
-	Rule     string    `json:"rule,omitempty"`     // rule name, with or without its " (file:line:col)"
-	Host     string    `json:"host,omitempty"`     // glob (* ? [...]), case-insensitive
-	Since    time.Time `json:"since,omitzero"`     // time >= Since
-	Until    time.Time `json:"until,omitzero"`     // time < Until
-	AfterSeq uint64    `json:"after_seq,omitempty"`
-	Limit    int       `json:"limit,omitempty"`  // at most this many records; 0 = all
-	Newest   bool      `json:"newest,omitempty"` // with Limit: the newest records (still returned oldest first)
+	Verdict  string    `json:"verdict,omitempty"`   // allow | deny | ask | audit | would_deny
+	Category string    `json:"category,omitempty"`  // category name
+	Rule     string    `json:"rule,omitempty"`      // rule name, with or without its " (file:line:col)"
+	Host     string    `json:"host,omitempty"`      // glob (* ? [...]), case-insensitive
+	Since    time.Time `json:"since,omitzero"`      // time >= Since
+	Until    time.Time `json:"until,omitzero"`      // time < Until
+	AfterSeq uint64    `json:"after_seq,omitempty"` // seq > AfterSeq
+	UpToSeq  uint64    `json:"up_to_seq,omitempty"` // seq <= UpToSeq
+	Limit    int       `json:"limit,omitempty"`     // at most this many records; 0 = all
+	Newest   bool      `json:"newest,omitempty"`    // with Limit: the newest records (still returned oldest first)
 }
 
 // where renders the filter as SQL with its arguments.
@@ -59,6 +60,9 @@ func (q *Query) where() (string, []any) {
 	}
 	if q.AfterSeq > 0 {
 		add("seq > ?", int64(q.AfterSeq))
+	}
+	if q.UpToSeq > 0 {
+		add("seq <= ?", int64(q.UpToSeq))
 	}
 	if len(conds) == 0 {
 		return "", nil
@@ -125,7 +129,7 @@ func (s *Store) Follow(ctx context.Context, q Query, poll time.Duration, fn func
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
 	}
-	q.Limit, q.Newest = 0, false
+	q.Limit, q.Newest, q.UpToSeq = 0, false, 0
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {

@@ -20,6 +20,11 @@ func sampleStore(t *testing.T) *Store {
 	}
 	for _, e := range sampleEvents() {
 		e.Time = e.Time.Add(time.Hour)
+		if e.Gap != nil {
+			g := *e.Gap
+			g.From, g.To = g.From.Add(time.Hour), g.To.Add(time.Hour)
+			e.Gap = &g
+		}
 		if e.Sandbox != "" {
 			e.Sandbox = "sb-2"
 		}

@@ -142,16 +142,20 @@ func runLogs(ctx context.Context, out io.Writer, o *logsOptions) error {
 		q.Limit, q.Newest = 20, true
 	}
 	pr := newEventPrinter(out, o.json)
-	evs, err := st.Query(ctx, q)
-	if err != nil {
+	// Snapshot the newest seq first: what follows is everything after it.
+	if q.UpToSeq, err = st.MaxSeq(ctx); err != nil {
 		return err
+	}
+	var evs []audit.Event
+	if q.UpToSeq > 0 { // else the store is empty (and 0 would mean no bound)
+		if evs, err = st.Query(ctx, q); err != nil {
+			return err
+		}
 	}
 	if err := pr.print(evs...); err != nil || !o.follow {
 		return err
 	}
-	if q.AfterSeq, err = st.MaxSeq(ctx); err != nil {
-		return err
-	}
+	q.AfterSeq = q.UpToSeq
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return st.Follow(ctx, q, o.poll, func(e audit.Event) error { return pr.print(e) })

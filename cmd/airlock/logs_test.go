@@ -16,7 +16,7 @@ import (
 
 // seedStore records a small, known set of events into a fresh state
 // directory (and a JSONL stream beside it) and returns the directory.
-func seedStore(t *testing.T, evs []audit.Event) string {
+func seedAuditStore(t *testing.T, evs []audit.Event) string {
 	t.Helper()
 	dir := t.TempDir()
 	p, err := audit.NewPipeline(audit.Config{StateDir: dir, StreamPath: filepath.Join(dir, "events.jsonl")})
@@ -37,7 +37,7 @@ func seedStore(t *testing.T, evs []audit.Event) string {
 	return dir
 }
 
-func ev(k audit.Kind, sandbox, verdict, rule, category string, at time.Time) audit.Event {
+func auditEv(k audit.Kind, sandbox, verdict, rule, category string, at time.Time) audit.Event {
 	e := audit.New(k, sandbox)
 	e.Time, e.Verdict, e.Rule, e.Category = at, verdict, rule, category
 	return e
@@ -45,22 +45,22 @@ func ev(k audit.Kind, sandbox, verdict, rule, category string, at time.Time) aud
 
 func logsFixture(now time.Time) []audit.Event {
 	var out []audit.Event
-	e := ev(audit.KindDNS, "sb-1", "allow", "categories.registries.hosts[0] (p.toml:5:9)", "registries", now.Add(-2*time.Hour))
+	e := auditEv(audit.KindDNS, "sb-1", "allow", "categories.registries.hosts[0] (p.toml:5:9)", "registries", now.Add(-2*time.Hour))
 	e.DNS = &audit.DNS{QName: "registry.example.test", QType: "A", RCode: "NOERROR", Answers: []string{"198.18.1.1"}}
 	out = append(out, e)
-	e = ev(audit.KindFlow, "sb-1", "deny", "deny.hosts[0] (p.toml:20:9)", "", now.Add(-90*time.Minute))
+	e = auditEv(audit.KindFlow, "sb-1", "deny", "deny.hosts[0] (p.toml:20:9)", "", now.Add(-90*time.Minute))
 	e.Flow = &audit.Flow{Stage: "decision", Source: "198.18.0.2:4000", SNI: "paste.example.test", OrigDst: "198.18.9.9:443", Handling: "none"}
 	out = append(out, e)
-	e = ev(audit.KindHTTP, "sb-2", "allow", "categories.git.hosts[0] (p.toml:9:9)", "git", now.Add(-time.Hour))
+	e = auditEv(audit.KindHTTP, "sb-2", "allow", "categories.git.hosts[0] (p.toml:9:9)", "git", now.Add(-time.Hour))
 	e.HTTP = &audit.HTTP{Method: "GET", Scheme: "https", Host: "git.example.test", Path: "/org/repo/info/refs", Status: 200, BytesDown: 900}
 	out = append(out, e)
-	e = ev(audit.KindDNS, "sb-2", "deny", "default", "", now.Add(-30*time.Minute))
+	e = auditEv(audit.KindDNS, "sb-2", "deny", "default", "", now.Add(-30*time.Minute))
 	e.DNS = &audit.DNS{QName: "exfil.example.test", QType: "TXT", RCode: "NXDOMAIN"}
 	out = append(out, e)
 	return out
 }
 
-func runCmd(t *testing.T, args ...string) (string, error) {
+func runLogsCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := newLogsCmd()
 	var out bytes.Buffer
@@ -73,8 +73,8 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 }
 
 func TestLogsTableAndFilters(t *testing.T) {
-	dir := seedStore(t, logsFixture(time.Now()))
-	out, err := runCmd(t, "--state-dir", dir, "--verdict", "deny", "--since", "100m")
+	dir := seedAuditStore(t, logsFixture(time.Now()))
+	out, err := runLogsCmd(t, "--state-dir", dir, "--verdict", "deny", "--since", "100m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestLogsTableAndFilters(t *testing.T) {
 		}
 	}
 
-	out, err = runCmd(t, "--state-dir", dir, "--host", "*.example.test", "--kind", "http", "--json")
+	out, err = runLogsCmd(t, "--state-dir", dir, "--host", "*.example.test", "--kind", "http", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,18 +100,18 @@ func TestLogsTableAndFilters(t *testing.T) {
 	}
 
 	for _, bad := range [][]string{{"--kind", "dnss"}, {"--since", "yesterday"}, {"--verdict", "maybe"}, {"--since", "1h", "--until", "2h"}} {
-		if _, err := runCmd(t, append([]string{"--state-dir", dir}, bad...)...); err == nil {
+		if _, err := runLogsCmd(t, append([]string{"--state-dir", dir}, bad...)...); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
 	}
-	if _, err := runCmd(t, "--state-dir", t.TempDir()); !errors.Is(err, audit.ErrNoStore) {
+	if _, err := runLogsCmd(t, "--state-dir", t.TempDir()); !errors.Is(err, audit.ErrNoStore) {
 		t.Errorf("empty state dir: %v", err)
 	}
 }
 
 func TestLogsTop(t *testing.T) {
-	dir := seedStore(t, logsFixture(time.Now()))
-	out, err := runCmd(t, "top", "--state-dir", dir, "--json")
+	dir := seedAuditStore(t, logsFixture(time.Now()))
+	out, err := runLogsCmd(t, "top", "--state-dir", dir, "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,22 +122,22 @@ func TestLogsTop(t *testing.T) {
 	if len(top.Destinations) != 4 || len(top.Denials) != 2 || top.Denials[0].Host != "exfil.example.test" {
 		t.Fatalf("top: %+v", top)
 	}
-	out, err = runCmd(t, "top", "--state-dir", dir, "--sandbox", "sb-2")
+	out, err = runLogsCmd(t, "top", "--state-dir", dir, "--sandbox", "sb-2")
 	if err != nil || !strings.Contains(out, "TOP DENIALS") || !strings.Contains(out, "git.example.test") || strings.Contains(out, "paste") {
 		t.Fatalf("top table: %v\n%s", err, out)
 	}
 }
 
 func TestLogsVerify(t *testing.T) {
-	dir := seedStore(t, logsFixture(time.Now()))
+	dir := seedAuditStore(t, logsFixture(time.Now()))
 	stream := filepath.Join(dir, "events.jsonl")
-	out, err := runCmd(t, "verify", stream)
+	out, err := runLogsCmd(t, "verify", stream)
 	if err != nil || !strings.HasPrefix(out, "ok: 4 records") {
 		t.Fatalf("intact: %v %s", err, out)
 	}
 	b, _ := os.ReadFile(stream)
 	os.WriteFile(stream, bytes.Replace(b, []byte(`"deny"`), []byte(`"allow"`), 1), 0o600)
-	out, err = runCmd(t, "verify", stream)
+	out, err = runLogsCmd(t, "verify", stream)
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(out, stream+":2: modified") {
 		t.Fatalf("edited line 2: %v\n%s", err, out)
@@ -178,5 +178,33 @@ func TestLogsFollow(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestReportCommand(t *testing.T) {
+	now := time.Now()
+	fx := logsFixture(now)
+	end := auditEv(audit.KindLifecycle, "sb-1", "", "", "", now)
+	end.Lifecycle = &audit.Lifecycle{Stage: "destroyed"}
+	dir := seedAuditStore(t, append(fx, end))
+	cmd := newReportCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	html := filepath.Join(t.TempDir(), "sb-1.html")
+	cmd.SetArgs([]string{"sb-1", "--state-dir", dir, "--html", html})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil || !bytes.Contains(b, []byte(`<section id="denied">`)) || !bytes.Contains(b, []byte("paste.example.test")) ||
+		!bytes.Contains(b, []byte("match")) {
+		t.Fatalf("html report: %v\n%.500s", err, b)
+	}
+	cmd = newReportCmd()
+	out.Reset()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"sb-9", "--state-dir", dir})
+	if err := cmd.Execute(); !errors.Is(err, audit.ErrNoEvents) {
+		t.Fatalf("unknown sandbox: %v", err)
 	}
 }

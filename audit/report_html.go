@@ -1,0 +1,189 @@
+package audit
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+)
+
+// ReportSections are the ids of the HTML report's sections, in order:
+// denials come first.
+var ReportSections = []string{"sandbox", "denied", "flagged", "commands", "network", "dns", "drops", "secrets", "packages", "files", "anchor"}
+
+var reportFuncs = template.FuncMap{
+	"verdict": func(v string) string {
+		switch {
+		case strings.Contains(v, "would deny"):
+			return "v-audit"
+		case v == "deny", v == "allow", v == "ask", v == "audit":
+			return "v-" + v
+		}
+		return "v-none"
+	},
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	},
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"bytes": humanBytes,
+	"ms":    humanMS,
+	"exit": func(p *int) string {
+		if p == nil {
+			return "—"
+		}
+		return fmt.Sprint(*p)
+	},
+	"exitClass": func(p *int) string {
+		if p == nil {
+			return "v-none"
+		}
+		if *p == 0 {
+			return "v-allow"
+		}
+		return "v-deny"
+	},
+	"dash": func(s string) string {
+		if s == "" {
+			return "—"
+		}
+		return s
+	},
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func humanMS(ms int64) string {
+	if ms < 1000 {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(100 * time.Millisecond).String()
+}
+
+var reportTmpl = template.Must(template.New("report").Funcs(reportFuncs).Parse(reportHTML))
+
+// HTML writes the report as one self-contained, printable HTML page (no
+// scripts, no external assets).
+func (r *Report) HTML(w io.Writer) error { return reportTmpl.Execute(w, r) }
+
+const reportHTML = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Airlock review: {{.Sandbox}}</title>
+<style>
+:root{--fg:#111827;--muted:#6b7280;--line:#e5e7eb;--head:#f3f4f6}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);margin:0 auto;max-width:1180px;padding:24px}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:17px;margin:0 0 8px;padding-bottom:4px;border-bottom:2px solid var(--line)}
+.sub{color:var(--muted);margin:0 0 16px}
+section{margin:0 0 22px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:var(--head);font-weight:600}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}
+.badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;white-space:nowrap}
+.v-deny{background:#fee2e2;color:#991b1b}
+.v-allow{background:#dcfce7;color:#166534}
+.v-audit{background:#fef3c7;color:#92400e}
+.v-ask{background:#dbeafe;color:#1e40af}
+.v-none{background:#f3f4f6;color:#374151}
+#denied h2{color:#991b1b;border-color:#fecaca}
+#flagged h2{color:#92400e;border-color:#fde68a}
+.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:6px 18px;margin:0}
+.facts div{display:flex;gap:8px}.facts dt{color:var(--muted);min-width:92px}.facts dd{margin:0}
+.none{color:var(--muted);font-style:italic}
+.warn{background:#fef3c7;border:1px solid #fde68a;padding:8px 12px;border-radius:6px;margin-bottom:16px}
+.cat{margin:10px 0 4px;font-weight:600}
+@media print{body{padding:0;max-width:none;font-size:11px}section{break-inside:auto}tr{break-inside:avoid}
+ h2{break-after:avoid}.badge{border:1px solid currentColor}*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
+</style></head><body>
+<header>
+<h1>Airlock review — sandbox <code>{{.Sandbox}}</code></h1>
+<p class="sub">{{.Events}} events · generated {{ts .Generated}} · {{len .Denied}} denied destination(s) · {{len .Commands}} command(s)</p>
+{{range .Gaps}}<div class="warn">The audit pipeline dropped <b>{{.Dropped}}</b> events between {{ts .From}} and {{ts .To}}, while this sandbox ran: this record is incomplete for that interval.</div>{{end}}
+</header>
+
+<section id="sandbox"><h2>Sandbox</h2>
+<dl class="facts">
+<div><dt>Image</dt><dd><code>{{dash .Image}}</code></dd></div>
+<div><dt>Policy</dt><dd>{{dash .Policy}}</dd></div>
+<div><dt>Policy hash</dt><dd><code>{{dash .PolicyHash}}</code></dd></div>
+<div><dt>Address</dt><dd><code>{{dash .Address}}</code></dd></div>
+<div><dt>Created</dt><dd>{{ts .Created}}</dd></div>
+<div><dt>Ended</dt><dd>{{ts .Ended}}</dd></div>
+<div><dt>State</dt><dd>{{dash .State}}</dd></div>
+<div><dt>Exit status</dt><dd><span class="badge {{exitClass .ExitCode}}">{{exit .ExitCode}}</span></dd></div>
+{{if .Detail}}<div><dt>Detail</dt><dd>{{.Detail}}</dd></div>{{end}}
+</dl></section>
+
+<section id="denied"><h2>Denied ({{len .Denied}})</h2>
+{{if .Denied}}<table><tr><th>Destination</th><th>Kind</th><th>Attempts</th><th>First</th><th>Rule</th><th>Reason</th><th>Attempt</th></tr>
+{{range .Denied}}<tr><td><span class="badge v-deny">deny</span> <code>{{.Host}}</code></td><td>{{.Kind}}</td><td class="n">{{.Count}}</td><td>{{clock .First}}</td><td><code>{{dash .Rule}}</code></td><td>{{dash .Reason}}</td><td class="mono">{{.Detail}}</td></tr>
+{{end}}</table>{{else}}<p class="none">Nothing was denied.</p>{{end}}</section>
+
+<section id="flagged"><h2>Would be denied (audit mode) ({{len .Flagged}})</h2>
+{{if .Flagged}}<table><tr><th>Destination</th><th>Kind</th><th>Count</th><th>Rule</th><th>Category</th><th>Attempt</th></tr>
+{{range .Flagged}}<tr><td><span class="badge v-audit">would deny</span> <code>{{.Host}}</code></td><td>{{.Kind}}</td><td class="n">{{.Count}}</td><td><code>{{dash .Rule}}</code></td><td>{{dash .Category}}</td><td class="mono">{{.Detail}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No audit-mode would-deny decisions.</p>{{end}}</section>
+
+<section id="commands"><h2>Commands ({{len .Commands}})</h2>
+{{if .Commands}}<table><tr><th>Started</th><th>Command</th><th>Exit</th><th>Duration</th><th>Working dir</th></tr>
+{{range .Commands}}<tr><td>{{clock .Start}}</td><td class="mono">{{.Argv}}</td><td><span class="badge {{exitClass .ExitCode}}">{{exit .ExitCode}}{{if .TimedOut}} timed out{{end}}{{if .Killed}} killed{{end}}</span></td><td class="n">{{ms .DurationMS}}</td><td class="mono">{{dash .Cwd}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No commands recorded.</p>{{end}}</section>
+
+<section id="network"><h2>Network by category</h2>
+{{range .Network}}<div class="cat">{{.Category}}</div>
+<table><tr><th>Destination</th><th>Connections</th><th>Requests</th><th>Bytes up</th><th>Bytes down</th><th>Would deny</th></tr>
+{{range .Destinations}}<tr><td><span class="badge {{if .WouldDeny}}v-audit{{else}}v-allow{{end}}">allow</span> <code>{{.Host}}</code></td><td class="n">{{.Flows}}</td><td class="n">{{.Requests}}</td><td class="n">{{bytes .BytesUp}}</td><td class="n">{{bytes .BytesDown}}</td><td class="n">{{.WouldDeny}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No allowed connections.</p>{{end}}</section>
+
+<section id="dns"><h2>DNS names ({{len .DNS}})</h2>
+{{if .DNS}}<table><tr><th>Name</th><th>Verdict</th><th>Types</th><th>Queries</th><th>Answers</th></tr>
+{{range .DNS}}<tr><td><code>{{.Name}}</code></td><td><span class="badge {{verdict .Verdict}}">{{dash .Verdict}}</span></td><td>{{.Types}}</td><td class="n">{{.Count}}</td><td class="mono">{{dash .Answers}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No DNS queries.</p>{{end}}</section>
+
+<section id="drops"><h2>Kernel drops ({{len .Drops}})</h2>
+{{if .Drops}}<table><tr><th>Protocol</th><th>Destination</th><th>Packets</th><th>Rule</th></tr>
+{{range .Drops}}<tr><td><span class="badge v-deny">drop</span> {{.Protocol}}</td><td><code>{{.Dest}}</code></td><td class="n">{{.Count}}</td><td><code>{{dash .Rule}}</code></td></tr>
+{{end}}</table>{{else}}<p class="none">No packets dropped.</p>{{end}}</section>
+
+<section id="secrets"><h2>Secrets injected ({{len .Secrets}})</h2>
+{{if .Secrets}}<table><tr><th>Secret (name only)</th><th>Toward</th><th>Requests</th></tr>
+{{range .Secrets}}<tr><td><code>{{.Name}}</code></td><td><code>{{.Host}}</code></td><td class="n">{{.Count}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No secrets injected.</p>{{end}}</section>
+
+<section id="packages"><h2>Packages fetched ({{len .Packages}})</h2>
+{{if .Packages}}<table><tr><th>Ecosystem</th><th>Package</th><th>Version</th><th>From</th><th>Verdict</th></tr>
+{{range .Packages}}<tr><td>{{.Ecosystem}}</td><td><code>{{.Name}}</code></td><td>{{dash .Version}}</td><td><code>{{.Host}}</code></td><td><span class="badge {{verdict .Verdict}}">{{.Verdict}}</span></td></tr>
+{{end}}</table>{{else}}<p class="none">No package downloads recognized.</p>{{end}}</section>
+
+<section id="files"><h2>Files changed ({{len .Files}})</h2>
+{{if .Files}}<table><tr><th>Change</th><th>Path</th><th>Size</th></tr>
+{{range .Files}}<tr><td>{{.Op}}</td><td class="mono">{{.Path}}</td><td class="n">{{bytes .Size}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No file changes recorded.</p>{{end}}</section>
+
+<section id="anchor"><h2>Hash-chain anchor</h2>
+<dl class="facts">
+<div><dt>Records</dt><dd>seq {{.Anchor.FirstSeq}} … {{.Anchor.LastSeq}}</dd></div>
+<div><dt>Check</dt><dd>{{dash .Anchor.Checked}}</dd></div>
+</dl>
+<p>Final hash: <code>{{dash .Anchor.FinalHash}}</code></p>
+<p class="sub">Verify the JSONL stream with <code>airlock logs verify FILE...</code>; the record with seq {{.Anchor.LastSeq}} must hash to this value.</p>
+</section>
+</body></html>
+`
