@@ -361,25 +361,28 @@ func (l *loader) routes(c *Category, m map[string]any) {
 		}
 		l.known(rm, ep, "methods", "path")
 		rt := route{rule: l.rule(ep)}
-		ps, ok := l.str(rm, "path", ep)
-		if !ok {
-			if _, present := rm["path"]; !present {
-				l.errf(ep, "path: required")
+		ok = true
+		ps, hasPath := l.str(rm, "path", ep)
+		if _, present := rm["path"]; !present {
+			l.errf(ep, "path: required")
+		}
+		if hasPath {
+			pp, err := parsePathPattern(ps)
+			if err != nil {
+				l.errf(joinPath(ep, "path"), "%q: %v", ps, err)
+				ok = false
 			}
-			continue
+			rt.path = pp
 		}
-		pp, err := parsePathPattern(ps)
-		if err != nil {
-			l.errf(joinPath(ep, "path"), "%q: %v", ps, err)
-			continue
-		}
-		rt.path = pp
 		ms, mpaths, present := l.strList(rm, "methods", ep)
 		if !present {
 			l.errf(ep, "methods: required (such as [\"GET\"], or [\"*\"] for any)")
+		}
+		nerr := len(l.errs)
+		rt.methods = l.methodSet(ms, mpaths, joinPath(ep, "methods"))
+		if !ok || !hasPath || !present || len(l.errs) > nerr {
 			continue
 		}
-		rt.methods = l.methodSet(ms, mpaths, joinPath(ep, "methods"))
 		rt.reason = "request matches " + ep + " (" + strings.Join(ms, ", ") + " " + ps + ")"
 		c.r.routes = append(c.r.routes, rt)
 	}
