@@ -1,0 +1,173 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// benchEvents is a realistic mix: dns, flow decision, http, flow close.
+func benchEvents() []Event {
+	var out []Event
+	for _, e := range sampleEvents() {
+		switch e.Kind {
+		case KindDNS, KindFlow, KindHTTP:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// BenchmarkPipeline measures how fast producers can push events through
+// the pipeline into the store and a JSONL file with nothing dropped (the
+// producers wait as long as needed).
+func BenchmarkPipeline(b *testing.B) {
+	dir := b.TempDir()
+	p, err := NewPipeline(Config{StateDir: dir, StreamPath: filepath.Join(dir, "events.jsonl"),
+		EnqueueWait: time.Hour, Logger: testLogger(&testing.T{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := benchEvents()
+	const producers = 4
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < b.N; i += producers {
+				e := evs[i%len(evs)]
+				e.Time = time.Now()
+				p.Emit(e)
+			}
+		}()
+	}
+	wg.Wait()
+	p.Close()
+	el := time.Since(start)
+	b.StopTimer()
+	st := p.Stats()
+	if st.Dropped != 0 || st.Written != uint64(b.N) {
+		b.Fatalf("lost events: %+v", st)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+// cpuTime is the process's user+system CPU time so far. On a shared
+// machine the wall-clock rate depends on what else runs; CPU per event
+// says what the pipeline itself costs.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSoak offers events at a fixed rate for a fixed time and reports
+// what was kept and dropped. It runs only when AIRLOCK_SOAK_RATE is set
+// (bench/audit-soak.sh sets it: 50,000/s and 100,000/s for 60 s each).
+func BenchmarkSoak(b *testing.B) {
+	rate, _ := strconv.Atoi(os.Getenv("AIRLOCK_SOAK_RATE"))
+	secs, _ := strconv.Atoi(os.Getenv("AIRLOCK_SOAK_SECONDS"))
+	if rate <= 0 {
+		b.Skip("set AIRLOCK_SOAK_RATE (events/s) and AIRLOCK_SOAK_SECONDS, or run bench/audit-soak.sh")
+	}
+	if secs <= 0 {
+		secs = 60
+	}
+	for range b.N {
+		r := soak(b, rate, time.Duration(secs)*time.Second)
+		b.ReportMetric(r.offered, "offered/s")
+		b.ReportMetric(r.kept, "kept/s")
+		b.ReportMetric(float64(r.stats.Dropped), "dropped")
+		b.ReportMetric(float64(r.maxDepth), "max-queue")
+		b.ReportMetric(r.drain.Seconds(), "drain-s")
+		fmt.Printf("soak %d/s for %ds: offered %.0f/s, written %.0f/s, accepted %d, dropped %d, gaps %d, max queue %d/%d, drain after stop %v, store errors %d, cpu %v/event, load %s\n",
+			rate, secs, r.offered, r.kept, r.stats.Accepted, r.stats.Dropped, r.stats.Gaps, r.maxDepth, r.stats.QueueCapacity,
+			r.drain.Round(time.Millisecond), r.stats.StoreErrors, r.cpuPerEvent, loadAvg())
+	}
+}
+
+type soakResult struct {
+	offered, kept float64
+	cpuPerEvent   time.Duration
+	maxDepth      int
+	drain         time.Duration
+	stats         Stats
+}
+
+func soak(b *testing.B, rate int, d time.Duration) soakResult {
+	dir := b.TempDir()
+	p, err := NewPipeline(Config{StateDir: dir, StreamPath: filepath.Join(dir, "events.jsonl"),
+		StreamMaxFiles: 3, Logger: testLogger(&testing.T{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := benchEvents()
+	const producers = 4
+	var offered atomic.Int64
+	var maxDepth atomic.Int64
+	start := time.Now()
+	stop := start.Add(d)
+	cpu0 := cpuTime()
+	var wg sync.WaitGroup
+	for w := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			produce(p, evs, w, producers, rate, start, stop, &offered)
+		}()
+	}
+	for time.Now().Before(stop) {
+		time.Sleep(10 * time.Millisecond)
+		if q := int64(p.Stats().QueueDepth); q > maxDepth.Load() {
+			maxDepth.Store(q)
+		}
+	}
+	wg.Wait()
+	sent := time.Since(start)
+	p.Close()
+	drain := time.Since(start) - sent
+	st := p.Stats()
+	cpu := (cpuTime() - cpu0) / time.Duration(max(st.Accepted, 1))
+	return soakResult{cpuPerEvent: cpu, offered: float64(offered.Load()) / sent.Seconds(),
+		kept: float64(st.Accepted) / (sent + drain).Seconds(), maxDepth: int(maxDepth.Load()), drain: drain, stats: st}
+}
+
+// produce emits this producer's share of rate, paced against the clock.
+func produce(p *Pipeline, evs []Event, w, n, rate int, start, stop time.Time, offered *atomic.Int64) {
+	share := float64(rate) / float64(n)
+	sent := 0
+	for i := w; ; i += n {
+		now := time.Now()
+		if now.After(stop) {
+			return
+		}
+		if due := int(now.Sub(start).Seconds() * share); sent >= due {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		e := evs[i%len(evs)]
+		e.Time = now
+		p.Emit(e)
+		sent++
+		offered.Add(1)
+	}
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if len(b) > 14 {
+		b = b[:14]
+	}
+	return string(b)
+}
