@@ -125,15 +125,26 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 func (a *Appliance) onClose(f func() error) { a.closers = append(a.closers, f) }
 
 func (a *Appliance) startState(context.Context) error {
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return err
+	}
 	// Searchable (not readable) by others: the sandbox user must reach the
-	// runner's resolv.conf, CA bundle and workspaces below it.
-	if err := os.MkdirAll(a.cfg.StateDir, 0o711); err != nil {
+	// runner's resolv.conf and CA bundle below it.
+	dir := a.runtimeDir()
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	if err := os.Chmod(a.cfg.StateDir, 0o711); err != nil {
-		return err
+	for d := dir; d != filepath.Dir(a.cfg.RuntimeDir); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
 	}
-	return searchableByOthers(filepath.Dir(a.cfg.StateDir))
+	return searchableByOthers(filepath.Dir(a.cfg.RuntimeDir))
+}
+
+// runtimeDir is this instance's runner state directory.
+func (a *Appliance) runtimeDir() string {
+	return filepath.Join(a.cfg.RuntimeDir, a.opts.Instance, "sandboxes")
 }
 
 // searchableByOthers checks that dir and its parents let other users
@@ -145,8 +156,8 @@ func searchableByOthers(dir string) error {
 			return err
 		}
 		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("state_dir: %s (mode %04o) is not searchable by the sandbox user, who must reach the "+
-				"sandboxes' resolv.conf, CA bundle and workspaces below it: run `chmod o+x %s` or choose another state_dir",
+			return fmt.Errorf("runtime_dir: %s (mode %04o) is not searchable by the sandbox user, who must reach the "+
+				"sandboxes' resolv.conf and CA bundle below it: run `chmod o+x %s` or choose another runtime_dir",
 				d, st.Mode().Perm(), d)
 		}
 		if d == filepath.Dir(d) {
@@ -354,7 +365,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 	}
 	r, err := runner.New(runner.Config{
 		Engine: eng, Emitter: a.tap, Logger: a.log.With("component", "runner"),
-		Instance: a.opts.Instance, StateDir: filepath.Join(a.cfg.StateDir, "sandboxes"),
+		Instance: a.opts.Instance, StateDir: a.runtimeDir(),
 		SandboxUser: a.cfg.Podman.User, Pool: a.cfg.Network.Pool, Gateway: a.cfg.Network.Gateway,
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
 		ProxyURL:    "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),

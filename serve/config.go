@@ -24,6 +24,10 @@ type Config struct {
 	// StateDir holds the CA, the audit store, the sandbox records and the
 	// runtime state. Created 0700 on start.
 	StateDir string `toml:"state_dir"`
+	// RuntimeDir holds each sandbox's runtime files that the sandbox user
+	// must reach (resolv.conf, CA bundle, workspace baselines), below
+	// RUNTIME_DIR/INSTANCE. It and its parents must be searchable by others.
+	RuntimeDir string `toml:"runtime_dir"`
 	// PolicyDir holds the policy files, one per name (NAME.toml).
 	PolicyDir string `toml:"policy_dir"`
 	// DefaultPolicy is the policy a sandbox gets when it names none.
@@ -167,6 +171,7 @@ func (r Resolver) MarshalText() ([]byte, error) { return []byte(r.String()), nil
 const (
 	DefaultStateDir      = "/var/lib/airlock"
 	DefaultPolicyDir     = "/etc/airlock/policies"
+	DefaultRuntimeDir    = "/run/airlock"
 	DefaultSocket        = "/run/airlock/airlock.sock"
 	DefaultGroup         = "airlock"
 	DefaultPodmanUser    = "airlock-sandbox"
@@ -222,6 +227,7 @@ func Parse(name string, src []byte) (*Config, error) {
 func (c *Config) applyDefaults() {
 	setStr(&c.StateDir, DefaultStateDir)
 	setStr(&c.PolicyDir, DefaultPolicyDir)
+	setStr(&c.RuntimeDir, DefaultRuntimeDir)
 	setStr(&c.Control.Socket, DefaultSocket)
 	setStr(&c.Control.Group, DefaultGroup)
 	setStr(&c.Podman.User, DefaultPodmanUser)

@@ -25,6 +25,7 @@ func (c *Config) validate(loc locator) Errors {
 	}
 	checkAbs(add, "state_dir", c.StateDir)
 	checkAbs(add, "policy_dir", c.PolicyDir)
+	checkAbs(add, "runtime_dir", c.RuntimeDir)
 	if c.DefaultPolicy != "" && !policyName.MatchString(c.DefaultPolicy) {
 		add("default_policy", "invalid policy name %q (letters, digits, '.', '_', '-')", c.DefaultPolicy)
 	}
