@@ -322,6 +322,9 @@ func (p *Proxy) outRequest(ctx context.Context, f *flow, req *http.Request, sche
 		out.Header.Set("Upgrade", req.Header.Get("Upgrade"))
 	}
 	out.Header.Del("Expect")
+	if req.ContentLength == 0 {
+		out.Body = http.NoBody // a known-empty body, not "unknown length"
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil // do not add Go's default
 	}

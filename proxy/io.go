@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -118,9 +119,13 @@ func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
 	buf := *bp
 	rd, _ := src.(readDeadliner)
 	var err error
+	var set time.Time
 	for {
-		if rd != nil {
-			rd.SetReadDeadline(time.Now().Add(idle))
+		// Refresh the idle deadline at most a few times per idle period:
+		// a timer update per read costs more than the copy itself.
+		if now := time.Now(); rd != nil && now.Sub(set) > idle/8 {
+			rd.SetReadDeadline(now.Add(idle))
+			set = now
 		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
@@ -192,4 +197,17 @@ func (b *signalBody) wait(inner io.ReadCloser, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+
+func getWriter(w io.Writer) *bufio.Writer {
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writerPool.Put(bw)
 }

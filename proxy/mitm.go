@@ -124,7 +124,12 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return p.upgrade(c, br, resp), false
 	}
-	err := writeResponse(&deadlineWriter{c: c, d: p.cfg.IdleTimeout}, resp, req.Method == http.MethodHead)
+	bw := getWriter(&deadlineWriter{c: c, d: p.cfg.IdleTimeout})
+	err := writeResponse(bw, resp, req.Method == http.MethodHead)
+	if err == nil {
+		err = bw.Flush()
+	}
+	putWriter(bw)
 	c.SetWriteDeadline(time.Time{})
 	if err != nil {
 		return "write-error", false

@@ -54,7 +54,7 @@ type seenReq struct {
 }
 
 type world struct {
-	t         *testing.T
+	t         testing.TB
 	roots     *x509.CertPool
 	caPEM     []byte
 	tlsPort   uint16 // trusted HTTPS origin on 127.0.0.1
@@ -65,7 +65,7 @@ type world struct {
 	seen []seenReq
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t}
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -93,7 +93,7 @@ func pemCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func leafFor(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, names []string) tls.Certificate {
+func leafFor(t testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, names []string) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
@@ -182,7 +182,7 @@ func (r *recorder) all() []audit.Event {
 }
 
 // waitFor returns the first event matching ok, waiting (bounded) for it.
-func (r *recorder) waitFor(t *testing.T, what string, ok func(audit.Event) bool) audit.Event {
+func (r *recorder) waitFor(t testing.TB, what string, ok func(audit.Event) bool) audit.Event {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -233,7 +233,7 @@ func (d *dialLog) list() []string {
 
 // env is a proxy in front of the world.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	w        *world
 	p        *Proxy
 	ca       *certs.CA
@@ -317,7 +317,7 @@ action = "ask"
 
 type envOpt func(*Config)
 
-func newEnv(t *testing.T, opts ...envOpt) *env {
+func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	w := newWorld(t)
 	src := strings.NewReplacer("TLSPORT", fmt.Sprint(w.tlsPort), "BADPORT", fmt.Sprint(w.badPort), "PLAINPORT", fmt.Sprint(w.plainPort)).Replace(testPolicy)
@@ -478,7 +478,7 @@ func (e *env) url(host, path string) string {
 }
 
 // rawExchange writes raw bytes on c and reads one response.
-func rawExchange(t *testing.T, c net.Conn, raw string) *http.Response {
+func rawExchange(t testing.TB, c net.Conn, raw string) *http.Response {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, raw); err != nil {
@@ -532,3 +532,9 @@ func isDeny(rule string) func(audit.Event) bool {
 		return e.Verdict == "deny" && strings.HasPrefix(e.Rule, rule)
 	}
 }
+
+type contextT = context.Context
+
+type discardEmitter struct{}
+
+func (discardEmitter) Emit(audit.Event) {}

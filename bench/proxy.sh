@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# bench/proxy.sh — side-by-side, in one run, on loopback only: an HTTPS origin
+# reached directly (the limit), through Airlock MITM, Airlock splice, Debian's
+# squid (squid-openssl) with ssl-bump, and squid splicing CONNECT; at 1 and 32
+# connections, keep-alive and a new connection per request (small bodies), and
+# 1 MiB bodies. The client pins TLS key exchange to X25519 (squid's OpenSSL has
+# no post-quantum exchange). Prints a table and the ratios the targets use.
+#
+# Usage: bench/proxy.sh            (DURATION=3s by default; CONNS="1 32")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-3s}
+CONNS=${CONNS:-"1 32"}
+work=$(mktemp -d /tmp/airlock-bench-proxy.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+wait_port() { # host:port
+	for _ in $(seq 1 100); do
+		if (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "bench: nothing listening on $1" >&2
+	return 1
+}
+
+echo "bench: building helper" >&2
+go build -o "$work/benchproxy" ./bench/proxy
+B="$work/benchproxy"
+"$B" mkcerts -dir "$work"
+
+# The origin.
+oport=$(free_port)
+"$B" origin -addr "127.0.0.1:$oport" -cert "$work/origin.pem" >/dev/null &
+pids+=($!)
+wait_port "127.0.0.1:$oport"
+
+# Airlock (explicit listener: CONNECT, then MITM or splice by category).
+aport=$(free_port)
+mkdir -m 700 "$work/airlock-state"
+"$B" airlock -addr "127.0.0.1:$aport" -state-dir "$work/airlock-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
+pids+=($!)
+wait_port "127.0.0.1:$aport"
+airlock_ca="$work/airlock-state/ca.crt"
+for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
+
+# squid: one instance, one ssl-bump port and one plain CONNECT port.
+squid_bump="" squid_splice=""
+if [ -x /usr/sbin/squid ] && [ -x /usr/lib/squid/security_file_certgen ] && /usr/sbin/squid -v | grep -q -- '--with-openssl'; then
+	sport_bump=$(free_port)
+	sport_splice=$(free_port)
+	/usr/lib/squid/security_file_certgen -c -s "$work/ssl_db" -M 16MB >/dev/null
+	chown -R proxy:proxy "$work/ssl_db" 2>/dev/null || true
+	echo "127.0.0.1 origin.example.test splice.example.test" > "$work/hosts"
+	cat > "$work/squid.conf" <<CONF
+http_port 127.0.0.1:$sport_splice
+http_port 127.0.0.1:$sport_bump ssl-bump tls-cert=$work/squid-ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=64MB
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $work/ssl_db -M 16MB
+sslcrtd_children 8 startup=2 idle=1
+acl step1 at_step SslBump1
+acl bumpport myportname 127.0.0.1:$sport_bump
+ssl_bump peek step1
+ssl_bump bump bumpport
+ssl_bump splice all
+tls_outgoing_options cafile=$work/origin-ca.pem
+hosts_file $work/hosts
+acl SSL_ports port 1-65535
+acl Safe_ports port 1-65535
+acl CONNECT method CONNECT
+http_access allow localhost
+http_access deny all
+cache deny all
+access_log none
+cache_store_log none
+cache_log $work/squid-cache.log
+pid_filename $work/squid.pid
+coredump_dir $work
+shutdown_lifetime 0 seconds
+max_filedescriptors 65536
+workers 1
+CONF
+	chmod 644 "$work"/*.pem "$work/squid.conf" "$work/hosts"
+	/usr/sbin/squid -N -f "$work/squid.conf" >/dev/null 2>&1 &
+	pids+=($!)
+	if wait_port "127.0.0.1:$sport_bump" && wait_port "127.0.0.1:$sport_splice"; then
+		squid_bump="127.0.0.1:$sport_bump"
+		squid_splice="127.0.0.1:$sport_splice"
+	else
+		echo "bench: squid did not start; see its log:" >&2
+		tail -5 "$work/squid-cache.log" >&2 || true
+	fi
+else
+	echo "bench: squid-openssl is not installed: skipping the squid rows (apt-get install squid-openssl)" >&2
+fi
+
+ca="$work/origin-ca.pem,$airlock_ca,$work/squid-ca.pem"
+declare -A R
+
+run() { # row key  -- load args...
+	local row=$1 key=$2
+	shift 2
+	local out
+	out=$("$B" load -d "$DURATION" -ca "$ca" "$@") || { echo "bench: $row $key failed" >&2; out='{}'; }
+	R[$row,$key]=$out
+}
+
+field() { # json field
+	python3 -c 'import json,sys; d=json.loads(sys.argv[1] or "{}"); v=d.get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
+}
+
+measure() { # row host viaflag...
+	local row=$1 host=$2
+	shift 2
+	for c in $CONNS; do
+		echo "bench: $row, $c connection(s)" >&2
+		run "$row" "ka$c" -c "$c" -url "https://$host:$oport/small" "$@"
+		run "$row" "new$c" -c "$c" -new-conn -url "https://$host:$oport/small" "$@"
+		run "$row" "bulk$c" -c "$c" -url "https://$host:$oport/1m" "$@"
+	done
+}
+
+rows=("direct" "airlock MITM" "airlock splice")
+measure "direct" origin.example.test -dial "127.0.0.1:$oport"
+measure "airlock MITM" origin.example.test -proxy "127.0.0.1:$aport"
+measure "airlock splice" splice.example.test -proxy "127.0.0.1:$aport"
+if [ -n "$squid_bump" ]; then
+	rows+=("squid ssl-bump" "squid splice")
+	measure "squid ssl-bump" origin.example.test -proxy "$squid_bump"
+	measure "squid splice" origin.example.test -proxy "$squid_splice"
+fi
+
+# The table.
+{
+	for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]}"; done
+} > "$work/results.tsv"
+python3 - "$work/results.tsv" "$CONNS" "${rows[@]}" <<'PY'
+import json, sys
+path, conns, rows = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+R = {}
+for line in open(path):
+    key, js = line.rstrip("\n").split("\t", 1)
+    row, col = key.rsplit(",", 1)
+    R[(row, col)] = json.loads(js or "{}")
+def g(row, col, f):
+    return R.get((row, col), {}).get(f)
+cols = []
+for c in conns:
+    cols += [(f"ka{c}", "req_per_s", f"keep-alive c={c} req/s"),
+             (f"new{c}", "req_per_s", f"new conn c={c} /s"),
+             (f"bulk{c}", "mib_per_s", f"1MiB c={c} MiB/s")]
+hdr = ["path"] + [c[2] for c in cols] + ["p50 µs (c=1 ka)", "errors"]
+table = []
+for row in rows:
+    line = [row]
+    for col, f, _ in cols:
+        v = g(row, col, f)
+        line.append("-" if v is None else f"{v:,.0f}")
+    p50 = g(row, f"ka{conns[0]}", "p50_us")
+    line.append("-" if p50 is None else f"{p50:,.0f}")
+    line.append(str(sum((g(row, col, "errors") or 0) for col, _, _ in cols)))
+    table.append(line)
+w = [max(len(str(x)) for x in col) for col in zip(hdr, *table)]
+fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
+print(fmt.format(*hdr))
+print("|" + "|".join("-" * (n + 2) for n in w) + "|")
+for line in table:
+    print(fmt.format(*line))
+print()
+def ratio(a, b):
+    return "-" if not a or not b else f"{a / b:.2f}x"
+big = conns[-1]
+print(f"ratios (c={big} unless noted):")
+def rq(row, col, f="req_per_s"):
+    return g(row, col, f)
+checks = [
+    ("MITM keep-alive / squid ssl-bump (target >= 2.0x)", rq("airlock MITM", f"ka{big}"), rq("squid ssl-bump", f"ka{big}")),
+    ("MITM new conn / squid ssl-bump (target >= 3.5x)", rq("airlock MITM", f"new{big}"), rq("squid ssl-bump", f"new{big}")),
+    ("MITM 1MiB / direct (target >= 0.7x)", rq("airlock MITM", f"bulk{big}", "mib_per_s"), rq("direct", f"bulk{big}", "mib_per_s")),
+    ("splice keep-alive / squid splice (target >= 1.0x)", rq("airlock splice", f"ka{big}"), rq("squid splice", f"ka{big}")),
+    ("splice new conn / squid splice (target >= 1.0x)", rq("airlock splice", f"new{big}"), rq("squid splice", f"new{big}")),
+    ("splice 1MiB / squid splice (target >= 1.0x)", rq("airlock splice", f"bulk{big}", "mib_per_s"), rq("squid splice", f"bulk{big}", "mib_per_s")),
+    ("splice 1MiB / direct (target >= 0.9x)", rq("airlock splice", f"bulk{big}", "mib_per_s"), rq("direct", f"bulk{big}", "mib_per_s")),
+]
+for name, a, b in checks:
+    print(f"  {name}: {ratio(a, b)}")
+c1 = conns[0]
+d = g("direct", f"ka{c1}", "p50_us")
+for row in rows[1:]:
+    v = g(row, f"ka{c1}", "p50_us")
+    if v is not None and d is not None:
+        print(f"  added p50 latency, one keep-alive client, {row}: {v - d:,.0f} µs (MITM target <= 150)")
+PY
