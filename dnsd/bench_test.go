@@ -14,7 +14,7 @@ func benchServer(b *testing.B) *Server {
 	up.SetReply(q)
 	rr, _ := dns.NewRR("www.example.test. 3600 IN A 1.2.3.4")
 	up.Answer = append(up.Answer, rr)
-	p := allowPolicy("example.test")
+	p := webPolicy(b, "", "")
 	s, err := New(Config{Identifier: oneSandbox(p, false), Emitter: &countEmitter{}, Public: publicForTest,
 		Upstreams: []Upstream{{Addr: "127.0.0.1:1"}}})
 	if err != nil {

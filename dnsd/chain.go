@@ -197,7 +197,7 @@ func (s *Server) event(q *query) audit.Event {
 	switch {
 	case q.reason != "":
 		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dnsd", q.reason
-	case q.guard != "":
+	case q.guard != "" && resolves(v.Action):
 		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dns."+q.guard, "exfiltration guard: "+q.guard
 		ev.Category = v.Category
 	default:

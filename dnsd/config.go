@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"time"
 
@@ -100,7 +101,7 @@ type Config struct {
 	PacketConns []net.PacketConn
 	Listeners   []net.Listener
 	// UDPSockets is how many SO_REUSEPORT UDP sockets each Listen address
-	// gets (default 2).
+	// gets (default GOMAXPROCS, at least 2).
 	UDPSockets int
 
 	Identifier Identifier    // required
@@ -138,7 +139,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	if c.UDPSockets <= 0 {
-		c.UDPSockets = 2
+		c.UDPSockets = max(2, runtime.GOMAXPROCS(0))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

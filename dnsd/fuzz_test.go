@@ -22,8 +22,7 @@ func (f fuzzExchanger) exchange(_ context.Context, m *dns.Msg, _ Upstream) (*dns
 }
 
 func newFuzzServer(t testing.TB, upstream []byte) *Server {
-	p := allowPolicy("example.test")
-	p.dns.NamesPerParent = 50
+	p := webPolicy(t, "names_per_parent = 50\n", "")
 	s, err := New(Config{
 		Identifier: oneSandbox(p, true),
 		Emitter:    &recorder{},

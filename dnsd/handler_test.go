@@ -45,7 +45,7 @@ func TestHandlerChainWithoutSockets(t *testing.T) {
 func TestMalformedPacketsIgnored(t *testing.T) {
 	w := newWorld(t)
 	w.add("www.example.test. 60 IN A 1.2.3.4")
-	h := startServer(t, w, oneSandbox(allowPolicy("example.test"), false), nil)
+	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), nil)
 	c, err := net.Dial("udp", h.udp)
 	if err != nil {
 		t.Fatal(err)

@@ -15,32 +15,24 @@ import (
 	"airlock/policies"
 )
 
-// fakePolicy allows names under its categories' host suffixes.
-type fakePolicy struct {
-	cats []*policies.Category
-	// hosts[i] are the suffixes of cats[i]
-	hosts [][]string
-	dns   policies.DNSConfig
+// webPolicy is a real policy allowing example.test and its subdomains
+// (category "web"), with the given [dns] keys and extra TOML appended.
+func webPolicy(t testing.TB, dnsKeys, extra string) *policies.Policy {
+	t.Helper()
+	return mustPolicy(t, "version = 1\n[dns]\n"+dnsKeys+`
+[categories.web]
+kind = "public_web"
+hosts = ["example.test", "*.example.test"]
+`+extra)
 }
 
-func (p *fakePolicy) Decide(r policies.Request) policies.Verdict {
-	h := strings.ToLower(r.Host)
-	for i, c := range p.cats {
-		for _, suf := range p.hosts[i] {
-			if h == suf || strings.HasSuffix(h, "."+suf) {
-				return policies.Verdict{Action: policies.ActionAllow, Kind: c.Kind, Category: c.Name,
-					Rule: policies.Rule{Name: "categories." + c.Name + ".hosts"}, Cat: c}
-			}
-		}
+func mustPolicy(t testing.TB, src string) *policies.Policy {
+	t.Helper()
+	p, err := policies.Parse("test.toml", []byte(src))
+	if err != nil {
+		t.Fatalf("policy: %v\n%s", err, src)
 	}
-	return policies.Verdict{Action: policies.ActionDeny, Rule: policies.Rule{Name: "default"}, Reason: "no category covers the name"}
-}
-
-func (p *fakePolicy) DNS() policies.DNSConfig { return p.dns }
-
-func allowPolicy(suffixes ...string) *fakePolicy {
-	return &fakePolicy{cats: []*policies.Category{{Name: "web", Kind: policies.KindPublicWeb, Action: policies.ActionAllow}},
-		hosts: [][]string{suffixes}}
+	return p
 }
 
 // publicForTest treats 198.18.0.0/15 and friends as non-public, like the

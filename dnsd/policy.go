@@ -21,7 +21,19 @@ var neverTypes = []uint16{dns.TypeANY, dns.TypeNULL, dns.TypeAXFR, dns.TypeIXFR,
 func (s *Server) decide(q *query) bool {
 	q.verdict = q.sb.Policy.Decide(policies.Request{Stage: policies.StageDNS, Host: strings.TrimSuffix(q.name, "."), QType: q.qtype})
 	if !resolves(q.verdict.Action) {
-		q.resp = s.blockAnswer(q, "blocked by policy: "+q.verdict.Rule.Name)
+		switch q.verdict.Rule.Name {
+		case "dns.qtypes":
+			// The name may exist: REFUSED, not NXDOMAIN, so the client's
+			// negative cache does not hide its other types.
+			q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "query type not allowed")
+		case "dns.max_label":
+			q.guard = GuardLabelLength
+		case "dns.max_name":
+			q.guard = GuardNameLength
+		}
+		if q.resp == nil {
+			q.resp = s.blockAnswer(q, "blocked by policy: "+q.verdict.Rule.Name)
+		}
 		return false
 	}
 	if !qtypeAllowed(q.sb.Policy.DNS(), q.verdict.Cat, q.qtype) {

@@ -106,7 +106,7 @@ func TestTransparentAnswersFromOriginalDestination(t *testing.T) {
 	w := newWorld(t)
 	w.add("www.example.test. 60 IN A 1.2.3.4")
 	sandbox := netip.MustParseAddr("198.18.200.2")
-	h := startServer(t, w, idents{sandbox: {ID: "sb1", Policy: allowPolicy("example.test")}}, func(c *Config) {
+	h := startServer(t, w, idents{sandbox: {ID: "sb1", Policy: webPolicy(t, "", "")}}, func(c *Config) {
 		c.Listen, c.PacketConns, c.Listeners = nil, []net.PacketConn{pc}, []net.Listener{ln}
 	})
 
