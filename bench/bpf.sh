@@ -6,7 +6,8 @@
 #     splice listener, against the same listener reached at the gateway with
 #     no program, interleaved in one run.
 # Targets: <= 50 ns/pkt and <= 3x empty; throughput ratio >= 0.97.
-# Env: BENCH_REPEAT (default 5000000, split over 5 rounds), AIRLOCK_BENCH_SECONDS (default 5).
+# Env: BENCH_REPEAT (default 5000000, split over 5 rounds), AIRLOCK_BENCH_SECONDS (default 2)
+# and AIRLOCK_BENCH_ROUNDS (default 6) for iperf3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

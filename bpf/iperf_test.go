@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -30,10 +31,7 @@ func TestIperfThroughput(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("skipping: iperf3 not installed (apt-get install iperf3)")
 	}
-	secs := 5
-	if v, err := strconv.Atoi(os.Getenv("AIRLOCK_BENCH_SECONDS")); err == nil && v > 0 {
-		secs = v
-	}
+	secs, rounds := envInt("AIRLOCK_BENCH_SECONDS", 2), envInt("AIRLOCK_BENCH_ROUNDS", 6)
 	p := openTest(t, Options{})
 	c := pickSubnet(t)
 	gw, steeredAddr, plainAddr, dst := ip(c, 1), ip(c, 2), ip(c, 3), ip(c, 200)
@@ -56,16 +54,23 @@ func TestIperfThroughput(t *testing.T) {
 	must(t, p.SetProxyListener(relay))
 	relayPort := uint16(relay.Addr().(*net.TCPAddr).Port)
 
-	var with, without []float64
-	for round := range 2 {
-		w := runIperf(t, steered, netip.AddrPortFrom(dst, 5201), secs)
-		o := runIperf(t, plain, netip.AddrPortFrom(gw, relayPort), secs)
-		with, without = append(with, w), append(without, o)
-		t.Logf("round %d: with program %.2f Gbit/s, without %.2f Gbit/s", round+1, w/1e9, o/1e9)
+	// Paired rounds in ABBA order; the median of the per-round ratios is
+	// the figure least moved by other load on a shared machine.
+	var with, without, ratios []float64
+	for round := range rounds {
+		var w, o float64
+		if round%2 == 0 {
+			w = runIperf(t, steered, netip.AddrPortFrom(dst, 5201), secs)
+			o = runIperf(t, plain, netip.AddrPortFrom(gw, relayPort), secs)
+		} else {
+			o = runIperf(t, plain, netip.AddrPortFrom(gw, relayPort), secs)
+			w = runIperf(t, steered, netip.AddrPortFrom(dst, 5201), secs)
+		}
+		with, without, ratios = append(with, w), append(without, o), append(ratios, w/o)
+		t.Logf("round %d: with program %.2f Gbit/s, without %.2f Gbit/s, ratio %.3f", round+1, w/1e9, o/1e9, w/o)
 	}
-	mw, mo := mean(with), mean(without)
-	fmt.Printf("iperf3 %ds x2 each, interleaved: with program %.2f Gbit/s, without %.2f Gbit/s, ratio %.3f\n",
-		secs, mw/1e9, mo/1e9, mw/mo)
+	fmt.Printf("iperf3 %d rounds x %ds each way, interleaved: with program median %.2f Gbit/s, without %.2f Gbit/s; median ratio %.3f, ratio of medians %.3f\n",
+		rounds, secs, median(with)/1e9, median(without)/1e9, median(ratios), median(with)/median(without))
 	if s, err := p.Stats(9); err == nil {
 		t.Logf("program counters: %+v", s)
 		if s.Passed.TCPProxy == 0 || s.Passed.TCPOwned == 0 {
@@ -74,12 +79,20 @@ func TestIperfThroughput(t *testing.T) {
 	}
 }
 
-func mean(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	return s / float64(len(v))
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
 
 func startIperfServer(t *testing.T) string {
