@@ -19,6 +19,10 @@ const (
 	maxDiffEdits = 4000      // more edits than this: the file is shown replaced
 )
 
+// maxHashed bounds the bytes hashed per file; larger files are also compared
+// by size and modification time. (A variable so the fuzz target can lower it.)
+var maxHashed int64 = 64 << 20
+
 type entry struct {
 	typ  byte
 	mode int64
@@ -71,8 +75,11 @@ func readEntry(tr io.Reader, h *tar.Header, e entry) (entry, error) {
 	if h.Size <= maxTextFile {
 		w = io.MultiWriter(hash, &keep)
 	}
-	if _, err := io.Copy(w, tr); err != nil {
+	if _, err := io.CopyN(w, tr, min(h.Size, maxHashed)); err != nil {
 		return e, err
+	}
+	if h.Size > maxHashed {
+		fmt.Fprintf(hash, "\x00%d\x00%d", h.Size, h.ModTime.UnixNano())
 	}
 	copy(e.sum[:], hash.Sum(nil))
 	b := keep.Bytes()

@@ -134,3 +134,31 @@ func FuzzLineDiff(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIndexTar feeds arbitrary bytes as a sandbox's /workspace tar stream
+// (the sandbox controls it): no panic, and a tree never differs from itself.
+func FuzzIndexTar(f *testing.F) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "workspace/a.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+	tw.Write([]byte("hi\n"))
+	tw.WriteHeader(&tar.Header{Name: "../../etc/x", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"})
+	tw.Close()
+	f.Add(buf.Bytes())
+	f.Add([]byte("not a tar"))
+	maxHashed = 64 << 10 // sparse entries can claim huge sizes cheaply
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, err := indexTar(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		for name := range idx {
+			if name == "" || name[0] == '/' || name == ".." || len(name) > 2 && name[:3] == "../" {
+				t.Fatalf("name %q escapes the workspace", name)
+			}
+		}
+		if d := diffTrees(idx, idx); len(d.Changes) != 0 || d.Patch != "" {
+			t.Fatalf("a tree differs from itself: %+v", d)
+		}
+	})
+}
