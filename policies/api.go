@@ -147,7 +147,9 @@ func (r Rule) String() string {
 type Verdict struct {
 	// Action is what to do on the wire. In audit mode a would-be denial
 	// comes back as ActionAudit with WouldDeny set.
-	Action    Action
+	Action Action
+	// WouldDeny is true only on an audit verdict that enforce mode would
+	// have denied (docs/events.md, would_deny); false on a deny verdict.
 	WouldDeny bool
 	Kind      Kind
 	Category  string // category name, "" when none decided

@@ -24,7 +24,7 @@ func (p *Policy) Decide(r Request) Verdict { return p.decide(&r, nil) }
 
 func (p *Policy) decide(r *Request, tr *trace) Verdict {
 	if p == nil {
-		return Verdict{Action: ActionDeny, WouldDeny: true, Rule: Rule{Name: "default"}, Reason: "no policy loaded"}
+		return Verdict{Action: ActionDeny, Rule: Rule{Name: "default"}, Reason: "no policy loaded"}
 	}
 	var v Verdict
 	switch r.Stage {
@@ -41,7 +41,9 @@ func (p *Policy) decide(r *Request, tr *trace) Verdict {
 }
 
 // finish applies the audit mode of the category that decided (or of the
-// policy): a would-deny becomes ActionAudit with WouldDeny set.
+// policy): a would-deny becomes ActionAudit with WouldDeny set. WouldDeny
+// is set only then, as docs/events.md defines would_deny: a deny verdict
+// carries WouldDeny = false.
 func (p *Policy) finish(v Verdict) Verdict {
 	if v.Action > ActionAudit { // unknown action: fail closed
 		v.Action = ActionDeny
@@ -49,13 +51,12 @@ func (p *Policy) finish(v Verdict) Verdict {
 	if v.Action != ActionDeny {
 		return v
 	}
-	v.WouldDeny = true
 	mode := p.mode
 	if v.Cat != nil {
 		mode = v.Cat.Mode
 	}
 	if mode == ModeAudit {
-		v.Action = ActionAudit
+		v.Action, v.WouldDeny = ActionAudit, true
 	}
 	return v
 }

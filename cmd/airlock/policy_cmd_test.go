@@ -79,7 +79,7 @@ expect = "allow"
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	for _, want := range []string{f + ":5:1: FAIL push is allowed", "expected: allow", "actual:   deny (would_deny) by categories.git.push (" + f + ":2:1)", "want allow, got deny"} {
+	for _, want := range []string{f + ":5:1: FAIL push is allowed", "expected: allow", "actual:   deny by categories.git.push (" + f + ":2:1)", "want allow, got deny"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("output lacks %q:\n%s", want, errs)
 		}
@@ -93,7 +93,7 @@ func TestPolicyExplain(t *testing.T) {
 		want []string
 	}{
 		{[]string{"GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack"},
-			[]string{"verdict:   deny (would_deny)", "rule:      categories.git.push (" + file + ":24:1)", "categories.git.hosts[0] (" + file + ":23:10): the most specific rule that matches", "categories.registries (" + file + ":17:1): no host pattern matches git.example.test"}},
+			[]string{"verdict:   deny\n", "rule:      categories.git.push (" + file + ":24:1)", "categories.git.hosts[0] (" + file + ":23:10): the most specific rule that matches", "categories.registries (" + file + ":17:1): no host pattern matches git.example.test"}},
 		{[]string{"dns", "registry.example.test", "TXT"},
 			[]string{"verdict:   deny", "rule:      dns.qtypes"}},
 		{[]string{"connect", "a.docs.example.test:443"},
