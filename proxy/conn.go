@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,11 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.
 	f.src, _ = addrPort(c.RemoteAddr())
 	cc := &countConn{Conn: c, f: f}
 	sb, ok := p.cfg.Identify.Identify(f.src.Addr())
+	if (!ok || sb.Policy == nil) && f.mode == "explicit" && p.cfg.ProxyAuth != nil {
+		f.sb = Sandbox{}
+		p.emitClose(f, p.explicitAuth(ctx, f, cc))
+		return
+	}
 	if !ok || sb.Policy == nil {
 		f.sb = Sandbox{ID: ""}
 		p.denyFlow(f, cc, internalDeny(ruleIdentity, "unknown source address"), "")
@@ -232,12 +238,59 @@ func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind)
 
 func (p *Proxy) explicit(ctx context.Context, f *flow, c net.Conn) string {
 	br := bufio.NewReaderSize(c, 16<<10)
-	c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
-	req, head, err := readRequest(br, p.cfg.MaxHeaderBytes)
-	c.SetReadDeadline(time.Time{})
+	req, head, err := p.readFirst(c, br)
 	if err != nil {
 		return p.badRequest(f, c, err)
 	}
+	return p.explicitRequest(ctx, f, c, br, req, head)
+}
+
+func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *rawHead, error) {
+	c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	return readRequest(br, p.cfg.MaxHeaderBytes)
+}
+
+// explicitAuth identifies a client outside the sandboxes by its proxy
+// credentials, answering 407 when they are missing or wrong.
+func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
+	br := bufio.NewReaderSize(c, 16<<10)
+	req, head, err := p.readFirst(c, br)
+	if err != nil {
+		return p.badRequest(f, c, err)
+	}
+	user, pass, ok := parseProxyBasic(req.Header.Get("Proxy-Authorization"))
+	var sb Sandbox
+	if ok {
+		sb, ok = p.cfg.ProxyAuth.Authenticate(user, pass)
+	}
+	if !ok || sb.Policy == nil {
+		v := internalDeny(ruleIdentity, "unknown source address and no valid proxy credentials")
+		f.verdict, f.handling = v, "none"
+		p.emitDecision(f)
+		resp := reject(req, f.id, http.StatusProxyAuthRequired, v)
+		resp.Header.Set("Proxy-Authenticate", `Basic realm="airlock"`)
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		writeResponse(c, resp, false)
+		return "denied"
+	}
+	f.sb = sb
+	return p.explicitRequest(ctx, f, c, br, req, head)
+}
+
+func parseProxyBasic(h string) (user, pass string, ok bool) {
+	scheme, enc, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "basic") {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(raw), ":")
+}
+
+func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) string {
 	if req.Method != http.MethodConnect {
 		f.handling = "inspect"
 		sc := &scope{f: f, scheme: "http"}
@@ -292,7 +345,7 @@ func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status in
 	f.handling = "none"
 	p.emitDecision(f)
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeResponse(c, reject(req, f.id, status, v), true)
+	writeResponse(c, reject(req, f.id, status, v), false)
 	return "denied"
 }
 

@@ -1,16 +1,21 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"airlock/audit"
 )
@@ -308,5 +313,125 @@ func TestCloseIsIdempotentAndStopsListeners(t *testing.T) {
 func TestNewRejectsIncompleteConfig(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "CA") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWebSocketUpgradeDecidedAndLogged(t *testing.T) {
+	e := newEnv(t)
+	tc, err := e.tlsThroughTransparent(e.worldDst(), "docs.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: docs.example.test:%d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", e.w.tlsPort)
+	br := bufio.NewReader(tc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	io.WriteString(tc, "ping\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo: ping\n" {
+		t.Fatalf("after upgrade read %q, %v", line, err)
+	}
+	e.ev.waitFor(t, "upgrade event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindHTTP && ev.HTTP.Upgrade == "websocket" && ev.Verdict == "allow"
+	})
+	// The same upgrade to a path the policy refuses is refused.
+	tc2, err := e.tlsThroughTransparent(e.worldDst(), "git.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2 := rawExchange(t, tc2, fmt.Sprintf("POST /acme/app.git/git-receive-pack HTTP/1.1\r\nHost: git.example.test:%d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", e.w.tlsPort))
+	if resp2.StatusCode != http.StatusForbidden {
+		t.Fatalf("refused upgrade: %d", resp2.StatusCode)
+	}
+}
+
+func TestExplicitProxyCredentials(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(c *Config) {
+		c.Identify = IdentifierFunc(func(netip.Addr) (Sandbox, bool) { return Sandbox{}, false })
+		c.ProxyAuth = authFunc(func(u, p string) (Sandbox, bool) {
+			return Sandbox{ID: "outside", Policy: e.policy}, u == "ci" && p == "s3cret"
+		})
+	})
+	for _, cred := range []string{"", "Basic " + b64("ci:wrong"), "Bearer x"} {
+		c, err := net.Dial("tcp", e.explicit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := fmt.Sprintf("GET http://plain.example.test:%d/ HTTP/1.1\r\nHost: plain.example.test:%d\r\n", e.w.plainPort, e.w.plainPort)
+		if cred != "" {
+			req += "Proxy-Authorization: " + cred + "\r\n"
+		}
+		resp := rawExchange(t, c, req+"\r\n")
+		c.Close()
+		if resp.StatusCode != http.StatusProxyAuthRequired || resp.Header.Get("Proxy-Authenticate") == "" {
+			t.Fatalf("credentials %q: status %d", cred, resp.StatusCode)
+		}
+	}
+	c, err := net.Dial("tcp", e.explicit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp := rawExchange(t, c, fmt.Sprintf("GET http://plain.example.test:%d/ HTTP/1.1\r\nHost: plain.example.test:%d\r\nProxy-Authorization: Basic %s\r\n\r\n", e.w.plainPort, e.w.plainPort, b64("ci:s3cret")))
+	if resp.StatusCode != 200 {
+		t.Fatalf("with credentials: %d", resp.StatusCode)
+	}
+	if r := e.w.requests(); len(r) != 1 || r[0].Header.Get("Proxy-Authorization") != "" {
+		t.Fatalf("origin saw %+v (proxy credentials must not be forwarded)", r)
+	}
+	e.ev.waitFor(t, "outside sandbox flow", func(ev audit.Event) bool { return ev.Sandbox == "outside" && ev.Kind == audit.KindHTTP })
+	e.ev.waitFor(t, "identity deny", isDeny(ruleIdentity))
+}
+
+type authFunc func(string, string) (Sandbox, bool)
+
+func (f authFunc) Authenticate(u, p string) (Sandbox, bool) { return f(u, p) }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func TestListenTransparent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("IP_TRANSPARENT needs CAP_NET_ADMIN: not root")
+	}
+	ln, err := ListenTransparent(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	raw, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transparent, proto int
+	raw.Control(func(fd uintptr) {
+		transparent, _ = unix.GetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT)
+		proto, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	})
+	if transparent != 1 {
+		t.Error("listener lacks IP_TRANSPARENT")
+	}
+	if proto != unix.IPPROTO_TCP {
+		t.Errorf("listener protocol %d, want plain TCP (not MPTCP)", proto)
+	}
+	// The original destination of an accepted connection is its local address.
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if dst, ok := addrPort(c.LocalAddr()); !ok || dst.String() != ln.Addr().String() {
+		t.Errorf("original destination %v", dst)
 	}
 }

@@ -122,6 +122,9 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	defer resp.Body.Close()
 	c.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
 	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if eb, ok := resp.Body.(*eventBody); ok {
+			eb.once.Do(eb.done) // the request event is written at the switch
+		}
 		return p.upgrade(c, br, resp), false
 	}
 	bw := getWriter(&deadlineWriter{c: c, d: p.cfg.IdleTimeout})

@@ -86,6 +86,12 @@ type Approver interface {
 	Ask(ctx context.Context, h Hold) (approved bool, err error)
 }
 
+// ProxyAuthenticator maps explicit-proxy credentials to a sandbox (for
+// clients outside sandboxes).
+type ProxyAuthenticator interface {
+	Authenticate(user, password string) (Sandbox, bool)
+}
+
 // IsPublicFunc classifies an address: true when it is an ordinary public
 // address. The shared classifier (policies) is the intended implementation.
 type IsPublicFunc func(netip.Addr) bool
@@ -107,6 +113,10 @@ type Config struct {
 	Bindings Bindings // nil: names are never learned from DNS bindings
 	Secrets  Secrets  // nil: every injection fails (502), no placeholders
 	Approver Approver // nil: every ask is denied
+	// ProxyAuth identifies explicit-proxy clients outside sandboxes by
+	// their proxy credentials (Proxy-Authorization: Basic) when Identify
+	// does not know their source address. Nil: such clients are denied.
+	ProxyAuth ProxyAuthenticator
 
 	// UpstreamAllow are non-public ranges the operator lets the proxy
 	// dial (a lab setting), in addition to the categories' CIDRs.

@@ -132,6 +132,21 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 	w.seen = append(w.seen, seenReq{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Auth: r.Header.Get("Authorization"), XToken: r.Header.Get("X-Token"), Body: string(body), Header: r.Header.Clone()})
 	w.mu.Unlock()
+	if r.URL.Path == "/ws" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// Not a real WebSocket: enough of the upgrade to test the proxy's
+		// handling (101, then bytes echoed both ways).
+		c, brw, err := http.NewResponseController(rw).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo: "+line)
+		return
+	}
 	if r.URL.Path == "/big" {
 		rw.Header().Set("Content-Length", "1048576")
 		rw.Write(make([]byte, 1<<20))
