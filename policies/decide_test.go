@@ -78,6 +78,10 @@ func TestPrecedence(t *testing.T) {
 		{"GET https://a.docs.corp.test/", ActionAllow, "categories.docs.hosts[1]"},
 		{"GET https://other.corp.test/", ActionAudit, "categories.public_web.hosts[0]"},
 		{"GET https://api.corp.test/", ActionAsk, "categories.api_ask.hosts[0]"},
+		// An inspected ask category opens the connection; each request asks.
+		{"connect api.corp.test:443", ActionAllow, "categories.api_ask.hosts[0]"},
+		{"dns api.corp.test", ActionAllow, "categories.api_ask.hosts[0]"},
+		{"dns x.blocked.test", ActionDeny, "categories.broad_deny.action"},
 		// An exact name beats a wildcard even when the wildcard category denies.
 		{"GET https://inner.blocked.test/", ActionAllow, "categories.docs.hosts[2]"},
 		{"GET https://x.blocked.test/", ActionDeny, "categories.broad_deny.action"},
@@ -499,5 +503,24 @@ func TestAccessors(t *testing.T) {
 	git, ok := p.Category("git")
 	if !ok || git.Kind != KindGit || !git.Inspect || git.Pos.Line == 0 || len(git.Ports) != 1 || git.Ports[0] != (PortRange{443, 443}) {
 		t.Errorf("git category: %+v", git)
+	}
+}
+
+func TestSpliceCategory(t *testing.T) {
+	p := mustParse(t, `
+version = 1
+[categories.media]
+kind = "public_web"
+hosts = ["media.test"]
+inspect = false
+action = "ask"
+`)
+	checkDecisions(t, p, []decideCase{
+		{"connect media.test:443", ActionAsk, "categories.media.hosts[0]"},
+		{"connect media.test:8443", ActionDeny, "categories.media.ports"},
+	})
+	c, _ := p.Category("media")
+	if c.Inspect || len(c.Methods) != 1 || c.Methods[0] != "*" {
+		t.Errorf("splice category: inspect %v methods %v", c.Inspect, c.Methods)
 	}
 }
