@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,9 +78,13 @@ func TestMain(m *testing.M) {
 }
 
 // requireAppliance skips unless everything the end-to-end tests drive is
-// present: root, `airlock serve` in this tree, Podman and the sandbox
-// user, and the Debian sandbox image.
-func requireAppliance(t *testing.T) string {
+// present: root, Podman and the sandbox user, and the Debian sandbox image.
+// (The appliance itself is this tree's serve package, compiled in.)
+func requireAppliance(t *testing.T) { requireServe(t, true) }
+
+// requireServe is requireAppliance with the image check optional, for
+// tests that start the appliance but no sandbox.
+func requireServe(t *testing.T, image bool) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the end-to-end suite needs root (network namespaces, eBPF, Podman); CI runs as root")
@@ -89,14 +92,15 @@ func requireAppliance(t *testing.T) string {
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("skipping: podman is not installed (make setup)")
 	}
+	if _, err := userIDs("airlock-sandbox"); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if !image {
+		return
+	}
 	if err := imageExists(debianImage); err != nil {
 		t.Skipf("skipping: the sandbox image %s is not built (make image): %v", debianImage, err)
 	}
-	bin := airlockBinary(t)
-	if out, err := exec.Command(bin, "serve", "--help").CombinedOutput(); err != nil {
-		t.Skipf("skipping: this tree's airlock has no serve command yet (%v: %s)", err, firstLine(out))
-	}
-	return bin
 }
 
 func imageExists(ref string) error {
@@ -136,7 +140,6 @@ func firstLine(b []byte) string {
 // appliance is a running `airlock serve` configured for a world.
 type appliance struct {
 	t       *testing.T
-	bin     string
 	dir     string
 	config  string
 	socket  string
@@ -144,7 +147,6 @@ type appliance struct {
 	pool    netip.Prefix
 	ports   struct{ proxy, explicit, control, metrics uint16 }
 	logFile string
-	cmd     *exec.Cmd
 	c       *client.Client
 	w       *world.World
 }
@@ -154,19 +156,24 @@ type appliance struct {
 // (and its sandboxes removed) when the test ends.
 func startAppliance(t *testing.T, w *world.World) *appliance {
 	t.Helper()
-	bin := requireAppliance(t)
-	a := &appliance{t: t, bin: bin, w: w}
+	requireServe(t, false)
+	a := &appliance{t: t, w: w}
 	var err error
 	if a.dir, err = os.MkdirTemp("", "airlock-e2e-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(a.dir) })
+	// The runner needs the sandbox user to reach into the state directory.
+	if err := os.Chmod(a.dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.pickPool(); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.writeFiles(); err != nil {
 		t.Fatal(err)
 	}
+	a.c = client.New(a.socket)
 	a.start()
 	return a
 }
@@ -288,61 +295,6 @@ max = 8
 		}
 	}
 	return nil
-}
-
-func (a *appliance) start() {
-	t := a.t
-	a.logFile = filepath.Join(a.dir, "serve.log")
-	logf, err := os.Create(a.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.cmd = exec.Command(a.bin, "serve", "--config", a.config, "--log-level", "debug")
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := a.cmd.Start(); err != nil {
-		t.Fatalf("start airlock serve: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- a.cmd.Wait(); logf.Close() }()
-	t.Cleanup(func() { a.stop(exited) })
-	a.c = client.New(a.socket)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for {
-		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := a.c.Health(hctx)
-		hcancel()
-		if err == nil {
-			return
-		}
-		select {
-		case werr := <-exited:
-			exited <- werr
-			t.Fatalf("airlock serve exited during start (%v):\n%s", werr, a.log())
-		case <-ctx.Done():
-			t.Fatalf("airlock serve not healthy after 90s (%v):\n%s", err, a.log())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// stop ends the appliance we started (by its PID), politely first.
-func (a *appliance) stop(exited chan error) {
-	if a.cmd.Process == nil {
-		return
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-exited
-		a.t.Errorf("airlock serve did not stop within 30s of SIGTERM; killed:\n%s", a.tail(40))
-	}
-	if a.t.Failed() {
-		a.t.Logf("airlock serve log (tail):\n%s", a.tail(80))
-	}
 }
 
 func (a *appliance) log() string {

@@ -213,7 +213,7 @@ func (s *scenario) report(a *appliance) {
 	s.t.Run("airlock report shows all of it", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, a.bin, "report", s.sb.id, "--md")
+		cmd := exec.CommandContext(ctx, airlockBinary(t), "report", s.sb.id, "--md")
 		cmd.Env = append(os.Environ(), "AIRLOCK_SOCKET="+a.socket)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
