@@ -322,12 +322,16 @@ func TestBypassSentinelToWrongHost(t *testing.T) {
 	}
 	e.w.reset()
 	// Anywhere else: blocked, logged as secret egress, never forwarded.
-	for _, where := range []string{"header", "query"} {
+	for _, where := range []string{"header", "query", "body"} {
 		u := e.url("docs.example.test", "/leak")
 		if where == "query" {
 			u += "?t=" + placeholder
 		}
-		req, _ := http.NewRequest("GET", u, nil)
+		method, body := "GET", ""
+		if where == "body" {
+			method, body = "POST", `{"token":"`+placeholder+`"}`
+		}
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
 		if where == "header" {
 			req.Header.Set("X-Token", "prefix "+placeholder)
 		}

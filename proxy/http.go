@@ -429,9 +429,17 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 		}
 	}
 	if sec != nil {
-		for _, ph := range sec.Placeholders(sandboxID) {
+		phs := sec.Placeholders(sandboxID)
+		body, err := scanBody(out, len(phs) > 0)
+		if err != nil {
+			return p.bodyError(ev, req, err)
+		}
+		for _, ph := range phs {
 			if ph.Value == "" {
 				continue
+			}
+			if !allowed[ph.Name] && bytes.Contains(body, []byte(ph.Value)) {
+				return p.secretEgress(ev, req, ph.Name)
 			}
 			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, allowed[ph.Name], v); resp != nil {
 				return resp
@@ -511,6 +519,27 @@ func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) 
 	out.ContentLength = int64(len(b))
 	out.TransferEncoding = nil
 	return nil
+}
+
+// maxScanBody bounds the request bodies searched for placeholders going
+// to the wrong host; larger bodies are not searched.
+const maxScanBody = 64 << 10
+
+// scanBody buffers a small body of known length so it can be searched,
+// and puts it back for forwarding.
+func scanBody(out *http.Request, want bool) ([]byte, error) {
+	if !want || out.Body == nil || out.Body == http.NoBody || out.ContentLength <= 0 || out.ContentLength > maxScanBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(out.Body, out.ContentLength))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != out.ContentLength {
+		return nil, io.ErrUnexpectedEOF
+	}
+	out.Body = io.NopCloser(bytes.NewReader(b))
+	return b, nil
 }
 
 // secretEgress blocks a placeholder going to a host it does not belong to.

@@ -308,6 +308,7 @@ ports = [TLSPORT]
 [categories.docs]
 kind = "public_web"
 hosts = ["docs.example.test", "rebind.example.test", "meta.example.test", "mapped.example.test", "own.example.test", "bad.example.test"]
+methods = ["GET", "HEAD", "POST"]
 ports = [TLSPORT, BADPORT]
 
 [categories.tunnel]
