@@ -55,6 +55,7 @@ func openTest(t testing.TB, opts Options) *Path {
 		opts.Guard = testGuard()
 	}
 	dir := filepath.Join("/sys/fs/bpf", "airlock-test-"+randHex(4))
+	cleanupPins(t, dir, opts.Guard)
 	p, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("Open: %+v", err)
@@ -69,6 +70,15 @@ func openTest(t testing.TB, opts Options) *Path {
 		}
 	})
 	return p
+}
+
+// cleanupPins registers a last-resort cleanup (it runs after every other one)
+// that removes the pin dir and guards even when Open failed half-way.
+func cleanupPins(t testing.TB, dir string, g GuardConfig) {
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		_ = removeGuards(g.withDefaults())
+	})
 }
 
 // Frame builders for synthetic packets (checksums are not checked by the program).

@@ -84,6 +84,7 @@ func newLab(t *testing.T) *lab {
 	l.gw, l.a, l.b = ip(l.c, 1), ip(l.c, 2), ip(l.c, 3)
 	l.worldHost, l.world = ip(l.c, 129), ip(l.c, 130)
 
+	cleanupPins(t, l.pinRoot, l.opts.Guard)
 	var err error
 	l.p, err = Open(l.pinRoot, l.opts)
 	if err != nil {
