@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"airlock/audit"
+)
+
+func TestPolicySuggestAndReplay(t *testing.T) {
+	now := time.Now()
+	dir := seedAuditStore(t, logsFixture(now))
+	sug := filepath.Join(t.TempDir(), "suggested.toml")
+	cmd := newPolicySuggestCmd()
+	cmd.SetArgs([]string{"--state-dir", dir, "--since", "3h", "-o", sug})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errw bytes.Buffer
+	if err := policyCheck(&out, &errw, []string{sug}); err != nil {
+		b, _ := os.ReadFile(sug)
+		t.Fatalf("suggested policy fails check: %v\n%s\n%s", err, errw.String(), b)
+	}
+	text, _ := os.ReadFile(sug)
+	if !strings.Contains(string(text), `"git.example.test"`) || !strings.Contains(string(text), "registry.example.test") ||
+		strings.Contains(string(text), `"paste.example.test"`) {
+		t.Errorf("suggested:\n%s", text)
+	}
+
+	replay := func(args ...string) (string, error) {
+		c := newPolicyReplayCmd()
+		var o bytes.Buffer
+		c.SetOut(&o)
+		c.SetErr(&o)
+		c.SetArgs(append([]string{"--state-dir", dir, "--since", "24h"}, args...))
+		err := c.Execute()
+		return o.String(), err
+	}
+	if o, err := replay(sug, "--baseline", sug); err != nil || !strings.Contains(o, "no change") {
+		t.Fatalf("same policy: %v\n%s", err, o)
+	}
+	locked := filepath.Join(t.TempDir(), "locked.toml")
+	os.WriteFile(locked, []byte("version = 1\n"), 0o644)
+	o, err := replay(locked, "--baseline", sug)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(o, "NEWLY DENIED") || !strings.Contains(o, "GET https://git.example.test/org/repo/info/refs") {
+		t.Fatalf("locked vs suggested: %v\n%s", err, o)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("version = 2\n"), 0o644)
+	if _, err := replay(bad); !errors.As(err, &ee) || ee.code != 2 {
+		t.Fatalf("bad policy: %v", err)
+	}
+	c := newPolicySuggestCmd()
+	c.SetArgs([]string{"--state-dir", dir, "--sandbox", "nobody"})
+	if err := c.Execute(); !errors.Is(err, audit.ErrNothingToSuggest) {
+		t.Fatalf("nothing recorded: %v", err)
+	}
+}
