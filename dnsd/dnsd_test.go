@@ -443,3 +443,23 @@ func TestCachedAnswerPatched(t *testing.T) {
 		t.Errorf("events: %+v", evs)
 	}
 }
+
+// A slow upstream gets SERVFAIL once the query's budget is spent.
+func TestSlowUpstreamServfail(t *testing.T) {
+	w := newWorld(t)
+	w.add("slow.example.test. 60 IN A 1.2.3.4")
+	w.set(func(w *world) { w.delay = 700 * time.Millisecond })
+	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), func(c *Config) {
+		c.Timeout, c.AttemptTimeout = 300*time.Millisecond, 100*time.Millisecond
+	})
+	r := h.ask(t, "udp", "slow.example.test", dns.TypeA)
+	if r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("rcode %s", dns.RcodeToString[r.Rcode])
+	}
+	if e := ede(r); e == nil || e.InfoCode != dns.ExtendedErrorCodeNetworkError {
+		t.Errorf("EDE %v", e)
+	}
+	if n := len(w.queries()); n < 2 {
+		t.Errorf("upstream saw %d attempts, want retries", n)
+	}
+}
