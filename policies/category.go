@@ -191,7 +191,6 @@ func (l *loader) action(m map[string]any, path string) Action {
 
 func (l *loader) catHosts(c *Category, m map[string]any) {
 	hosts, paths, _ := l.strList(m, "hosts", c.r.path)
-	seen := make(map[string]string, len(hosts))
 	rules := make([]hostRule, 0, len(hosts))
 	for i, h := range hosts {
 		pat, wild, err := parseHostPattern(h)
@@ -199,11 +198,7 @@ func (l *loader) catHosts(c *Category, m map[string]any) {
 			l.errf(paths[i], "%q: %v", h, err)
 			continue
 		}
-		if prev, dup := seen[pat]; dup {
-			l.errf(paths[i], "%q repeats %s", h, prev)
-			continue
-		}
-		seen[pat] = paths[i]
+		// duplicates are found when the rules are indexed (loader.categories)
 		rules = append(rules, hostRule{pattern: pat, wildcard: wild, cat: c, rule: l.rule(paths[i])})
 	}
 	reasons := make([]string, len(rules))

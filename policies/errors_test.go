@@ -82,7 +82,7 @@ func TestErrors(t *testing.T) {
 		{"dns qtype", "version = 1\n[dns]\nqtypes = [\"A\", \"BOGUS\"]\n", "x.toml:3:16: dns.qtypes[1]: unknown DNS query type \"BOGUS\""},
 		{"dns max_label", "version = 1\n[dns]\nmax_label = 64\n", "dns.max_label: 64 is out of range"},
 		{"deny host", "version = 1\n[deny]\nhosts = [\"*.*.test\"]\n", "deny.hosts[0]"},
-		{"duplicate host", "version = 1\n[categories.git]\nhosts = [\"g.test\", \"G.test\"]\n", "x.toml:3:20: categories.git.hosts[1]: \"G.test\" repeats categories.git.hosts[0]"},
+		{"duplicate host", "version = 1\n[categories.git]\nhosts = [\"g.test\", \"G.test\"]\n", "x.toml:3:20: categories.git.hosts[1]: \"g.test\" repeats categories.git.hosts[0]"},
 		{"test expect", "version = 1\n[[tests]]\nrequest = \"dns a.test\"\nexpect = \"allowed\"\n", "x.toml:4:1: tests[0].expect: unknown verdict \"allowed\""},
 		{"test request", "version = 1\n[[tests]]\nrequest = \"FETCH a.test\"\nexpect = \"deny\"\n", "x.toml:3:1: tests[0].request"},
 		{"second test", "version = 1\n[[tests]]\nrequest = \"dns a.test\"\nexpect = \"deny\"\n[[tests]]\nrequest = \"dns a.test\"\nexpekt = \"deny\"\n", "x.toml:7:1: tests[1].expekt: unknown key"},

@@ -190,20 +190,29 @@ func newHostIndex() *hostIndex {
 	return &hostIndex{exact: map[string]*hostRule{}, suffix: map[string]*hostRule{}}
 }
 
-func (ix *hostIndex) add(r *hostRule) {
+// add indexes r. If the same category already has the same pattern, it
+// returns that rule and does not add r.
+func (ix *hostIndex) add(r *hostRule) *hostRule {
 	m, k := ix.exact, r.pattern
 	if r.wildcard {
 		m, k = ix.suffix, r.pattern[2:]
 	}
-	first, ok := m[k]
+	cur, ok := m[k]
 	if !ok {
 		m[k] = r
-		return
+		return nil
 	}
-	for first.next != nil {
-		first = first.next
+	for {
+		if cur.cat == r.cat && cur.pattern == r.pattern {
+			return cur
+		}
+		if cur.next == nil {
+			break
+		}
+		cur = cur.next
 	}
-	first.next = r
+	cur.next = r
+	return nil
 }
 
 // lookup returns the first of the most specific rules for a normalized

@@ -215,7 +215,7 @@ func (l *loader) denySection(p *Policy, tree map[string]any) {
 			continue
 		}
 		seen[pat] = paths[i]
-		p.denyHosts.add(&hostRule{pattern: pat, wildcard: wild, rule: l.rule(paths[i]),
+		_ = p.denyHosts.add(&hostRule{pattern: pat, wildcard: wild, rule: l.rule(paths[i]),
 			reason: "host " + pat + " is listed in [deny]"})
 	}
 	for _, c := range l.cidrs(m, "deny") {
@@ -310,7 +310,9 @@ func (l *loader) categories(p *Policy, tree map[string]any) {
 		p.cats = append(p.cats, c)
 		p.catByName[name] = c
 		for _, hr := range c.r.hosts {
-			p.hosts.add(hr)
+			if prev := p.hosts.add(hr); prev != nil {
+				l.errf(hr.rule.Name, "%q repeats %s", hr.pattern, prev.rule.Name)
+			}
 		}
 		p.cidrs = append(p.cidrs, c.r.cidrs...)
 	}

@@ -302,7 +302,11 @@ func (s *scanner) array(path string) {
 		}
 		start := s.i
 		p := s.pos()
-		s.value(elemPath(path, len(elems)))
+		if c := s.peek(); c == '[' || c == '{' { // only nested values need a path
+			s.value(elemPath(path, len(elems)))
+		} else {
+			s.value("")
+		}
 		elems = append(elems, p)
 		if s.i == start {
 			s.adv()
