@@ -248,6 +248,23 @@ func TestSteering(t *testing.T) {
 		}
 	})
 
+	t.Run("no dns sockets fail closed and new ones restore without re-attach", func(t *testing.T) {
+		dst := netip.AddrPortFrom(l.world, 53)
+		l.dns.udp.Close()
+		l.dns.tcp.Close()
+		if got, err := udpQueryTimeout(l.sbxA, dst, 700*time.Millisecond); err == nil {
+			t.Fatalf("udp dns answered (%q) with no dnsd", got)
+		}
+		l.expectNoConnect(t, l.sbxA, dst)
+		l.drops.wait(t, "no dns socket", func(d Drop) bool { return d.Reason == ReasonNoDNS && d.Dst == l.world })
+		l.worldSawNothing(t)
+		l.dns = startFakeDNS(l.t, l.gw)
+		must(t, l.p.SetDNSSockets(l.dns.udp, l.dns.tcp))
+		if got, err := udpQuery(l.sbxA, dst); err != nil || got != "dns-udp "+dst.String() {
+			t.Fatalf("udp dns after restart: %q, %v", got, err)
+		}
+	})
+
 	t.Run("a detached program still fails closed", func(t *testing.T) {
 		hl, err := net.Listen("tcp4", "0.0.0.0:0")
 		must(t, err)
@@ -334,6 +351,10 @@ func reuseAddr(_, _ string, c syscall.RawConn) error {
 // udpQuery sends one datagram from a connected socket in n and returns the
 // reply.
 func udpQuery(n *ns, dst netip.AddrPort) (string, error) {
+	return udpQueryTimeout(n, dst, 3*time.Second)
+}
+
+func udpQueryTimeout(n *ns, dst netip.AddrPort, timeout time.Duration) (string, error) {
 	var got string
 	err := n.do(func() error {
 		u, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
@@ -344,7 +365,7 @@ func udpQuery(n *ns, dst netip.AddrPort) (string, error) {
 		if _, err := u.Write([]byte("query")); err != nil {
 			return err
 		}
-		u.SetReadDeadline(time.Now().Add(3 * time.Second))
+		u.SetReadDeadline(time.Now().Add(timeout))
 		buf := make([]byte, 512)
 		k, err := u.Read(buf)
 		got = strings.TrimSpace(string(buf[:k]))
