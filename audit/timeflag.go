@@ -16,7 +16,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100000 {
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}

@@ -1,0 +1,67 @@
+package audit
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Collector exports a pipeline's Stats as Prometheus metrics
+// (airlock_audit_*). Register it once: prometheus.MustRegister(audit.NewCollector(p)).
+type Collector struct {
+	p     *Pipeline
+	descs map[string]*prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+var metricHelp = map[string]string{
+	"queue_depth":         "Events waiting in the audit queue.",
+	"queue_capacity":      "Capacity of the audit queue.",
+	"accepted_total":      "Events the audit queue accepted.",
+	"dropped_total":       "Events dropped because the audit queue stayed full (reported by gap records).",
+	"written_total":       "Records written to every audit sink.",
+	"lost_total":          "Records given up at shutdown because a sink kept failing.",
+	"gaps_total":          "Gap records written.",
+	"store_errors_total":  "Failed audit store transactions (each is retried).",
+	"stream_errors_total": "Failed audit stream writes (each is retried).",
+	"pruned_total":        "Records deleted by store retention.",
+	"last_seq":            "Sequence number of the newest audit record.",
+	"failing":             "1 while an audit sink is failing and writes are being retried.",
+}
+
+// NewCollector returns a collector reading p.Stats() at each scrape.
+func NewCollector(p *Pipeline) *Collector {
+	c := &Collector{p: p, descs: map[string]*prometheus.Desc{}}
+	for name, help := range metricHelp {
+		c.descs[name] = prometheus.NewDesc("airlock_audit_"+name, help, nil, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.Stats()
+	failing := 0.0
+	if s.Failing {
+		failing = 1
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	for _, m := range []struct {
+		name string
+		t    prometheus.ValueType
+		v    float64
+	}{
+		{"queue_depth", gauge, float64(s.QueueDepth)}, {"queue_capacity", gauge, float64(s.QueueCapacity)},
+		{"accepted_total", counter, float64(s.Accepted)}, {"dropped_total", counter, float64(s.Dropped)},
+		{"written_total", counter, float64(s.Written)}, {"lost_total", counter, float64(s.Lost)},
+		{"gaps_total", counter, float64(s.Gaps)}, {"store_errors_total", counter, float64(s.StoreErrors)},
+		{"stream_errors_total", counter, float64(s.StreamErrors)}, {"pruned_total", counter, float64(s.Pruned)},
+		{"last_seq", gauge, float64(s.LastSeq)}, {"failing", gauge, failing},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.t, m.v)
+	}
+}
