@@ -106,11 +106,12 @@ func (p *Path) load() error {
 	if err != nil {
 		return loadErr(err)
 	}
+	// The program pin is for inspection (bpftool); links hold their own
+	// reference, so a failure here is only logged.
 	progPin := filepath.Join(p.dir, "prog_steer")
 	_ = os.Remove(progPin)
 	if err := p.objs.AlkSteer.Pin(progPin); err != nil {
-		p.objs.Close()
-		return fmt.Errorf("bpf: pin program: %w", err)
+		p.log.Warn("bpf: pin program", "path", progPin, "err", err)
 	}
 	return nil
 }
