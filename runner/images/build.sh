@@ -131,7 +131,7 @@ chroot_install() {
 	local rc=0
 	chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
 		sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends ${DEBIAN_PACKAGES//,/ }" |
-		awk '/^(Get|Unpacking|Setting up)/{n++; if (n % 40 != 0) next} {print "    " $0; fflush()}' || rc=1
+		awk '/^(Get|Unpacking|Setting up|Selecting|Preparing|\(Reading)/{n++; if (n % 50 != 0) next} {print "    " $0; fflush()}' || rc=1
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 	umount "$root/proc"
 	rm -f "$root/usr/sbin/policy-rc.d"

@@ -14,12 +14,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
 	"github.com/containers/podman/v5/pkg/bindings"
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
+	"github.com/containers/podman/v5/pkg/domain/entities/types"
 	"github.com/containers/podman/v5/pkg/errorhandling"
 
 	"airlock/runner"
@@ -30,6 +34,12 @@ import (
 // cannot stop an attached exec).
 type Engine struct {
 	conn context.Context // carries the bindings client
+
+	// With Connect: the service config, to start the service again when
+	// its socket stops answering, and the service this engine started.
+	svcCfg *ServiceConfig
+	mu     sync.Mutex
+	svcs   []*Service
 }
 
 var _ runner.Engine = (*Engine)(nil)
@@ -43,6 +53,71 @@ func NewEngine(ctx context.Context, socket string) (*Engine, error) {
 	return &Engine{conn: conn}, nil
 }
 
+// Connect starts the sandbox user's Podman service if it is not running and
+// connects to it. When the service later stops answering (it died, or it was
+// stopped), the next call starts it again and retries once. Close stops any
+// service this engine started.
+func Connect(ctx context.Context, cfg ServiceConfig) (*Engine, error) {
+	svc, err := StartService(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := NewEngine(ctx, svc.Socket())
+	if err != nil {
+		return nil, errors.Join(err, svc.Close())
+	}
+	e.svcCfg = &cfg
+	e.svcs = []*Service{svc}
+	return e, nil
+}
+
+// StartedService reports whether this engine started a Podman service.
+func (e *Engine) StartedService() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.svcs {
+		if s.Started() {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the Podman service if this engine started it. Sandboxes keep
+// running (conmon holds them), and the next Connect adopts them.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, s := range e.svcs {
+		errs = append(errs, s.Close())
+	}
+	e.svcs = nil
+	return errors.Join(errs...)
+}
+
+// do runs f with a client context; if the service socket refused the
+// connection and the engine manages the service, it starts the service
+// again and retries f once (the request never reached a server).
+func (e *Engine) do(ctx context.Context, f func(c context.Context) error) error {
+	c, done := e.call(ctx)
+	err := f(c)
+	done()
+	if err == nil || e.svcCfg == nil || !(errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)) {
+		return err
+	}
+	svc, serr := StartService(ctx, *e.svcCfg)
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	e.mu.Lock()
+	e.svcs = append(e.svcs, svc)
+	e.mu.Unlock()
+	c, done = e.call(ctx)
+	defer done()
+	return f(c)
+}
+
 // call returns a context carrying the client that ends with parent.
 func (e *Engine) call(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(e.conn)
@@ -52,38 +127,40 @@ func (e *Engine) call(parent context.Context) (context.Context, context.CancelFu
 
 // ImageID implements runner.Engine.
 func (e *Engine) ImageID(ctx context.Context, ref string) (string, error) {
-	c, done := e.call(ctx)
-	defer done()
-	img, err := images.GetImage(c, ref, nil)
-	if err != nil {
-		return "", wrap(err)
-	}
-	return img.ID, nil
+	var id string
+	err := e.do(ctx, func(c context.Context) error {
+		img, err := images.GetImage(c, ref, nil)
+		if err == nil {
+			id = img.ID
+		}
+		return err
+	})
+	return id, wrap(err)
 }
 
 // Create implements runner.Engine.
 func (e *Engine) Create(ctx context.Context, s runner.Spec) (string, error) {
-	c, done := e.call(ctx)
-	defer done()
-	resp, err := containers.CreateWithSpec(c, SpecGen(s), nil)
-	if err != nil {
-		return "", wrap(err)
-	}
-	return resp.ID, nil
+	var id string
+	err := e.do(ctx, func(c context.Context) error {
+		resp, err := containers.CreateWithSpec(c, SpecGen(s), nil)
+		id = resp.ID
+		return err
+	})
+	return id, wrap(err)
 }
 
 // Start implements runner.Engine.
 func (e *Engine) Start(ctx context.Context, id string) error {
-	c, done := e.call(ctx)
-	defer done()
-	return wrap(containers.Start(c, id, nil))
+	return wrap(e.do(ctx, func(c context.Context) error { return containers.Start(c, id, nil) }))
 }
 
 // Inspect implements runner.Engine.
 func (e *Engine) Inspect(ctx context.Context, id string) (runner.Container, error) {
-	c, done := e.call(ctx)
-	defer done()
-	d, err := containers.Inspect(c, id, nil)
+	var d *define.InspectContainerData
+	err := e.do(ctx, func(c context.Context) (err error) {
+		d, err = containers.Inspect(c, id, nil)
+		return err
+	})
 	if err != nil {
 		return runner.Container{}, wrap(err)
 	}
@@ -99,14 +176,16 @@ func (e *Engine) Inspect(ctx context.Context, id string) (runner.Container, erro
 
 // List implements runner.Engine.
 func (e *Engine) List(ctx context.Context, labels map[string]string) ([]runner.Container, error) {
-	c, done := e.call(ctx)
-	defer done()
 	var f []string
 	for k, v := range labels {
 		f = append(f, k+"="+v)
 	}
 	all := true
-	cs, err := containers.List(c, &containers.ListOptions{All: &all, Filters: map[string][]string{"label": f}})
+	var cs []types.ListContainer
+	err := e.do(ctx, func(c context.Context) (err error) {
+		cs, err = containers.List(c, &containers.ListOptions{All: &all, Filters: map[string][]string{"label": f}})
+		return err
+	})
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -129,7 +208,11 @@ func (e *Engine) Exec(ctx context.Context, id string, p runner.Process, started 
 	cfg := new(handlers.ExecCreateConfig)
 	cfg.Cmd, cfg.WorkingDir, cfg.Env = p.Argv, p.Cwd, p.Env
 	cfg.AttachStdout, cfg.AttachStderr, cfg.AttachStdin = true, true, p.Stdin != nil
-	session, err := containers.ExecCreate(c, id, cfg)
+	var session string
+	err := e.do(ctx, func(c context.Context) (err error) {
+		session, err = containers.ExecCreate(c, id, cfg)
+		return err
+	})
 	if err != nil {
 		return runner.ExitStatus{}, wrap(err)
 	}
@@ -231,16 +314,12 @@ func (e *Engine) CopyOut(ctx context.Context, id, path string, w io.Writer) erro
 
 // Pause implements runner.Engine.
 func (e *Engine) Pause(ctx context.Context, id string) error {
-	c, done := e.call(ctx)
-	defer done()
-	return wrap(containers.Pause(c, id, nil))
+	return wrap(e.do(ctx, func(c context.Context) error { return containers.Pause(c, id, nil) }))
 }
 
 // Resume implements runner.Engine.
 func (e *Engine) Resume(ctx context.Context, id string) error {
-	c, done := e.call(ctx)
-	defer done()
-	return wrap(containers.Unpause(c, id, nil))
+	return wrap(e.do(ctx, func(c context.Context) error { return containers.Unpause(c, id, nil) }))
 }
 
 // Commit implements runner.Engine.
@@ -257,9 +336,10 @@ func (e *Engine) Commit(ctx context.Context, id, repo, tag string) (string, erro
 
 // Remove implements runner.Engine.
 func (e *Engine) Remove(ctx context.Context, id string) error {
-	c, done := e.call(ctx)
-	defer done()
-	_, err := containers.Remove(c, id, new(containers.RemoveOptions).WithForce(true).WithTimeout(0).WithVolumes(true))
+	err := e.do(ctx, func(c context.Context) error {
+		_, err := containers.Remove(c, id, new(containers.RemoveOptions).WithForce(true).WithTimeout(0).WithVolumes(true))
+		return err
+	})
 	if err = wrap(err); errors.Is(err, runner.ErrNotFound) {
 		return nil
 	}

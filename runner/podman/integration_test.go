@@ -364,3 +364,49 @@ func TestTwentyConcurrentSandboxes(t *testing.T) {
 		}
 	}
 }
+
+// TestDebianImage: the real clients are in the Debian image and trust the
+// bundle, which holds the image's roots and Airlock's CA.
+func TestDebianImage(t *testing.T) {
+	const debian = "localhost/airlock/debian:12"
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if _, err := engine.ImageID(ctx, debian); err != nil {
+		t.Skipf("image %s is absent (run 'make image'): %v", debian, err)
+	}
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: debian, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{{"curl", "--version"}, {"git", "--version"}, {"python3", "--version"},
+		{"node", "--version"}, {"npm", "--version"}} {
+		e.mustExec(t, sb.ID, argv...)
+	}
+	bundle := e.mustExec(t, sb.ID, "cat", runner.CABundlePath)
+	if n := strings.Count(bundle, "BEGIN CERTIFICATE"); n < 50 || !strings.Contains(bundle, "AIRLOCKTESTCA") {
+		t.Errorf("bundle has %d certificates, Airlock CA included: %t", n, strings.Contains(bundle, "AIRLOCKTESTCA"))
+	}
+	py := e.mustExec(t, sb.ID, "python3", "-c", "import os; print(os.environ['REQUESTS_CA_BUNDLE'])")
+	if py != runner.CABundlePath+"\n" {
+		t.Errorf("python sees REQUESTS_CA_BUNDLE=%q", py)
+	}
+}
+
+// TestServiceRestartedWhenGone: the engine starts the sandbox user's
+// service again when its socket stops answering (here: the tests' private
+// service, stopped on purpose).
+func TestServiceRestartedWhenGone(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if !engine.StartedService() {
+		t.Skip("the service was not started by this process; not stopping it")
+	}
+	if err := engine.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatalf("create after the service stopped: %v", err)
+	}
+	e.mustExec(t, sb.ID, "true")
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,16 +41,23 @@ func TestMain(m *testing.M) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		svc, err := podman.StartService(ctx, podman.ServiceConfig{})
+		// A private service on its own socket: the tests stop it at the end
+		// without disturbing anyone else's.
+		u, err := user.Lookup("airlock-sandbox")
+		if err != nil {
+			skipReason = fmt.Sprintf("no sandbox user (run 'make setup'): %v", err)
+			return m.Run()
+		}
+		sock := filepath.Join("/run/user", u.Uid, "podman", "airlock-test-"+randHex(4)+".sock")
+		engine, err = podman.Connect(ctx, podman.ServiceConfig{Socket: sock})
 		if err != nil {
 			skipReason = fmt.Sprintf("podman service for the sandbox user not available: %v", err)
 			return m.Run()
 		}
-		defer svc.Close() // only stops it if this test process started it
-		if engine, err = podman.NewEngine(ctx, svc.Socket()); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+		defer func() {
+			engine.Close()
+			os.Remove(sock)
+		}()
 		if _, err := engine.ImageID(ctx, busybox); err != nil {
 			skipReason = fmt.Sprintf("image %s is absent (run 'make image'): %v", busybox, err)
 		}

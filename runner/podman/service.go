@@ -26,7 +26,11 @@ var ContainersConf []byte
 
 // ServiceConfig says whose Podman service to use.
 type ServiceConfig struct {
-	User   string       // default "airlock-sandbox"
+	User string // default "airlock-sandbox"
+	// Socket is the service's unix socket; default the user's standard
+	// /run/user/UID/podman/podman.sock. Tests use a private one so they
+	// never stop a service someone else is using.
+	Socket string
 	Logger *slog.Logger // nil: discard
 	// IdleTimeout makes a service this process starts exit after that long
 	// without clients; 0: it runs until stopped.
@@ -63,7 +67,10 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	runDir := filepath.Join("/run/user", u.Uid)
-	s := &Service{socket: filepath.Join(runDir, "podman", "podman.sock")}
+	s := &Service{socket: cfg.Socket}
+	if s.socket == "" {
+		s.socket = filepath.Join(runDir, "podman", "podman.sock")
+	}
 	if err := prepareUser(u.HomeDir, runDir, uid, gid); err != nil {
 		return nil, fmt.Errorf("podman service: %w", err)
 	}
@@ -79,11 +86,13 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 
 // prepareUser creates the runtime dir and installs containers.conf.
 func prepareUser(home, runDir string, uid, gid int) error {
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return err
-	}
-	if err := os.Chown(runDir, uid, gid); err != nil {
-		return err
+	for _, d := range []string{runDir, filepath.Join(runDir, "podman")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			return err
+		}
 	}
 	dir := filepath.Join(home, ".config", "containers")
 	for _, d := range []string{filepath.Join(home, ".config"), dir} {
