@@ -431,6 +431,14 @@ func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, 
 	}
 	if len(c.r.routes) > 0 || c.Kind == KindInternalAPI {
 		rt := c.matchRoute(r.Method, path)
+		if tr != nil {
+			for i := range c.r.routes {
+				if &c.r.routes[i] == rt {
+					break
+				}
+				tr.add(c.r.routes[i].rule, "the method or the path does not match")
+			}
+		}
 		if rt == nil {
 			return ruleDeny(c.r.routesRule, "no route in "+c.r.path+".routes matches the method and path")
 		}

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -522,5 +523,30 @@ action = "ask"
 	c, _ := p.Category("media")
 	if c.Inspect || len(c.Methods) != 1 || c.Methods[0] != "*" {
 		t.Errorf("splice category: inspect %v methods %v", c.Inspect, c.Methods)
+	}
+}
+
+func TestExplainRoutes(t *testing.T) {
+	p := mustParse(t, `
+version = 1
+[categories.internal_api]
+hosts = ["api.test"]
+routes = [
+  { methods = ["GET"], path = "/a" },
+  { methods = ["GET"], path = "/b/*" },
+]
+`)
+	ex := p.Explain(mustReq(t, "GET https://api.test/b/1"))
+	var got []string
+	for _, c := range ex.Considered {
+		got = append(got, c.Rule.Name+": "+c.Outcome)
+	}
+	want := []string{
+		"categories.internal_api.hosts[0]: the most specific rule that matches",
+		"categories.internal_api.routes[0]: the method or the path does not match",
+		"categories.internal_api.routes[1]: the first route that matches the method and path — decided",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("considered:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
