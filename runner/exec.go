@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +23,9 @@ import (
 func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return ExecResult{}, fmt.Errorf("exec in %s: empty command: %w", id, ErrInvalid)
+	}
+	if req.Cwd != "" && !path.IsAbs(req.Cwd) {
+		return ExecResult{}, fmt.Errorf("exec in %s: cwd %q must be absolute: %w", id, req.Cwd, ErrInvalid)
 	}
 	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
