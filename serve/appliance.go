@@ -212,7 +212,22 @@ func (a *Appliance) startPolicies(context.Context) error {
 		}
 	}
 	a.policies = ps
+	a.tap.enrich = a.enrich
 	return nil
+}
+
+// enrich adds the policy hash to lifecycle records (the runner knows the
+// policy's name only): a reviewer sees which version governed the sandbox.
+func (a *Appliance) enrich(e *audit.Event) {
+	l := e.Lifecycle
+	if e.Kind != audit.KindLifecycle || l == nil || l.Policy == "" || l.PolicyHash != "" {
+		return
+	}
+	if ref, ok := a.policies.Get(l.Policy); ok {
+		cp := *l // the producer owns *l
+		cp.PolicyHash = ref.load().Hash()
+		e.Lifecycle = &cp
+	}
 }
 
 func (a *Appliance) startSecrets(context.Context) error {

@@ -16,6 +16,9 @@ import (
 type tap struct {
 	next    audit.Emitter
 	metrics *Metrics
+	// enrich, when set, may fill in fields producers cannot know (the
+	// policy hash of a lifecycle record) before e is recorded.
+	enrich func(e *audit.Event)
 
 	mu      sync.Mutex
 	sums    map[string]*summary
@@ -49,6 +52,9 @@ func newTap(next audit.Emitter, m *Metrics) *tap {
 
 // Emit observes e and passes it on (audit.Emitter).
 func (t *tap) Emit(e audit.Event) {
+	if t.enrich != nil {
+		t.enrich(&e)
+	}
 	t.mu.Lock()
 	if t.metrics != nil {
 		t.metrics.observe(&e)

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"airlock/bpf"
 	"airlock/runner"
 	"airlock/runner/podman"
 	"airlock/serve"
@@ -24,6 +27,9 @@ var serveFlags struct {
 	config   string
 	logLevel string
 	check    bool
+	instance string
+	pinDir   string
+	teardown bool
 }
 
 var serveCmd = &cobra.Command{
@@ -46,6 +52,10 @@ func init() {
 	serveCmd.Flags().StringVarP(&serveFlags.config, "config", "c", "/etc/airlock/airlock.toml", "appliance config file")
 	serveCmd.Flags().StringVar(&serveFlags.logLevel, "log-level", "info", "debug, info, warn or error")
 	serveCmd.Flags().BoolVar(&serveFlags.check, "check", false, "only validate the config file and exit")
+	serveCmd.Flags().StringVar(&serveFlags.instance, "instance", "default", "name of this appliance's containers and runtime files (reconcile touches only its own)")
+	serveCmd.Flags().BoolVar(&serveFlags.teardown, "teardown", false,
+		"remove the pinned kernel path and host guards a stopped appliance left (uninstall); sandboxes must be gone")
+	serveCmd.Flags().StringVar(&serveFlags.pinDir, "pin-dir", bpf.DefaultPinDir, "bpffs directory of the pinned kernel path")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -57,6 +67,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), err)
 		return exitError{1}
+	}
+	if serveFlags.teardown {
+		return teardown(cmd, cfg)
 	}
 	if serveFlags.check {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", serveFlags.config)
@@ -71,7 +84,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: podmanEngine})
+	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: podmanEngine,
+		Instance: serveFlags.instance, PinDir: serveFlags.pinDir})
 	if err != nil {
 		return err
 	}
@@ -142,4 +156,32 @@ func ensureSocketDir(name string) error {
 		}
 	}
 	return nil
+}
+
+// teardown removes what a stopped appliance leaves on purpose (pins,
+// links, routing rule, nft guard table): for uninstalling and for the
+// quickstart's cleanup. It refuses while the appliance still answers.
+func teardown(cmd *cobra.Command, cfg *serve.Config) error {
+	if c, err := net.DialTimeout("unix", cfg.Control.Socket, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("airlock serve is still running on %s: stop it first", cfg.Control.Socket)
+	}
+	p, err := bpf.Reopen(serveFlags.pinDir, bpf.Options{Guard: bpf.GuardConfig{IfacePrefix: runner.VethPrefix}})
+	if errors.Is(err, bpf.ErrNotPinned) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "airlock: nothing pinned at %s\n", serveFlags.pinDir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	hs, err := p.Handles()
+	if err == nil && len(hs) > 0 {
+		p.Close()
+		return fmt.Errorf("%d sandbox(es) are still attached: start the appliance and remove them first (airlock sandbox rm)", len(hs))
+	}
+	if err := p.Teardown(); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "airlock: removed the kernel path at %s and its host guards\n", serveFlags.pinDir)
+	return os.RemoveAll(serveFlags.pinDir)
 }
