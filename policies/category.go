@@ -109,8 +109,11 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	}
 	_, hasHosts := m["hosts"]
 	_, hasCIDRs := m["cidrs"]
-	if !hasHosts && !hasCIDRs {
+	switch {
+	case !hasHosts && !hasCIDRs:
 		l.errf(path, "a category needs hosts or cidrs")
+	case isEmptyList(m["hosts"]) && isEmptyList(m["cidrs"]):
+		l.errf(path, "hosts and cidrs are empty: the category covers nothing")
 	}
 	l.ports(c, m)
 	l.methods(c, m)
@@ -574,4 +577,10 @@ func (l *loader) checkInspect(c *Category, m map[string]any) {
 	if len(why) > 0 {
 		l.errf(path, "inspect = false decides on the TLS server name alone and cannot enforce: %s", strings.Join(why, "; "))
 	}
+}
+
+// isEmptyList: absent, or an empty array.
+func isEmptyList(v any) bool {
+	a, ok := v.([]any)
+	return v == nil || ok && len(a) == 0
 }

@@ -89,6 +89,7 @@ func TestErrors(t *testing.T) {
 		{"type mismatch", "version = 1\n[categories.git]\nhosts = \"g.test\"\n", "x.toml:3:1: categories.git.hosts: want an array, got a string"},
 		{"array of tables route", "version = 1\n[categories.internal_api]\nhosts = [\"api.test\"]\n[[categories.internal_api.routes]]\nmethods = [\"GET\"]\npath = \"/a\"\n[[categories.internal_api.routes]]\nmethods = [\"get\"]\npath = \"/b\"\n", "x.toml:8:12: categories.internal_api.routes[1].methods[0]"},
 		{"dotted inject key", "version = 1\n[categories.git]\nhosts = [\"g.test\"]\ninject.header = \"A\"\ninject.secret = \"s\"\ninject.format = \"x\"\n", "x.toml:6:1: categories.git.inject.format"},
+		{"empty hosts", "version = 1\n[categories.git]\nhosts = []\n", "x.toml:2:1: categories.git: hosts and cidrs are empty"},
 		{"quoted category", "version = 1\n[categories.\"my.cat\"]\nkind = \"git\"\nhosts = [\"a..b\"]\n", "x.toml:4:10: categories.\"my.cat\".hosts[0]"},
 	}
 	for _, tc := range cases {
