@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-3s}
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+# Each idle tunnel costs the proxy two descriptors; stay under the limit.
+max_tunnels=$(( ($(ulimit -n) - 500) / 2 ))
+IDLE_TUNNELS=${IDLE_TUNNELS:-$(( max_tunnels < 10000 ? max_tunnels : 10000 ))}
 CONNS=${CONNS:-"1 32"}
 work=$(mktemp -d /tmp/airlock-bench-proxy.XXXXXX)
 chmod 755 "$work"
@@ -48,7 +52,8 @@ wait_port "127.0.0.1:$oport"
 aport=$(free_port)
 mkdir -m 700 "$work/airlock-state"
 "$B" airlock -addr "127.0.0.1:$aport" -state-dir "$work/airlock-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
-pids+=($!)
+apid=$!
+pids+=($apid)
 wait_port "127.0.0.1:$aport"
 airlock_ca="$work/airlock-state/ca.crt"
 for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
@@ -198,4 +203,19 @@ for row in rows[1:]:
     v = g(row, f"ka{c1}", "p50_us")
     if v is not None and d is not None:
         print(f"  added p50 latency, one keep-alive client, {row}: {v - d:,.0f} µs (MITM target <= 150)")
+PY
+
+echo
+echo "Airlock, $IDLE_TUNNELS idle spliced TLS tunnels (target: RSS under 300 MB):"
+idle_out=$("$B" idle -proxy "127.0.0.1:$aport" -target "splice.example.test:$oport" -n "$IDLE_TUNNELS" -pid "$apid" -ca "$work/origin-ca.pem" || echo '{}')
+echo "Airlock MITM, 1,000 unique server names, one new connection each (target: p99 under 5 ms):"
+sni_out=$("$B" snis -proxy "127.0.0.1:$aport" -port "$oport" -n 1000 -ca "$work/origin-ca.pem,$airlock_ca" || echo '{}')
+python3 - "$idle_out" "$sni_out" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+if d:
+    print("  idle: tunnels held {tunnels} (failed {failed}, set up in {setup_s:.1f} s); proxy RSS {rss_before_mib:.0f} MiB before, {rss_mib:.0f} MiB with them".format(**d))
+s = json.loads(sys.argv[2])
+if s:
+    print("  snis: unique names p50 {unique_p50_us:,.0f} us, p99 {unique_p99_us:,.0f} us (errors {unique_errors}); one cached name p50 {cached_p50_us:,.0f} us, p99 {cached_p99_us:,.0f} us".format(**s))
 PY

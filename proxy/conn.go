@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -314,7 +315,10 @@ func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Read
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return "client-error"
 	}
-	tc := &bufConn{Conn: c, br: br}
+	// Hand on what the reader buffered and drop the reader: a tunnel may
+	// stay open for hours.
+	pre, _ := br.Peek(br.Buffered())
+	tc := newPrefixConn(c, bytes.Clone(pre))
 	s, err := p.sniff(tc)
 	if err != nil {
 		if s.kind == sniffTLS {

@@ -92,11 +92,10 @@ func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*ti
 // pipe copies both ways until both directions end; a half-close is passed
 // on. Each read has the idle deadline.
 func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
-	errc := make(chan error, 2)
+	errc := make(chan error, 1)
 	go func() { errc <- copyHalf(b, a, idle) }()
-	go func() { errc <- copyHalf(a, b, idle) }()
+	err2 := copyHalf(a, b, idle)
 	err := <-errc
-	err2 := <-errc
 	if err == nil {
 		err = err2
 	}
@@ -111,12 +110,24 @@ func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// Copy buffers: every tunnel direction reads into a small buffer while
+// idle and borrows a large pooled one only while bytes stream, so 10,000
+// idle tunnels cost little memory and bulk transfers few system calls.
+const (
+	smallBuf = 2 << 10
+	largeBuf = 128 << 10
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
 
 func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
+	small := make([]byte, smallBuf)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			bufPool.Put(big)
+		}
+	}()
 	rd, _ := src.(readDeadliner)
 	var err error
 	var set time.Time
@@ -127,12 +138,23 @@ func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
 			rd.SetReadDeadline(now.Add(idle))
 			set = now
 		}
+		buf := small
+		if big != nil {
+			buf = *big
+		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
 				break
 			}
+		}
+		switch {
+		case big == nil && n == len(small):
+			big = bufPool.Get().(*[]byte)
+		case big != nil && n < smallBuf:
+			bufPool.Put(big)
+			big = nil
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {

@@ -131,6 +131,9 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)
 		c.pre = c.pre[n:]
+		if len(c.pre) == 0 {
+			c.pre = nil // release the sniff buffer
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)

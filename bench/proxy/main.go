@@ -56,6 +56,10 @@ func main() {
 		err = airlock(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
+	case "idle":
+		err = idle(os.Args[2:])
+	case "snis":
+		err = snis(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -65,7 +69,7 @@ func main() {
 	}
 }
 
-var benchNames = []string{"origin.example.test", "splice.example.test"}
+var benchNames = []string{"origin.example.test", "splice.example.test", "*.sni.example.test"}
 
 // mkcerts writes dir/origin-ca.pem, dir/origin.pem (leaf + key) and
 // dir/squid-ca.pem (CA certificate + key, for squid's ssl-bump).
@@ -168,7 +172,7 @@ func origin(args []string) error {
 	fmt.Println(ln.Addr().String())
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: 2 * time.Minute,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"},
 			CurvePreferences: []tls.CurveID{tls.X25519}},
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
@@ -195,6 +199,11 @@ kind = "public_web"
 hosts = ["origin.example.test"]
 ports = ["1-65535"]
 
+[categories.snis]
+kind = "public_web"
+hosts = ["*.sni.example.test"]
+ports = ["1-65535"]
+
 [categories.tunnel]
 kind = "public_web"
 hosts = ["splice.example.test"]
@@ -205,7 +214,7 @@ inspect = false
 type resolver struct{}
 
 func (resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if slices.Contains(benchNames, strings.ToLower(host)) {
+	if h := strings.ToLower(host); slices.Contains(benchNames, h) || strings.HasSuffix(h, ".sni.example.test") {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -379,4 +388,161 @@ func load(args []string) error {
 		r.P99US = float64(lat[len(lat)*99/100].Microseconds())
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// idle opens n spliced TLS tunnels through the proxy, leaves them idle,
+// and reports the proxy process's resident memory.
+func idle(args []string) error {
+	fs := flag.NewFlagSet("idle", flag.ExitOnError)
+	via := fs.String("proxy", "", "proxy address")
+	target := fs.String("target", "", "host:port to CONNECT to (a spliced name)")
+	n := fs.Int("n", 10000, "tunnels")
+	pid := fs.Int("pid", 0, "proxy process id (for its RSS)")
+	caFiles := fs.String("ca", "", "CA PEM file the origin uses")
+	fs.Parse(args)
+	roots := x509.NewCertPool()
+	b, err := os.ReadFile(*caFiles)
+	if err != nil {
+		return err
+	}
+	roots.AppendCertsFromPEM(b)
+	host, _, _ := net.SplitHostPort(*target)
+	before := rssMiB(*pid)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		fails atomic.Int64
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, 64)
+	)
+	start := time.Now()
+	for range *n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := tunnel(*via, *target)
+			if err != nil {
+				fails.Add(1)
+				return
+			}
+			tc := tls.Client(c, &tls.Config{ServerName: host, RootCAs: roots, CurvePreferences: []tls.CurveID{tls.X25519}})
+			tc.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				fails.Add(1)
+				c.Close()
+				return
+			}
+			tc.SetDeadline(time.Time{})
+			mu.Lock()
+			conns = append(conns, tc)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	setup := time.Since(start)
+	time.Sleep(2 * time.Second)
+	after := rssMiB(*pid)
+	for _, c := range conns {
+		c.Close()
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"tunnels": len(conns), "failed": fails.Load(), "setup_s": setup.Seconds(),
+		"rss_before_mib": before, "rss_mib": after,
+	})
+}
+
+func tunnel(via, target string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", via, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	buf := make([]byte, 0, 128)
+	one := make([]byte, 1)
+	for !strings.HasSuffix(string(buf), "\r\n\r\n") {
+		if _, err := c.Read(one); err != nil || len(buf) > 1024 {
+			c.Close()
+			return nil, fmt.Errorf("CONNECT %s: %v", target, err)
+		}
+		buf = append(buf, one[0])
+	}
+	if !strings.HasPrefix(string(buf), "HTTP/1.1 200") {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s: %q", target, buf)
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func rssMiB(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb float64
+			fmt.Sscan(f[1], &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// snis makes one request per new connection through the proxy's MITM,
+// each to a different server name (so a leaf is minted for each), then the
+// same number to one cached name, and reports both latency distributions.
+func snis(args []string) error {
+	fs := flag.NewFlagSet("snis", flag.ExitOnError)
+	via := fs.String("proxy", "", "proxy address")
+	port := fs.Int("port", 0, "origin port")
+	n := fs.Int("n", 1000, "unique names")
+	caFiles := fs.String("ca", "", "comma-separated CA PEM files")
+	fs.Parse(args)
+	roots := x509.NewCertPool()
+	for _, f := range strings.Split(*caFiles, ",") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		roots.AppendCertsFromPEM(b)
+	}
+	u, _ := url.Parse("http://" + *via)
+	tr := &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: roots, CurvePreferences: []tls.CurveID{tls.X25519}}}
+	cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	run := func(name func(int) string) ([]time.Duration, int) {
+		var lat []time.Duration
+		errs := 0
+		for i := range *n {
+			t0 := time.Now()
+			resp, err := cl.Get(fmt.Sprintf("https://%s:%d/small", name(i), *port))
+			if err != nil {
+				errs++
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		return lat, errs
+	}
+	stamp := time.Now().UnixNano()
+	uniq, e1 := run(func(i int) string { return fmt.Sprintf("n%d-%d.sni.example.test", stamp, i) })
+	same, e2 := run(func(int) string { return "cached.sni.example.test" })
+	pct := func(l []time.Duration, q int) float64 {
+		if len(l) == 0 {
+			return 0
+		}
+		return float64(l[len(l)*q/100].Microseconds())
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"unique_p50_us": pct(uniq, 50), "unique_p99_us": pct(uniq, 99), "unique_errors": e1,
+		"cached_p50_us": pct(same, 50), "cached_p99_us": pct(same, 99), "cached_errors": e2,
+	})
 }
