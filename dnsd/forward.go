@@ -23,13 +23,14 @@ type exchanger interface {
 // netExchanger is the real exchanger: UDP (a fresh socket, so a random
 // source port, and a random ID per query) with TCP fallback on truncation,
 // or DNS over TLS.
-type netExchanger struct{ udp, tcp dns.Client }
+type netExchanger struct {
+	tcp  dns.Client
+	mu   sync.Mutex
+	udps map[string]*udpUpstream
+}
 
 func newNetExchanger() *netExchanger {
-	return &netExchanger{
-		udp: dns.Client{Net: "udp", UDPSize: upstreamUDPSize},
-		tcp: dns.Client{Net: "tcp"},
-	}
+	return &netExchanger{tcp: dns.Client{Net: "tcp"}, udps: make(map[string]*udpUpstream)}
 }
 
 func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream) (*dns.Msg, error) {
@@ -38,11 +39,31 @@ func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream) (*d
 		r, _, err := c.ExchangeContext(ctx, m, u.Addr)
 		return r, err
 	}
-	r, _, err := x.udp.ExchangeContext(ctx, m, u.Addr)
+	r, err := x.udp(u.Addr).exchange(ctx, m)
 	if err == nil && r.Truncated {
+		m.Id = dns.Id()
 		r, _, err = x.tcp.ExchangeContext(ctx, m, u.Addr)
 	}
 	return r, err
+}
+
+func (x *netExchanger) udp(addr string) *udpUpstream {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	u := x.udps[addr]
+	if u == nil {
+		u = &udpUpstream{addr: addr}
+		x.udps[addr] = u
+	}
+	return u
+}
+
+func (x *netExchanger) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, u := range x.udps {
+		u.close()
+	}
 }
 
 // result is a finished upstream exchange.

@@ -85,13 +85,20 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) start(t *testing.T, addr string) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	var pc net.PacketConn
+	var ln net.Listener
+	for try := 0; ; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", addr); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		if addr != "127.0.0.1:0" || try == 20 {
+			t.Fatal(err) // a TCP socket holds the port chosen for UDP
+		}
 	}
 	w.addr = pc.LocalAddr().String()
 	started := make(chan struct{}, 2)

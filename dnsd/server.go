@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,24 +70,46 @@ func New(cfg Config) (*Server, error) {
 }
 
 // listen opens UDPSockets SO_REUSEPORT UDP sockets and one TCP listener on
-// addr (the same port for all, also when addr asks for port 0).
+// addr (the same port for all, also when addr asks for port 0: then a port
+// free for both is searched).
 func (s *Server) listen(addr string) error {
+	anyPort := strings.HasSuffix(addr, ":0")
+	for try := 0; ; try++ {
+		pcs, ln, err := s.listenOnce(addr)
+		if err == nil {
+			s.pcs, s.lns = append(s.pcs, pcs...), append(s.lns, ln)
+			return nil
+		}
+		if !anyPort || !errors.Is(err, syscall.EADDRINUSE) || try == 20 {
+			return err
+		}
+	}
+}
+
+func (s *Server) listenOnce(addr string) ([]net.PacketConn, net.Listener, error) {
 	lc := net.ListenConfig{Control: reusePort}
 	lc.SetMultipathTCP(false)
+	var pcs []net.PacketConn
+	closeAll := func() {
+		for _, pc := range pcs {
+			pc.Close()
+		}
+	}
 	for i := 0; i < s.cfg.UDPSockets; i++ {
 		pc, err := lc.ListenPacket(context.Background(), "udp", addr)
 		if err != nil {
-			return fmt.Errorf("dnsd: listen udp %s: %w", addr, err)
+			closeAll()
+			return nil, nil, fmt.Errorf("dnsd: listen udp %s: %w", addr, err)
 		}
-		s.pcs = append(s.pcs, pc)
+		pcs = append(pcs, pc)
 		addr = pc.LocalAddr().String()
 	}
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("dnsd: listen tcp %s: %w", addr, err)
+		closeAll()
+		return nil, nil, fmt.Errorf("dnsd: listen tcp %s: %w", addr, err)
 	}
-	s.lns = append(s.lns, ln)
-	return nil
+	return pcs, ln, nil
 }
 
 func reusePort(_, _ string, c syscall.RawConn) error {
@@ -201,6 +224,9 @@ func (s *Server) Close() error {
 	servers, pcs, lns := s.servers, s.pcs, s.lns
 	s.mu.Unlock()
 	s.cancel()
+	if x, ok := s.fwd.x.(*netExchanger); ok {
+		x.close()
+	}
 	for _, srv := range servers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = srv.ShutdownContext(ctx)

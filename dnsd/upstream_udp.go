@@ -1,0 +1,160 @@
+package dnsd
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/miekg/dns"
+)
+
+// udpUpstream sends queries to one upstream over a small set of connected
+// UDP sockets, matching answers by ID and question. Each socket carries at
+// most maxUses queries and is then replaced, so source ports keep changing
+// (a fresh random port every maxUses queries, IDs random per query) while
+// the cost of opening a socket is shared by many queries.
+type udpUpstream struct {
+	addr string
+	mu   sync.Mutex
+	cur  []*upSock
+	next int
+}
+
+const (
+	upSockets = 8  // sockets in use per upstream at a time
+	maxUses   = 64 // queries per socket before it is replaced
+)
+
+type upSock struct {
+	c        *net.UDPConn
+	mu       sync.Mutex
+	pending  map[uint16]chan *dns.Msg
+	uses     int
+	inflight int
+	retired  bool
+}
+
+var errUpstreamClosed = errors.New("upstream socket closed")
+
+// take returns a socket with a use left, opening one when needed.
+func (u *udpUpstream) take() (*upSock, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.cur) < upSockets {
+		s, err := dialUpSock(u.addr)
+		if err != nil {
+			return nil, err
+		}
+		u.cur = append(u.cur, s)
+	}
+	i := u.next % len(u.cur)
+	u.next++
+	s := u.cur[i]
+	s.mu.Lock()
+	s.uses++
+	s.inflight++
+	if s.uses >= maxUses {
+		s.retired = true
+		u.cur = append(u.cur[:i], u.cur[i+1:]...)
+	}
+	s.mu.Unlock()
+	return s, nil
+}
+
+func dialUpSock(addr string) (*upSock, error) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &upSock{c: c.(*net.UDPConn), pending: make(map[uint16]chan *dns.Msg)}
+	go s.read()
+	return s, nil
+}
+
+// read hands answers to their waiters until the socket is closed.
+func (s *upSock) read() {
+	buf := make([]byte, 4096) // we advertise upstreamUDPSize; larger answers come truncated
+	for {
+		n, err := s.c.Read(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. ECONNREFUSED from an earlier query: waiters time out
+		}
+		m := new(dns.Msg)
+		if m.Unpack(buf[:n]) != nil {
+			continue
+		}
+		s.mu.Lock()
+		ch := s.pending[m.Id]
+		delete(s.pending, m.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+// release ends one query on s and closes a retired socket when idle.
+func (s *upSock) release(id uint16) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.inflight--
+	done := s.retired && s.inflight == 0
+	s.mu.Unlock()
+	if done {
+		_ = s.c.Close()
+	}
+}
+
+// exchange sends m (with a fresh random ID) and waits for its answer.
+func (u *udpUpstream) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	s, err := u.take()
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *dns.Msg, 1)
+	s.mu.Lock()
+	for {
+		m.Id = dns.Id()
+		if _, busy := s.pending[m.Id]; !busy {
+			break
+		}
+	}
+	s.pending[m.Id] = ch
+	s.mu.Unlock()
+	defer s.release(m.Id)
+	b, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.c.Write(b); err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case r := <-ch:
+			if checkAnswer(m, r) == nil {
+				return r, nil
+			}
+			// Not ours after all (a spoof or a late answer): keep waiting.
+			s.mu.Lock()
+			s.pending[m.Id] = ch
+			s.mu.Unlock()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// close closes every socket in use.
+func (u *udpUpstream) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.cur {
+		_ = s.c.Close()
+	}
+	u.cur = nil
+}
