@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
@@ -27,6 +28,18 @@ type Store struct {
 	db   *sql.DB // readers
 	w    *sql.DB // the single writer connection; nil when read-only
 	ins  *sql.Stmt
+	insN *sql.Stmt // inserts insertRows rows at once
+}
+
+// insertRows is how many rows one multi-row INSERT carries (11 columns
+// each, within SQLite's limit on bound parameters).
+const insertRows = 256
+
+const insertCols = `INSERT INTO events
+	(seq, time, kind, sandbox, id, verdict, category, rule, host, would_deny, raw) VALUES `
+
+func insertSQL(rows int) string {
+	return insertCols + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?),", rows), ",")
 }
 
 const schema = `
@@ -100,10 +113,12 @@ func (s *Store) init() error {
 	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta VALUES ('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("audit: store meta: %w", err)
 	}
-	ins, err := s.w.PrepareContext(ctx, `INSERT INTO events
-		(seq, time, kind, sandbox, id, verdict, category, rule, host, would_deny, raw)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := s.w.PrepareContext(ctx, insertSQL(1))
 	if err != nil {
+		return fmt.Errorf("audit: prepare insert: %w", err)
+	}
+	if s.insN, err = s.w.PrepareContext(ctx, insertSQL(insertRows)); err != nil {
+		ins.Close()
 		return fmt.Errorf("audit: prepare insert: %w", err)
 	}
 	s.ins = ins
@@ -131,8 +146,10 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store. It is safe on a partly opened store.
 func (s *Store) Close() error {
 	var errs []error
-	if s.ins != nil {
-		errs = append(errs, s.ins.Close())
+	for _, st := range []*sql.Stmt{s.ins, s.insN} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	if s.w != nil {
 		errs = append(errs, s.w.Close())
@@ -149,18 +166,34 @@ func (s *Store) insert(ctx context.Context, lines []line) error {
 	if err != nil {
 		return fmt.Errorf("audit: store begin: %w", err)
 	}
-	st := tx.StmtContext(ctx, s.ins)
-	for i := range lines {
-		r := lines[i].rec
-		if _, err := st.ExecContext(ctx, int64(lines[i].seq), r.time, string(r.kind), r.sandbox, r.id,
-			r.verdict, r.category, r.rule, r.host, r.wouldDeny, lines[i].raw); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("audit: store insert seq %d: %w", lines[i].seq, err)
-		}
+	if err := s.insertAll(ctx, tx, lines); err != nil {
+		tx.Rollback()
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		tx.Rollback()
 		return fmt.Errorf("audit: store commit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) insertAll(ctx context.Context, tx *sql.Tx, lines []line) error {
+	args := make([]any, 0, 11*insertRows)
+	for len(lines) > 0 {
+		n, st := insertRows, tx.StmtContext(ctx, s.insN)
+		if len(lines) < insertRows {
+			n, st = 1, tx.StmtContext(ctx, s.ins)
+		}
+		args = args[:0]
+		for i := range lines[:n] {
+			r := lines[i].rec
+			args = append(args, int64(lines[i].seq), r.time, string(r.kind), r.sandbox, r.id,
+				r.verdict, r.category, r.rule, r.host, r.wouldDeny, lines[i].raw)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("audit: store insert seq %d..%d: %w", lines[0].seq, lines[n-1].seq, err)
+		}
+		lines = lines[n:]
 	}
 	return nil
 }
