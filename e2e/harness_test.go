@@ -394,10 +394,19 @@ func (r result) output() string { return strings.TrimSpace(r.stdout + "\n" + r.s
 
 // run runs sh -c cmd in the sandbox (stdin optional).
 func (s *sandbox) run(ctx context.Context, cmd string, stdin []byte) (result, error) {
+	return s.exec(ctx, cmd, stdin, 2*time.Minute)
+}
+
+// runTimeout is run with a longer exec timeout (a batch of attempts).
+func (s *sandbox) runTimeout(ctx context.Context, cmd string, timeout time.Duration) (result, error) {
+	return s.exec(ctx, cmd, nil, timeout)
+}
+
+func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
 	var out, errb bytes.Buffer
 	r := result{cmd: cmd, start: time.Now()}
 	res, err := s.a.c.Exec(ctx, s.id, client.ExecRequest{Argv: []string{"sh", "-c", cmd}, Stdin: stdin,
-		Timeout: client.Duration(2 * time.Minute)}, &out, &errb)
+		Timeout: client.Duration(timeout)}, &out, &errb)
 	r.end = time.Now()
 	r.stdout, r.stderr, r.code = out.String(), errb.String(), res.ExitCode
 	return r, err

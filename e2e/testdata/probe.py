@@ -10,7 +10,7 @@
 import base64, os, random, socket, ssl, struct, sys, time
 
 MARKERS = (b"CANARY-REACHED", b"EVIL-SERVER-REACHED", b"world-txt")
-TIMEOUT = 4.0
+TIMEOUT = 3.0
 
 
 def out(reached, msg):
