@@ -35,8 +35,6 @@ type upSock struct {
 	retired  bool
 }
 
-var errUpstreamClosed = errors.New("upstream socket closed")
-
 // take returns a socket with a use left, opening one when needed.
 func (u *udpUpstream) take() (*upSock, error) {
 	u.mu.Lock()
