@@ -61,6 +61,11 @@ func encode(e Event) (*record, error) {
 	if endsSandbox(&e) {
 		c := e
 		lc := *e.Lifecycle
+		if lc.ExitCode != nil {
+			code := *lc.ExitCode
+			lc.ExitCode = &code
+		}
+		lc.Changes = append([]FileChange(nil), lc.Changes...)
 		c.Lifecycle = &lc
 		r.end = &c
 		return r, nil
