@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math/big"
 	"net"
@@ -28,6 +29,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -171,6 +173,7 @@ func origin(args []string) error {
 	}
 	fmt.Println(ln.Addr().String())
 	srv := &http.Server{
+		ErrorLog:          log.New(io.Discard, "", 0), // the port probe's handshake errors
 		Handler:           mux,
 		ReadHeaderTimeout: 2 * time.Minute,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"},
@@ -240,7 +243,16 @@ func airlock(args []string) error {
 	stateDir := fs.String("state-dir", "", "CA state directory")
 	originCA := fs.String("origin-ca", "origin-ca.pem", "the origin's CA (trusted upstream)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until stopped")
+	traceFile := fs.String("trace", "", "write an execution trace here until stopped")
 	fs.Parse(args)
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		trace.Start(f)
+		defer trace.Stop()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
