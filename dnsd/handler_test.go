@@ -2,6 +2,8 @@ package dnsd
 
 import (
 	"net"
+	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -66,5 +68,36 @@ func TestMalformedPacketsIgnored(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	if r := h.ask(t, "udp", "www.example.test", dns.TypeA); len(r.Answer) != 1 {
 		t.Fatalf("answers after garbage: %v", answers(r))
+	}
+}
+
+// One source holding many idle TCP connections does not lock out another.
+func TestTCPConnectionsCappedPerSource(t *testing.T) {
+	w := newWorld(t)
+	w.add("www.example.test. 60 IN A 1.2.3.4")
+	p := webPolicy(t, "", "")
+	h := startServer(t, w, idents{loopback: {ID: "sb1", Policy: p}, netip.MustParseAddr("127.0.0.2"): {ID: "sb2", Policy: p}},
+		func(c *Config) { c.TCPIdleTimeout, c.TCPReadTimeout = time.Minute, time.Minute })
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range maxTCPPerSource + 4 {
+		c, err := net.Dial("tcp", h.tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// The connections past the cap are closed by the server.
+	extra := conns[len(conns)-1]
+	_ = extra.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Errorf("a connection past the cap stayed open: %v", err)
+	}
+	if r := askFrom(t, "tcp", "127.0.0.2", h.tcp, "www.example.test", dns.TypeA); len(r.Answer) != 1 {
+		t.Fatalf("other source over TCP: %v", answers(r))
 	}
 }

@@ -174,10 +174,10 @@ func (s *Server) ServePacketConn(pc net.PacketConn) error {
 }
 
 // ServeListener answers DNS over TCP on ln until Close, with read and idle
-// deadlines on every connection.
+// deadlines on every connection and at most 16 connections per source.
 func (s *Server) ServeListener(ln net.Listener) error {
 	idle := s.cfg.TCPIdleTimeout
-	srv := &dns.Server{Listener: ln, Handler: s, ReadTimeout: s.cfg.TCPReadTimeout,
+	srv := &dns.Server{Listener: newLimitListener(ln), Handler: s, ReadTimeout: s.cfg.TCPReadTimeout,
 		WriteTimeout: s.cfg.TCPReadTimeout, IdleTimeout: func() time.Duration { return idle }, MaxTCPQueries: 1000}
 	return s.run(srv)
 }
