@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -115,7 +116,8 @@ func (w *world) serve(conf *tls.Config) uint16 {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(w.handle), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(w.handle), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)} // expected handshake failures (the untrusted origin)
 	if conf != nil {
 		srv.TLSConfig = conf
 		go srv.ServeTLS(ln, "", "")
