@@ -174,8 +174,9 @@ var leakMarkers = []string{world.CanaryBody, world.EvilBody, "world-txt", "REACH
 
 // localRefusals are what the sandbox's own kernel (or resolver) says when
 // it refuses before any packet leaves.
-var localRefusals = []string{"not permitted", "Network is unreachable", "Cannot assign requested address",
-	"Address family not supported", "No such file or directory", "Could not resolve host", "resolve"}
+var localRefusals = []string{"not permitted", "Permission denied", "Network is unreachable",
+	"Cannot assign requested address", "Address family not supported", "No such file or directory",
+	"Could not resolve host", "resolve", "Couldn't connect to server"}
 
 // worldProblems lists what reached the world that must not have.
 // Leaks count only within the attempt's window (from, to).

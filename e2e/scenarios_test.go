@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -211,9 +212,10 @@ func (s *scenario) fail(t *testing.T, name string, r result, problems []string) 
 // the refusals above.
 func (s *scenario) report(a *appliance) {
 	s.t.Run("airlock report shows all of it", func(t *testing.T) {
+		bin := airlockBinary(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, airlockBinary(t), "report", s.sb.id, "--md")
+		cmd := exec.CommandContext(ctx, bin, "report", s.sb.id, "--md", "--state-dir", filepath.Join(a.dir, "state"))
 		cmd.Env = append(os.Environ(), "AIRLOCK_SOCKET="+a.socket)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
