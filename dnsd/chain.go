@@ -64,6 +64,12 @@ var chain = []step{
 
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	q := s.newQuery(w, req)
+	s.runChain(q, 0)
+	s.writeAndLog(q)
+}
+
+func (s *Server) newQuery(w dns.ResponseWriter, req *dns.Msg) *query {
 	q := &query{ctx: s.ctx, start: time.Now(), w: w, req: req}
 	if uw, ok := w.(*udpWriter); ok {
 		q.udp, q.src = true, uw.src.Addr()
@@ -72,11 +78,51 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		_, q.udp = ra.(*net.UDPAddr)
 		q.src = addrOf(ra)
 	}
-	for _, st := range chain {
+	return q
+}
+
+// runChain runs the steps from index from on; it reports whether the
+// chain ran to its end (false: a step stopped it).
+func (s *Server) runChain(q *query, from int) bool {
+	for _, st := range chain[from:] {
 		if !st.run(s, q) {
-			break
+			return false
 		}
 	}
+	return true
+}
+
+// forwardStep is the index of the first step that may wait on the network.
+var forwardStep = func() int {
+	for i, st := range chain {
+		if st.name == "forward" {
+			return i
+		}
+	}
+	panic("dnsd: no forward step")
+}()
+
+// serveQuick runs the chain up to the network. It returns true when the
+// query was answered; false when the caller must finish it with
+// finishSlow, off the reading goroutine.
+func (s *Server) serveQuick(q *query) bool {
+	for _, st := range chain[:forwardStep] {
+		if !st.run(s, q) {
+			s.writeAndLog(q)
+			return true
+		}
+	}
+	if q.cacheHit {
+		s.runChain(q, forwardStep)
+		s.writeAndLog(q)
+		return true
+	}
+	return false
+}
+
+// finishSlow runs the rest of a query serveQuick left.
+func (s *Server) finishSlow(q *query) {
+	s.runChain(q, forwardStep)
 	s.writeAndLog(q)
 }
 

@@ -132,18 +132,29 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 		}
 		p.pc, p.local, p.n, p.src = pc, local, n, netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 		p.dst = parsePktinfo(p.oob[:oobn])
-		go s.handlePacket(p)
+		s.handlePacket(p)
 	}
 }
 
+// handlePacket answers what needs no network (denials, guards, cache hits)
+// on the reading goroutine, and hands cache misses to a goroutine of their
+// own, so a slow upstream never holds the socket.
 func (s *Server) handlePacket(p *packet) {
-	defer packetPool.Put(p)
 	req := new(dns.Msg)
 	if err := req.Unpack(p.buf[:p.n]); err != nil {
 		s.formErr(p, err)
+		packetPool.Put(p)
 		return
 	}
-	s.ServeDNS((*udpWriter)(p), req)
+	q := s.newQuery((*udpWriter)(p), req)
+	if s.serveQuick(q) {
+		packetPool.Put(p)
+		return
+	}
+	go func() {
+		s.finishSlow(q)
+		packetPool.Put(p)
+	}()
 }
 
 // formErr answers a message that does not parse with FORMERR when its

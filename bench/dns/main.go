@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -88,8 +89,19 @@ func runDNSD(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:15354", "UDP and TCP address")
 	up := fs.String("upstream", "127.0.0.1:15353", "upstream")
 	cache := fs.Int("cache", 100000, "cache entries")
-	socks := fs.Int("sockets", 2, "SO_REUSEPORT UDP sockets")
+	socks := fs.Int("sockets", 0, "SO_REUSEPORT UDP sockets (0: dnsd's default)")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile here")
 	_ = fs.Parse(args)
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	u, err := dnsd.ParseUpstream(*up)
 	if err != nil {
 		return err
