@@ -28,9 +28,21 @@ func benchEvents() []Event {
 // the pipeline into the store and a JSONL file with nothing dropped (the
 // producers wait as long as needed).
 func BenchmarkPipeline(b *testing.B) {
+	for _, sinks := range []string{"store+stream", "store", "stream"} {
+		b.Run(sinks, func(b *testing.B) { benchPipeline(b, sinks) })
+	}
+}
+
+func benchPipeline(b *testing.B, sinks string) {
 	dir := b.TempDir()
-	p, err := NewPipeline(Config{StateDir: dir, StreamPath: filepath.Join(dir, "events.jsonl"),
-		EnqueueWait: time.Hour, Logger: testLogger(&testing.T{})})
+	cfg := Config{EnqueueWait: time.Hour, Logger: testLogger(&testing.T{})}
+	if sinks != "stream" {
+		cfg.StateDir = dir
+	}
+	if sinks != "store" {
+		cfg.StreamPath = filepath.Join(dir, "events.jsonl")
+	}
+	p, err := NewPipeline(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
