@@ -113,11 +113,14 @@ served=$(p50 <"$WORK/serve")
 execp=$(p50 <"$WORK/exec")
 
 # Twenty at once: create in parallel, run a command in each, count successes.
+# (wait on these PIDs only: the appliance is a background job too)
 t0=$(now)
+pids=()
 for i in $(seq 1 "$CONCURRENT"); do
-	("$BIN" sandbox create >"$WORK/c$i" 2>"$WORK/c$i.err") &
+	"$BIN" sandbox create >"$WORK/c$i" 2>"$WORK/c$i.err" &
+	pids+=($!)
 done
-wait
+wait "${pids[@]}" || true
 t1=$(now)
 ok=0
 for i in $(seq 1 "$CONCURRENT"); do
@@ -125,11 +128,12 @@ for i in $(seq 1 "$CONCURRENT"); do
 	[ -n "$sb" ] && "$BIN" sandbox exec "$sb" -- sh -c "ip -4 -o addr show eth0 >/dev/null && echo ok" 2>/dev/null | grep -q ok && ok=$((ok + 1))
 done
 t2=$(now)
+pids=()
 for i in $(seq 1 "$CONCURRENT"); do
 	sb=$(cat "$WORK/c$i")
-	[ -n "$sb" ] && "$BIN" sandbox rm "$sb" >/dev/null 2>&1 &
+	[ -n "$sb" ] && { "$BIN" sandbox rm "$sb" >/dev/null 2>&1 & pids+=($!); }
 done
-wait
+wait "${pids[@]}" || true
 
 printf '\nairlock serve vs bare podman (%s, %d runs, p50):\n' "$IMAGE" "$N"
 printf '  %-48s %6d ms\n' "bare: podman run --rm --network none echo hi" "$bare"

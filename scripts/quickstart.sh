@@ -45,6 +45,7 @@ done
 SERVE_PID=
 cleanup() {
 	set +e
+	trap '' PIPE # finish cleaning up even if our reader went away
 	if [ -n "$SERVE_PID" ] && kill -0 "$SERVE_PID" 2>/dev/null; then
 		say "stopping airlock serve"
 		kill -TERM "$SERVE_PID"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -85,7 +86,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: podmanEngine,
-		Instance: serveFlags.instance, PinDir: serveFlags.pinDir})
+		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance)})
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,9 @@ func teardown(cmd *cobra.Command, cfg *serve.Config) error {
 		c.Close()
 		return fmt.Errorf("airlock serve is still running on %s: stop it first", cfg.Control.Socket)
 	}
-	p, err := bpf.Reopen(serveFlags.pinDir, bpf.Options{Guard: bpf.GuardConfig{IfacePrefix: runner.VethPrefix}})
+	g := guardFor(serveFlags.instance)
+	g.IfacePrefix = runner.VethPrefix
+	p, err := bpf.Reopen(serveFlags.pinDir, bpf.Options{Guard: g})
 	if errors.Is(err, bpf.ErrNotPinned) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "airlock: nothing pinned at %s\n", serveFlags.pinDir)
 		return nil
@@ -175,13 +178,34 @@ func teardown(cmd *cobra.Command, cfg *serve.Config) error {
 		return err
 	}
 	hs, err := p.Handles()
-	if err == nil && len(hs) > 0 {
+	live := 0
+	for _, h := range hs {
+		if _, ierr := net.InterfaceByIndex(h.Ifindex); h.Ifindex != 0 && ierr == nil {
+			live++ // a veth still exists: a sandbox would lose its path
+		}
+	}
+	if err == nil && live > 0 {
 		p.Close()
-		return fmt.Errorf("%d sandbox(es) are still attached: start the appliance and remove them first (airlock sandbox rm)", len(hs))
+		return fmt.Errorf("%d sandbox(es) are still attached: start the appliance and remove them first (airlock sandbox rm)", live)
 	}
 	if err := p.Teardown(); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "airlock: removed the kernel path at %s and its host guards\n", serveFlags.pinDir)
 	return os.RemoveAll(serveFlags.pinDir)
+}
+
+// guardFor names the host guards of an instance: the defaults for the
+// default instance; for any other, an nft table, routing table and rule of
+// its own (same mark: every appliance's guard accepts steered packets by
+// it), so a second appliance on a host (the quickstart, a benchmark) never
+// removes the first one's guards.
+func guardFor(instance string) bpf.GuardConfig {
+	if instance == "" || instance == "default" {
+		return bpf.GuardConfig{}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(instance))
+	n := 2000 + int(h.Sum32()%1000)
+	return bpf.GuardConfig{NFTTable: "airlock-" + instance, Table: n, RulePriority: n}
 }
