@@ -100,8 +100,12 @@ build_busybox() {
 		local work; work=$(mktemp -d /var/tmp/airlock-busybox.XXXXXX); chmod 0755 "$work"
 		CLEANUP+=("$work")
 		step "busybox: downloading busybox-static from the Debian archive"
-		(cd "$work" && apt-get download -q busybox-static >/dev/null) ||
-			die "apt-get download busybox-static failed (run apt-get update?)"
+		if ! (cd "$work" && apt-get download -q busybox-static >/dev/null 2>&1); then
+			step "busybox: refreshing the apt lists"
+			apt-get update -qq
+			(cd "$work" && apt-get download -q busybox-static >/dev/null) ||
+				die "apt-get download busybox-static failed"
+		fi
 		local root=$work/rootfs
 		mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var/tmp,proc,sys,dev,run,workspace}
 		dpkg-deb -x "$work"/busybox-static_*.deb "$work/deb"
