@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,6 +21,7 @@ import (
 const (
 	maxUDPQuery = 4096
 	oobSize     = 64
+	udpBatch    = 32 // messages per recvmmsg/sendmmsg
 )
 
 // packet is one received query and the state to answer it.
@@ -33,6 +35,11 @@ type packet struct {
 	src   netip.AddrPort
 	dst   netip.Addr // the query's destination address (IP_PKTINFO)
 	reply [unix.SizeofCmsghdr + unix.SizeofInet4Pktinfo]byte
+
+	// batched: Write keeps the answer in out for the reader's sendmmsg
+	// instead of sending it; queued says an answer is waiting there.
+	batched, queued bool
+	bufs            [1][]byte
 }
 
 var packetPool = sync.Pool{New: func() any { return &packet{out: make([]byte, 0, 1232)} }}
@@ -56,6 +63,15 @@ func (w *udpWriter) WriteMsg(m *dns.Msg) error {
 }
 
 func (w *udpWriter) Write(b []byte) (int, error) {
+	if w.batched {
+		if cap(w.out) > 0 && len(b) > 0 && &b[0] == &w.out[:1][0] {
+			w.out = b // packed in place by WriteMsg
+		} else {
+			w.out = append(w.out[:0], b...)
+		}
+		w.queued = true
+		return len(b), nil
+	}
 	var oob []byte
 	if w.dst.Is4() {
 		oob = w.replyOOB()
@@ -99,7 +115,9 @@ func parsePktinfo(oob []byte) netip.Addr {
 	return netip.Addr{}
 }
 
-// serveUDP4 reads queries from an IPv4 UDP socket until it is closed.
+// serveUDP4 reads queries from an IPv4 UDP socket until it is closed,
+// up to udpBatch at a time (recvmmsg), and sends the answers it could give
+// without the network in one sendmmsg.
 func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	rc, err := pc.SyscallConn()
 	if err != nil {
@@ -112,11 +130,21 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 		return errors.Join(err, serr)
 	}
 	local := pc.LocalAddr()
+	bc := ipv4.NewPacketConn(pc)
+	in := make([]ipv4.Message, udpBatch)
+	out := make([]ipv4.Message, 0, udpBatch)
+	pkts := make([]*packet, udpBatch)
 	for {
-		p := packetPool.Get().(*packet)
-		n, oobn, _, src, err := pc.ReadMsgUDPAddrPort(p.buf[:], p.oob[:])
+		for i := range in {
+			if pkts[i] == nil {
+				pkts[i] = packetPool.Get().(*packet)
+			}
+			p := pkts[i]
+			p.bufs[0] = p.buf[:]
+			in[i] = ipv4.Message{Buffers: p.bufs[:], OOB: p.oob[:]}
+		}
+		n, err := bc.ReadBatch(in, 0)
 		if err != nil {
-			packetPool.Put(p)
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
@@ -126,35 +154,62 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 			}
 			return err
 		}
-		if n < 12 || n == len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
-			packetPool.Put(p) // short, oversized, or a response: drop, never reflect
-			continue
+		out = out[:0]
+		for i := 0; i < n; i++ {
+			p, m := pkts[i], &in[i]
+			ua, ok := m.Addr.(*net.UDPAddr)
+			if !ok || m.N < 12 || m.N == len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
+				continue // short, oversized, or a response: drop, never reflect
+			}
+			p.pc, p.local, p.n = pc, local, m.N
+			p.src = ua.AddrPort()
+			p.src = netip.AddrPortFrom(p.src.Addr().Unmap(), p.src.Port())
+			p.dst = parsePktinfo(p.oob[:m.NN])
+			p.batched, p.queued = true, false
+			if !s.handlePacket(p) {
+				pkts[i] = nil // a goroutine owns it now
+				continue
+			}
+			if p.queued {
+				var oob []byte
+				if p.dst.Is4() {
+					oob = (*udpWriter)(p).replyOOB()
+				}
+				p.bufs[0] = p.out
+				out = append(out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: net.UDPAddrFromAddrPort(p.src)})
+			}
 		}
-		p.pc, p.local, p.n, p.src = pc, local, n, netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		p.dst = parsePktinfo(p.oob[:oobn])
-		s.handlePacket(p)
+		for sent := 0; sent < len(out); {
+			k, err := bc.WriteBatch(out[sent:], 0)
+			if err != nil {
+				s.log.Debug("dns write batch", "err", err)
+				break
+			}
+			sent += k
+		}
 	}
 }
 
 // handlePacket answers what needs no network (denials, guards, cache hits)
-// on the reading goroutine, and hands cache misses to a goroutine of their
-// own, so a slow upstream never holds the socket.
-func (s *Server) handlePacket(p *packet) {
+// on the reading goroutine and reports true; cache misses go to a
+// goroutine of their own, which then owns p (false), so a slow upstream
+// never holds the socket.
+func (s *Server) handlePacket(p *packet) bool {
 	req := new(dns.Msg)
 	if err := req.Unpack(p.buf[:p.n]); err != nil {
 		s.formErr(p, err)
-		packetPool.Put(p)
-		return
+		return true
 	}
 	q := s.newQuery((*udpWriter)(p), req)
 	if s.serveQuick(q) {
-		packetPool.Put(p)
-		return
+		return true
 	}
+	p.batched = false
 	go func() {
 		s.finishSlow(q)
 		packetPool.Put(p)
 	}()
+	return false
 }
 
 // formErr answers a message that does not parse with FORMERR when its
