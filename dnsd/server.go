@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -160,10 +161,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// ServePacketConn answers queries on pc until Close. pc should be a
-// *net.UDPConn (IP_PKTINFO is then used so replies leave from the address
-// each query was sent to).
+// ServePacketConn answers queries on pc until Close, which also closes pc.
+// An IPv4 *net.UDPConn is read in batches with IP_PKTINFO, so replies leave
+// from the address each query was sent to; other conns go through
+// dns.Server.
 func (s *Server) ServePacketConn(pc net.PacketConn) error {
+	if !s.track(pc, nil) {
+		return net.ErrClosed
+	}
 	if u, ok := pc.(*net.UDPConn); ok {
 		if la, ok := u.LocalAddr().(*net.UDPAddr); ok && la.IP.To4() != nil {
 			return s.serveUDP4(u)
@@ -173,13 +178,39 @@ func (s *Server) ServePacketConn(pc net.PacketConn) error {
 	return s.run(srv)
 }
 
-// ServeListener answers DNS over TCP on ln until Close, with read and idle
+// ServeListener answers DNS over TCP on ln until Close (which closes ln), with read and idle
 // deadlines on every connection and at most 16 connections per source.
 func (s *Server) ServeListener(ln net.Listener) error {
+	if !s.track(nil, ln) {
+		return net.ErrClosed
+	}
 	idle := s.cfg.TCPIdleTimeout
 	srv := &dns.Server{Listener: newLimitListener(ln), Handler: s, ReadTimeout: s.cfg.TCPReadTimeout,
 		WriteTimeout: s.cfg.TCPReadTimeout, IdleTimeout: func() time.Duration { return idle }, MaxTCPQueries: 1000}
 	return s.run(srv)
+}
+
+// track adds a socket served after New to those Close closes; false when
+// the server is already closed (the socket is then closed).
+func (s *Server) track(pc net.PacketConn, ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		if pc != nil {
+			pc.Close()
+		}
+		if ln != nil {
+			ln.Close()
+		}
+		return false
+	}
+	if pc != nil && !slices.Contains(s.pcs, pc) {
+		s.pcs = append(s.pcs, pc)
+	}
+	if ln != nil && !slices.Contains(s.lns, ln) {
+		s.lns = append(s.lns, ln)
+	}
+	return true
 }
 
 func (s *Server) run(srv *dns.Server) error {
