@@ -38,7 +38,7 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	}
 	res := ExecResult{ID: r.cfg.NewID()}
 	cwd := cmpOr(req.Cwd, WorkspaceDir)
-	r.execEvent(sb.ID, res.ID, "requested", req.Argv, cwd, nil)
+	r.execEvent(sb.ID, res.ID, "requested", req.Argv, cwd, nil, "")
 
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
 	ectx, cancel := context.WithTimeoutCause(ctx, timeout, errExecTimeout)
@@ -50,26 +50,27 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 
 	start := time.Now()
 	st, err := r.cfg.Engine.Exec(ectx, sb.ContainerID, p, func() {
-		r.execEvent(sb.ID, res.ID, "started", req.Argv, cwd, nil)
+		r.execEvent(sb.ID, res.ID, "started", req.Argv, cwd, nil, "")
 	})
 	res.Duration = time.Since(start)
 	if err != nil {
-		r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res)
+		res.ExitCode, res.Killed = -1, st.Killed
+		r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res, "engine error: "+err.Error())
 		return res, fmt.Errorf("exec in %s: %w", id, err)
 	}
 	res.ExitCode, res.Killed = st.Code, st.Killed
 	res.TimedOut = st.Killed && errors.Is(context.Cause(ectx), errExecTimeout)
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
-	r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res)
+	r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res, "")
 	return res, nil
 }
 
 var errExecTimeout = errors.New("exec timeout")
 
-func (r *Runner) execEvent(sandbox, execID, stage string, argv []string, cwd string, res *ExecResult) {
+func (r *Runner) execEvent(sandbox, execID, stage string, argv []string, cwd string, res *ExecResult, reason string) {
 	e := audit.New(audit.KindExec, sandbox)
-	e.ID = execID
+	e.ID, e.Reason = execID, reason
 	e.Exec = &audit.Exec{Stage: stage, Argv: slices.Clone(argv), Cwd: cwd}
 	if res != nil {
 		code := res.ExitCode

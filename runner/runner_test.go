@@ -416,3 +416,24 @@ func TestPool(t *testing.T) {
 		t.Error("IPv6 pool accepted")
 	}
 }
+
+func TestExecEngineErrorIsAuditedAsFailure(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb, err := h.r.Create(ctx, CreateRequest{Image: "img", Policy: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng.execFn = func(context.Context, Process) (ExitStatus, error) { return ExitStatus{}, errors.New("service gone") }
+	res, err := h.r.Exec(ctx, sb.ID, ExecRequest{Argv: []string{"true"}})
+	if err == nil || res.ExitCode != -1 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	last := h.events[len(h.events)-1]
+	if last.Exec == nil || last.Exec.Stage != "finished" || *last.Exec.ExitCode != -1 || !strings.Contains(last.Reason, "service gone") {
+		t.Errorf("finished event %+v %+v", last, last.Exec)
+	}
+	if _, err := h.r.Exec(ctx, sb.ID, ExecRequest{Argv: []string{"ls"}, Cwd: "rel"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("relative cwd: %v", err)
+	}
+}

@@ -126,7 +126,8 @@ type ExecRequest struct {
 }
 
 // ExecResult is how a command ended. Captured output beyond MaxCapture is
-// cut and ends with TruncationMarker.
+// cut and ends with TruncationMarker. ExitCode is -1 when the engine failed
+// (Exec then also returns an error).
 type ExecResult struct {
 	ID              string        `json:"id"`
 	ExitCode        int           `json:"exit_code"`
