@@ -102,8 +102,10 @@ type Pipeline struct {
 	streamErrs        atomic.Uint64
 	lastSeq           atomic.Uint64
 	finished          atomic.Uint64 // accepted records written or lost
-	failing           atomic.Bool
-	lastReport        map[string]time.Time // writer goroutine only
+	sinks             []*sinkLoop
+	tickers           []*time.Ticker
+	reportMu          sync.Mutex
+	lastReport        map[string]time.Time
 }
 
 var _ Emitter = (*Pipeline)(nil)
@@ -122,6 +124,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		p.closeSinks()
 		return nil, err
 	}
+	p.newSinks()
 	go p.run()
 	return p, nil
 }
@@ -193,7 +196,7 @@ func (p *Pipeline) Emit(e Event) {
 		return
 	default:
 	}
-	if p.failing.Load() {
+	if p.failing() {
 		// A sink is failing (disk full): waiting would only slow the
 		// producer down; the loss is counted and reported by a gap record.
 		p.drop()
@@ -247,7 +250,7 @@ func (p *Pipeline) Stats() Stats {
 		Accepted: p.accepted.Load(), Dropped: p.dropped.Load(), Written: p.written.Load(),
 		Lost: p.lost.Load(), Gaps: p.gaps.Load(), StoreErrors: p.storeErrs.Load(),
 		StreamErrors: p.streamErrs.Load(), Pruned: p.pruned.Load(), LastSeq: p.lastSeq.Load(),
-		Failing: p.failing.Load(),
+		Failing: p.failing(),
 	}
 }
 
@@ -290,6 +293,9 @@ func (p *Pipeline) Close() error {
 		close(p.stop)
 		p.emitMu.Unlock()
 		<-p.done
+		for _, t := range p.tickers {
+			t.Stop()
+		}
 	})
 	return p.closeSinks()
 }

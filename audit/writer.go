@@ -2,72 +2,110 @@ package audit
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// run is the single writer: it takes batches off the queue, places them in
-// the chain, and writes them to the sinks, retrying while a sink fails.
+// batch is one set of chained lines on its way to every sink. The sinks
+// write it concurrently; the last one to finish accounts for it.
+type batch struct {
+	lines  []line
+	events int          // how many lines are accepted producer records (the rest are gap records)
+	left   atomic.Int32 // sinks still writing it
+	lost   atomic.Bool  // a sink gave up on it (closing with a failing sink)
+}
+
+// sinkLoop is one sink's writer: it writes batches in order, retrying a
+// failed batch with backoff until it succeeds or the pipeline closes.
+type sinkLoop struct {
+	name    string
+	in      chan *batch
+	write   func(lines []line) (int, error) // whole lines written, error
+	errs    *atomic.Uint64
+	failing atomic.Bool
+	tick    <-chan time.Time // retention, store only
+}
+
+// sinkDepth bounds the batches waiting for a sink; beyond it the writer
+// waits, the queue fills, and producers drop (counted).
+const sinkDepth = 2
+
+// run is the writer: it takes batches off the queue, places them in the
+// chain, and hands them to the sinks, which write concurrently.
 func (p *Pipeline) run() {
-	defer close(p.done)
-	batch := make([]*record, 0, p.cfg.BatchSize)
-	prune := time.NewTicker(p.cfg.RetentionEvery)
-	defer prune.Stop()
+	var wg sync.WaitGroup
+	for _, s := range p.sinks {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.sinkRun(s) }()
+	}
+	defer func() {
+		for _, s := range p.sinks {
+			close(s.in)
+		}
+		wg.Wait()
+		close(p.done)
+	}()
+	recs := make([]*record, 0, p.cfg.BatchSize)
 	for {
 		select {
 		case r := <-p.q:
-			batch = append(batch, r)
-		case <-prune.C:
-			p.prune()
-			continue
+			recs = append(recs, r)
 		case <-p.stop:
-			p.finish(batch)
+			p.finish(recs)
 			return
 		}
-		batch = p.fill(batch)
-		p.writeBatch(batch)
-		clear(batch)
-		batch = batch[:0]
+		recs = p.fill(recs)
+		p.dispatch(recs, p.takeGap())
+		clear(recs)
+		recs = recs[:0]
 	}
 }
 
 // fill takes whatever else is queued, up to a batch.
-func (p *Pipeline) fill(batch []*record) []*record {
-	for len(batch) < p.cfg.BatchSize {
+func (p *Pipeline) fill(recs []*record) []*record {
+	for len(recs) < p.cfg.BatchSize {
 		select {
 		case r := <-p.q:
-			batch = append(batch, r)
+			recs = append(recs, r)
 		default:
-			return batch
+			return recs
 		}
 	}
-	return batch
+	return recs
 }
 
-// finish writes what is left at Close.
-func (p *Pipeline) finish(batch []*record) {
+// finish hands over what is left at Close.
+func (p *Pipeline) finish(recs []*record) {
 	for {
-		batch = p.fill(batch)
-		if len(batch) == 0 {
+		recs = p.fill(recs)
+		if len(recs) == 0 {
 			if g := p.takeGap(); g != nil {
-				lines, _ := p.place(nil, g)
-				p.writeLines(lines, 0, true)
+				p.dispatch(nil, g)
 			}
 			return
 		}
-		p.writeBatch(batch)
-		batch = batch[:0]
+		p.dispatch(recs, p.takeGap())
+		recs = recs[:0]
 	}
 }
 
-func (p *Pipeline) writeBatch(batch []*record) {
-	lines, gaps := p.place(batch, p.takeGap())
-	p.writeLines(lines, len(lines)-gaps, false)
+func (p *Pipeline) dispatch(recs []*record, gap *record) {
+	lines, gaps := p.place(recs, gap)
+	if len(lines) == 0 {
+		return
+	}
+	b := &batch{lines: lines, events: len(lines) - gaps}
+	b.left.Store(int32(len(p.sinks)))
+	for _, s := range p.sinks {
+		s.in <- b
+	}
 }
 
 // place gives the records (after an optional gap record) their seq and
 // hash. It returns the lines and how many of them are gap records.
-func (p *Pipeline) place(batch []*record, gap *record) ([]line, int) {
-	lines := make([]line, 0, len(batch)+1)
+func (p *Pipeline) place(recs []*record, gap *record) ([]line, int) {
+	lines := make([]line, 0, len(recs)+1)
 	p.seqMu.Lock()
 	defer p.seqMu.Unlock()
 	gaps := 0
@@ -76,7 +114,7 @@ func (p *Pipeline) place(batch []*record, gap *record) ([]line, int) {
 			lines, gaps = append(lines, l), 1
 		}
 	}
-	for _, r := range batch {
+	for _, r := range recs {
 		l, err := p.seq.next(r)
 		if err != nil {
 			p.log.Error("audit: record not encodable, dropped", "kind", r.kind, "err", err)
@@ -89,85 +127,101 @@ func (p *Pipeline) place(batch []*record, gap *record) ([]line, int) {
 	return lines, gaps
 }
 
-// writeLines writes to every sink, retrying with backoff until all have
-// the lines. Producers are not blocked meanwhile beyond EnqueueWait: the
+func (p *Pipeline) sinkRun(s *sinkLoop) {
+	for {
+		select {
+		case b, ok := <-s.in:
+			if !ok {
+				return
+			}
+			p.writeBatch(s, b)
+		case <-s.tick:
+			if !s.failing.Load() {
+				p.prune()
+			}
+		}
+	}
+}
+
+// writeBatch writes b to one sink, retrying with backoff until it is
+// written. Producers are not blocked meanwhile beyond EnqueueWait: the
 // queue fills and they drop (counted, and reported by a gap record).
-// events is how many of lines are accepted producer records.
-func (p *Pipeline) writeLines(lines []line, events int, closing bool) {
-	if len(lines) == 0 {
-		return
-	}
-	streamDone, storeDone := 0, p.store == nil
-	if p.out == nil {
-		streamDone = len(lines)
-	}
-	wait := p.cfg.RetryMin
+func (p *Pipeline) writeBatch(s *sinkLoop, b *batch) {
+	done, wait := 0, p.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
-		if streamDone < len(lines) {
-			n, err := p.out.write(lines[streamDone:])
-			streamDone += n
-			if err != nil {
-				p.streamErrs.Add(1)
-				p.report("audit: stream write failed; retrying", err, attempt, len(lines)-streamDone)
+		n, err := s.write(b.lines[done:])
+		done += n
+		if err == nil && done == len(b.lines) {
+			if s.failing.Swap(false) {
+				p.log.Warn("audit: writes resumed", "sink", s.name, "first_seq", b.lines[0].seq)
 			}
-		}
-		if !storeDone {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			err := p.store.insert(ctx, lines)
-			cancel()
-			if err != nil {
-				p.storeErrs.Add(1)
-				p.report("audit: store write failed; retrying", err, attempt, len(lines))
-			}
-			storeDone = err == nil
-		}
-		if storeDone && streamDone == len(lines) {
-			p.wrote(lines, events)
+			p.batchDone(b)
 			return
 		}
-		p.failing.Store(true)
-		if !p.sleep(wait, closing) {
-			p.lost.Add(uint64(len(lines)))
-			p.finished.Add(uint64(events))
-			p.log.Error("audit: closing with a failing sink: records lost", "records", len(lines),
-				"first_seq", lines[0].seq, "last_seq", lines[len(lines)-1].seq)
+		s.errs.Add(1)
+		s.failing.Store(true)
+		p.report(s.name, err, attempt, len(b.lines)-done)
+		if !p.sleep(wait) {
+			b.lost.Store(true)
+			p.log.Error("audit: closing with a failing sink: records lost", "sink", s.name,
+				"records", len(b.lines)-done, "first_seq", b.lines[done].seq, "last_seq", b.lines[len(b.lines)-1].seq)
+			p.batchDone(b)
 			return
 		}
 		wait = min(wait*2, p.cfg.RetryMax)
 	}
 }
 
-// report logs a write failure: the first of an episode at once, then at
-// most one line per sink every failureLogEvery, with the counts.
-func (p *Pipeline) report(msg string, err error, attempt, pending int) {
-	now := time.Now()
-	if attempt > 1 && now.Sub(p.lastReport[msg]) < failureLogEvery {
+// batchDone accounts for b once every sink is through with it.
+func (p *Pipeline) batchDone(b *batch) {
+	if b.left.Add(-1) > 0 {
 		return
 	}
-	p.lastReport[msg] = now
+	if b.lost.Load() {
+		p.lost.Add(uint64(len(b.lines)))
+	} else {
+		p.written.Add(uint64(len(b.lines)))
+		p.gaps.Add(uint64(len(b.lines) - b.events))
+	}
+	p.lastSeq.Store(b.lines[len(b.lines)-1].seq)
+	p.finished.Add(uint64(b.events))
+}
+
+// failing reports whether any sink is failing now.
+func (p *Pipeline) failing() bool {
+	for _, s := range p.sinks {
+		if s.failing.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// report logs a write failure: the first of an episode at once, then at
+// most one line per sink every failureLogEvery, with the counts.
+func (p *Pipeline) report(sink string, err error, attempt, pending int) {
+	now := time.Now()
+	p.reportMu.Lock()
+	last := p.lastReport[sink]
+	if attempt > 1 && now.Sub(last) < failureLogEvery {
+		p.reportMu.Unlock()
+		return
+	}
+	p.lastReport[sink] = now
+	p.reportMu.Unlock()
 	st := p.Stats()
-	p.log.Error(msg, "err", err, "attempt", attempt, "pending", pending,
+	p.log.Error("audit: "+sink+" write failed; retrying", "err", err, "attempt", attempt, "pending", pending,
 		"dropped_total", st.Dropped, "store_errors", st.StoreErrors, "stream_errors", st.StreamErrors)
 }
 
 const failureLogEvery = 10 * time.Second
 
-func (p *Pipeline) wrote(lines []line, events int) {
-	if p.failing.Swap(false) {
-		p.log.Warn("audit: writes resumed", "first_seq", lines[0].seq)
-	}
-	p.written.Add(uint64(len(lines)))
-	p.finished.Add(uint64(events))
-	if n := len(lines) - events; n > 0 {
-		p.gaps.Add(uint64(n))
-	}
-	p.lastSeq.Store(lines[len(lines)-1].seq)
-}
-
 // sleep waits d; false means give up (the pipeline is closing).
-func (p *Pipeline) sleep(d time.Duration, closing bool) bool {
-	if closing {
+func (p *Pipeline) sleep(d time.Duration) bool {
+	select {
+	case <-p.stop:
 		return false
+	default:
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -182,7 +236,7 @@ func (p *Pipeline) sleep(d time.Duration, closing bool) bool {
 // prune applies retention; failures are logged and counted, never fatal.
 func (p *Pipeline) prune() {
 	r := p.cfg.Retention
-	if p.store == nil || (r.MaxAge <= 0 && r.MaxBytes <= 0) || p.failing.Load() {
+	if p.store == nil || (r.MaxAge <= 0 && r.MaxBytes <= 0) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -196,5 +250,28 @@ func (p *Pipeline) prune() {
 	}
 	if n > 0 {
 		p.log.Info("audit: retention deleted old records", "deleted", n)
+	}
+}
+
+// storeWrite and streamWrite adapt the sinks to sinkLoop.write.
+func (p *Pipeline) storeWrite(lines []line) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.store.insert(ctx, lines); err != nil {
+		return 0, err
+	}
+	return len(lines), nil
+}
+
+func (p *Pipeline) newSinks() {
+	if p.store != nil {
+		t := time.NewTicker(p.cfg.RetentionEvery)
+		p.tickers = append(p.tickers, t)
+		p.sinks = append(p.sinks, &sinkLoop{name: "store", in: make(chan *batch, sinkDepth),
+			write: p.storeWrite, errs: &p.storeErrs, tick: t.C})
+	}
+	if p.out != nil {
+		p.sinks = append(p.sinks, &sinkLoop{name: "stream", in: make(chan *batch, sinkDepth),
+			write: p.out.write, errs: &p.streamErrs})
 	}
 }
