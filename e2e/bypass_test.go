@@ -144,6 +144,10 @@ func judge(t *testing.T, w *world.World, sb *sandbox, run *attemptRun, evs []aud
 	}
 	window := eventsBetween(evs, run.start.Add(-500*time.Millisecond), run.end.Add(eventGrace))
 	_, logged := findRefusal(window, sb.id, run.wants)
+	if !logged && at.MaySucceed {
+		// Served from the checked address instead: the flow must say so.
+		_, logged = findEvent(window, sb.id, run.wants, func(e audit.Event) bool { return e.Flow != nil && e.Flow.Mismatch })
+	}
 	if !logged && at.LocalOK && run.code != 0 && containsAny(run.output, localRefusals) {
 		logged = true
 		t.Logf("refused inside the sandbox before any packet left: %s", firstLine([]byte(run.output)))
@@ -190,11 +194,11 @@ func worldProblems(w *world.World, at Attempt, wmark uint64, mark string, from, 
 	for _, r := range at.WorldMaySee {
 		may[r] = true
 	}
-	dns := 0
+	names := map[string]bool{} // distinct names the world's DNS saw (A and AAAA count once)
 	for _, r := range w.Since(wmark, world.Containing(mark)) {
 		switch {
-		case r.Role == world.RoleDNS && dns < at.DNSMax:
-			dns++
+		case r.Role == world.RoleDNS && (names[r.QName] || len(names) < at.DNSMax):
+			names[r.QName] = true
 		case may[r.Role]:
 		default:
 			p = append(p, "the world received the attempt: "+r.String())

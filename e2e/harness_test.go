@@ -224,6 +224,17 @@ func freePort() uint16 {
 	return uint16(l.Addr().(*net.TCPAddr).Port)
 }
 
+// upstreamAllow names the world's servers the policy uses (and its DNS),
+// one /32 each — as a lab operator would — and not the whole world prefix:
+// the evil server and the canary stay non-public and unreachable.
+func (a *appliance) upstreamAllow() []string {
+	var out []string
+	for _, r := range []world.Role{world.RoleDNS, world.RoleNPM, world.RolePyPI, world.RoleGit, world.RoleAPI, world.RoleHooks} {
+		out = append(out, netip.PrefixFrom(a.w.Addr(r), 32).String())
+	}
+	return out
+}
+
 func (a *appliance) writeFiles() error {
 	a.socket = filepath.Join(a.dir, "airlock.sock")
 	a.config = filepath.Join(a.dir, "airlock.toml")
@@ -286,7 +297,7 @@ lifetime = "30m"
 max = 8
 `, filepath.Join(a.dir, "state"), filepath.Join(a.dir, "policies"), PolicyName,
 			a.pool, a.gateway, a.ports.proxy, a.ports.explicit, a.socket, a.ports.control,
-			filepath.Join(a.dir, "token"), a.w.DNSAddr(), a.w.Prefix, a.w.CAFile,
+			filepath.Join(a.dir, "token"), a.w.DNSAddr(), strings.Join(a.upstreamAllow(), `", "`), a.w.CAFile,
 			filepath.Join(a.dir, "secrets"), filepath.Join(a.dir, "events.jsonl"), a.ports.metrics, debianImage),
 	}
 	for name, body := range files {
@@ -445,18 +456,36 @@ func isRefusal(e audit.Event, sandboxID string) bool {
 	return e.Kind == audit.KindDrop || e.Verdict == "deny" || e.WouldDeny
 }
 
-// findRefusal returns the first refusal event whose JSON holds every want.
+// findRefusal returns the first refusal event whose JSON — with the JSON
+// of the flow it belongs to, when it names one — holds every want.
 func findRefusal(evs []audit.Event, sandboxID string, want []string) (audit.Event, bool) {
+	return findEvent(evs, sandboxID, want, func(e audit.Event) bool { return isRefusal(e, sandboxID) })
+}
+
+// findEvent returns the first event of the sandbox that is ok and whose
+// JSON (joined with its flow's records) holds every want.
+func findEvent(evs []audit.Event, sandboxID string, want []string, ok func(audit.Event) bool) (audit.Event, bool) {
+	flows := map[string][]byte{}
 	for _, e := range evs {
-		if !isRefusal(e, sandboxID) {
+		if e.Kind == audit.KindFlow && e.ID != "" {
+			j, _ := json.Marshal(e)
+			flows[e.ID] = append(flows[e.ID], j...)
+		}
+	}
+	for _, e := range evs {
+		if e.Sandbox != sandboxID || !ok(e) {
 			continue
 		}
 		j, _ := json.Marshal(e)
-		ok := true
-		for _, w := range want {
-			ok = ok && strings.Contains(strings.ToLower(string(j)), strings.ToLower(w))
+		if e.HTTP != nil && e.HTTP.FlowID != "" {
+			j = append(j, flows[e.HTTP.FlowID]...)
 		}
-		if ok {
+		text := strings.ToLower(string(j))
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(text, strings.ToLower(w))
+		}
+		if all {
 			return e, true
 		}
 	}

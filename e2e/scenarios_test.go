@@ -90,17 +90,27 @@ func TestAgentScenarios(t *testing.T) {
 			return expect(r.code != 0, "the POST succeeded", len(got) == 0, "the API received the POST:\n"+records(got))
 		})
 
-	// The credential must be nowhere in the sandbox. The token is given on
-	// stdin so that the search itself does not put it in /proc.
-	sc.stepIn("the real credential is nowhere in the sandbox", "tok=$(cat); "+
-		"for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f 2>/dev/null; done | grep -F -q -- \"$tok\" && echo FOUND-IN-PROC; "+
-		"env | grep -F -q -- \"$tok\" && echo FOUND-IN-ENV; "+
-		"grep -rIl -F -s -- \"$tok\" /etc /tmp /root /home /run /var /workspace /opt /usr/local 2>/dev/null | sed 's/^/FOUND-IN-FILE /'; "+
-		"grep -rl -s -e 'PRIVATE KEY-----' /etc /tmp /root /run /workspace 2>/dev/null | sed 's/^/PRIVATE-KEY /'; echo searched",
-		[]byte(w.APIToken),
+	// The credential must be nowhere in the sandbox. The token comes on
+	// stdin so that the search itself does not put it in /proc, and
+	// matching uses the shell's case (a builtin), never a process whose
+	// arguments would hold it. A decoy planted in the environment and a
+	// file must be found, or the search proves nothing.
+	search := `search() { # label string
+	for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do c=$(tr '\0' '\n' < $f 2>/dev/null)
+		case "$c" in *"$2"*) echo "FOUND-$1-IN-PROC $f";; esac; done
+	case "$(env)" in *"$2"*) echo "FOUND-$1-IN-ENV";; esac
+	grep -rIl -F -s -- "$2" /etc /tmp /root /home /run /var /workspace /opt /usr/local 2>/dev/null | sed "s/^/FOUND-$1-IN-FILE /"
+}
+read tok; read decoy; export AIRLOCK_E2E_DECOY="$decoy"; printf '%s\n' "$decoy" > /tmp/decoy.txt
+search TOKEN "$tok"; search DECOY "$decoy"
+grep -rl -s -e 'PRIVATE KEY-----' /etc /tmp /root /run /workspace 2>/dev/null | sed 's/^/PRIVATE-KEY /'; echo searched`
+	decoy := "decoy-" + w.ID + "-not-a-secret"
+	sc.stepIn("the real credential is nowhere in the sandbox", search, []byte(w.APIToken+"\n"+decoy+"\n"),
 		func(r result) []string {
 			return expect(strings.Contains(r.stdout, "searched"), "the search did not run",
-				!strings.Contains(r.stdout, "FOUND-"), "the credential is in the sandbox: "+r.stdout,
+				strings.Contains(r.stdout, "FOUND-DECOY-IN-PROC") && strings.Contains(r.stdout, "FOUND-DECOY-IN-ENV") &&
+					strings.Contains(r.stdout, "FOUND-DECOY-IN-FILE /tmp/decoy.txt"), "the search did not find the planted decoy: it cannot see a leak",
+				!strings.Contains(r.stdout, "FOUND-TOKEN"), "the credential is in the sandbox: "+r.stdout,
 				!strings.Contains(r.stdout, "PRIVATE-KEY"), "a private key is in the sandbox: "+r.stdout)
 		})
 
