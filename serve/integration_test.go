@@ -470,15 +470,28 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 
 const curlOpts = "curl -sS --max-time 20 "
 
-// TestServeRealPath drives a Debian sandbox through the whole appliance:
-// HTTPS to an allowed world server works with the appliance CA trusted by
-// default; a denied host gets the proxy's 403 naming the rule; a denied
-// name is NXDOMAIN; a direct connection to an IP that ignores the proxy
-// settings is still caught; each is in the audit log with the sandbox id.
-func TestServeRealPath(t *testing.T) {
+// TestServe runs one appliance (as a separate process, like `airlock
+// serve`) for a world and a Debian sandbox, and checks the real path and
+// then recovery from kill -9. The steps share the lab: setting one up
+// (world, Podman service, appliance, sandbox) is most of the cost.
+func TestServe(t *testing.T) {
+	start := time.Now()
 	l := newLab(t, debianImage)
 	l.startServe()
 	sb := l.create(debianImage)
+	t.Logf("lab ready in %s", time.Since(start).Round(time.Millisecond))
+	if !t.Run("real path", func(t *testing.T) { l.t = t; realPath(t, l, sb) }) {
+		return
+	}
+	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
+}
+
+// realPath: HTTPS to an allowed world server works with the appliance CA
+// trusted by default; a denied host gets the proxy's 403 naming the rule;
+// a denied name is NXDOMAIN; a direct connection to an IP that ignores the
+// proxy settings is still caught; each is in the audit log with the
+// sandbox id.
+func realPath(t *testing.T, l *lab, sb client.Sandbox) {
 	npm, evil := l.w.Name(world.RoleNPM), l.w.Name(world.RoleEvil)
 
 	mark := l.w.Mark()
@@ -546,13 +559,10 @@ func TestServeRealPath(t *testing.T) {
 	}
 }
 
-// TestServeKill9Recovery kills the appliance with SIGKILL: the running
-// sandbox loses the network (the world sees nothing of its attempts), and
-// a restarted appliance adopts it and the network works again.
-func TestServeKill9Recovery(t *testing.T) {
-	l := newLab(t, debianImage)
-	l.startServe()
-	sb := l.create(debianImage)
+// kill9Recovery kills the appliance with SIGKILL: the running sandbox
+// loses the network (the world sees nothing of its attempts), and a
+// restarted appliance adopts it and the network works again.
+func kill9Recovery(t *testing.T, l *lab, sb client.Sandbox) {
 	npm := l.w.Name(world.RoleNPM)
 	url := "https://" + npm + "/airlock-demo"
 	if r := l.exec(sb.ID, curlOpts+"--noproxy '*' -o /dev/null -w '%{http_code}' "+url); r.stdout != "200" {
@@ -562,14 +572,20 @@ func TestServeKill9Recovery(t *testing.T) {
 	l.kill9()
 	mark := l.w.Mark()
 	// The API is gone; run commands in the sandbox through Podman itself.
+	inSandbox := func(script string) ([]byte, error) {
+		return exec.Command("podman", "--remote", "--url", "unix://"+l.podman, "exec",
+			runner.ContainerName(sb.ID), "sh", "-c", script).CombinedOutput()
+	}
+	if out, err := inSandbox("true"); err != nil {
+		t.Fatalf("cannot run commands in the sandbox through Podman: %v\n%s", err, out)
+	}
 	npmAddr := l.w.Addr(world.RoleNPM).String()
 	for _, script := range []string{
 		curlOpts + "--max-time 5 --noproxy '*' --resolve " + npm + ":443:" + npmAddr + " " + url,
 		curlOpts + "--max-time 5 " + url,
 		"getent hosts " + npm,
 	} {
-		out, err := exec.Command("podman", "--remote", "--url", "unix://"+l.podman, "exec",
-			runner.ContainerName(sb.ID), "sh", "-c", script).CombinedOutput()
+		out, err := inSandbox(script)
 		if err == nil {
 			t.Errorf("with the appliance down, %q succeeded:\n%s", script, out)
 		}
