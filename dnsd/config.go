@@ -115,6 +115,11 @@ type Config struct {
 	// (*policies.Policy has it and is then asked instead). Default:
 	// policies.Classify(a).Public().
 	Public func(netip.Addr) bool
+	// UpstreamAllow are non-public ranges the operator lets sandboxes reach
+	// (a lab setting, as the proxy's UpstreamAllow): answers in them are kept.
+	UpstreamAllow []netip.Prefix
+	// Own are the appliance's own addresses: always stripped from answers.
+	Own []netip.Addr
 
 	Timeout        time.Duration // whole forward budget per query (default 2s); SERVFAIL after it
 	AttemptTimeout time.Duration // one upstream attempt (default 700ms)
@@ -173,6 +178,9 @@ func (c *Config) validate() error {
 	}
 	if c.MinTTL > c.MaxTTL {
 		return fmt.Errorf("dnsd: config: MinTTL %v above MaxTTL %v", c.MinTTL, c.MaxTTL)
+	}
+	for i, a := range c.Own {
+		c.Own[i] = a.Unmap()
 	}
 	if c.AttemptTimeout > c.Timeout {
 		c.AttemptTimeout = c.Timeout

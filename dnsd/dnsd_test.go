@@ -463,3 +463,17 @@ func TestSlowUpstreamServfail(t *testing.T) {
 		t.Errorf("upstream saw %d attempts, want retries", n)
 	}
 }
+
+// The operator's lab ranges are kept; the appliance's own addresses never are.
+func TestUpstreamAllowAndOwnAddresses(t *testing.T) {
+	w := newWorld(t)
+	w.add("lab.example.test. 60 IN A 198.19.0.10", "lab.example.test. 60 IN A 198.18.0.1", "lab.example.test. 60 IN A 10.0.0.1")
+	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), func(c *Config) {
+		c.UpstreamAllow = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
+		c.Own = []netip.Addr{netip.MustParseAddr("198.18.0.1")}
+	})
+	r := h.ask(t, "udp", "lab.example.test", dns.TypeA)
+	if diff := cmp.Diff([]string{"198.19.0.10"}, answers(r)); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+}

@@ -2,6 +2,7 @@ package dnsd
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/miekg/dns"
@@ -32,10 +33,25 @@ func (s *Server) filterStep(q *query) bool {
 // keeper returns the rebinding guard's test for one answer: public
 // addresses, or those the deciding category names.
 func (s *Server) keeper(p Policy, cat *policies.Category) func(netip.Addr) bool {
-	if ap, ok := p.(addrPolicy); ok {
-		return func(a netip.Addr) bool { return ap.AddrAllowed(a, cat) }
+	ap, hasAddrRule := p.(addrPolicy)
+	return func(a netip.Addr) bool {
+		if slices.Contains(s.cfg.Own, a) {
+			return false
+		}
+		if hasAddrRule {
+			return ap.AddrAllowed(a, cat) || inPrefixes(s.cfg.UpstreamAllow, a)
+		}
+		return s.cfg.Public(a) || internal(cat, a) || inPrefixes(s.cfg.UpstreamAllow, a)
 	}
-	return func(a netip.Addr) bool { return s.cfg.Public(a) || internal(cat, a) }
+}
+
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // filterAnswer edits m in place and returns the addresses it removed.
