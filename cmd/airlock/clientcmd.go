@@ -55,8 +55,3 @@ func printJSON(w io.Writer, v any) error {
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
-
-func stderrIsTTY() bool {
-	st, err := os.Stderr.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"airlock/client"
+	"airlock/serve"
+)
+
+// runBackend is the part of the appliance `airlock run` talks to; other
+// methods are not called (the embedded nil interface would panic).
+type runBackend struct {
+	serve.Backend
+	mu      sync.Mutex
+	created client.CreateRequest
+	deleted []string
+	argv    []string
+}
+
+func (b *runBackend) Create(_ context.Context, req client.CreateRequest) (client.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.created = req
+	return client.Sandbox{ID: "sb1", Policy: "coding-agent", Address: "198.18.64.2", State: "running"}, nil
+}
+
+func (b *runBackend) Exec(_ context.Context, id string, req client.ExecRequest, stdout, stderr io.Writer) (client.ExecResult, error) {
+	b.mu.Lock()
+	b.argv = req.Argv
+	b.mu.Unlock()
+	fmt.Fprint(stdout, "out\n")
+	fmt.Fprint(stderr, "err\n")
+	return client.ExecResult{ExitCode: 7}, nil
+}
+
+func (b *runBackend) Summary(_ context.Context, id string) (client.Summary, error) {
+	return client.Summary{Sandbox: id, Report: "airlock report " + id,
+		Categories: []client.CategoryCount{{Category: "git", Requests: 2, Destinations: []string{"git.example.test"}}},
+		Denied:     []client.DeniedAttempt{{Destination: "evil.test", Kind: "dns", Rule: "default", Count: 1}},
+		DNSNames:   []string{"evil.test", "git.example.test"}}, nil
+}
+
+func (b *runBackend) Delete(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.deleted = append(b.deleted, id)
+	return nil
+}
+
+func TestRunStreamsSummarizesAndExitsWithTheCommandsStatus(t *testing.T) {
+	b := &runBackend{}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	code := run([]string{"run", "--socket", sock, "--policy", "coding-agent", "-e", "A=1",
+		"localhost/airlock/busybox:1", "--", "sh", "-c", "exit 7"})
+	if code != 7 {
+		t.Errorf("exit code = %d, want the command's 7\nstderr:\n%s", code, errb.String())
+	}
+	if out.String() != "out\n" {
+		t.Errorf("stdout = %q, want only the command's output", out.String())
+	}
+	for _, want := range []string{"err\n", "sandbox sb1", "git", "git.example.test", "evil.test", "rule default",
+		"airlock report sb1", "removing sandbox sb1"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	if b.created.Policy != "coding-agent" || b.created.Env["A"] != "1" || b.created.Image != "localhost/airlock/busybox:1" {
+		t.Errorf("create request = %+v", b.created)
+	}
+	if strings.Join(b.argv, " ") != "sh -c exit 7" || len(b.deleted) != 1 {
+		t.Errorf("argv = %q, deleted = %v", b.argv, b.deleted)
+	}
+}
+
+func TestRunNeedsTheDash(t *testing.T) {
+	var errb bytes.Buffer
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetErr(nil) })
+	if code := run([]string{"run", "img", "echo"}); code == 0 {
+		t.Error("run without -- succeeded")
+	}
+}
