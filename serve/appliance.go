@@ -281,6 +281,7 @@ func (a *Appliance) startDNS(bg context.Context) error {
 	srv, err := dnsd.New(dnsd.Config{
 		PacketConns: []net.PacketConn{udp}, Listeners: []net.Listener{tcp},
 		Identifier: a.registry.DNSIdentifier(), Emitter: a.tap, Upstreams: ups,
+		UpstreamAllow: a.cfg.Upstream.Allow, Own: []netip.Addr{a.cfg.Network.Gateway},
 		Logger: a.log.With("component", "dnsd"),
 	})
 	if err != nil {
