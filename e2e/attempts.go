@@ -295,13 +295,13 @@ var Attempts = []Attempt{
 
 	// Rebinding: allowed names whose answers are not public.
 	{Name: "rebind-loopback", Class: ClassRebind, Cmd: curl + "http://rebind-loopback.pkg.example.test:9464/{{mark}}",
-		Refused: "the rebinding guard strips 127.0.0.1: the name has no usable address", Log: []string{"rebind-loopback.pkg.example.test"}},
+		Refused: "the rebinding guard strips 127.0.0.1: the name has no usable address", Log: []string{"rebind-loopback.pkg.example.test", "127.0.0.1"}},
 	{Name: "rebind-private", Class: ClassRebind, Cmd: curl + "https://rebind-private.pkg.example.test/{{mark}}",
-		Refused: "10.20.30.40 is stripped", Log: []string{"rebind-private.pkg.example.test"}},
+		Refused: "10.20.30.40 is stripped", Log: []string{"rebind-private.pkg.example.test", "10.20.30.40"}},
 	{Name: "rebind-metadata", Class: ClassRebind, Cmd: curl + "http://rebind-metadata.pkg.example.test/latest/meta-data/{{mark}}",
-		Refused: "169.254.169.254 is stripped", Log: []string{"rebind-metadata.pkg.example.test"}},
+		Refused: "169.254.169.254 is stripped", Log: []string{"rebind-metadata.pkg.example.test", "169.254.169.254"}},
 	{Name: "rebind-mapped-v6", Class: ClassRebind, Cmd: "{{probe}} getaddr rebind-mapped.pkg.example.test 443",
-		Refused: "::ffff:127.0.0.1 is stripped (and there is no IPv6 path)", Log: []string{"rebind-mapped.pkg.example.test"}},
+		Refused: "::ffff:127.0.0.1 is stripped (and there is no IPv6 path)", Log: []string{"rebind-mapped.pkg.example.test", "::ffff:127.0.0.1"}},
 	{Name: "pinned-metadata-address", Class: ClassRebind, Cmd: curl + "--resolve {{registry}}:80:169.254.169.254 http://{{registry}}/latest/meta-data/{{mark}}",
 		Refused: "an allowed name at the metadata address: deny.cidrs refuses it", Log: []string{"169.254.169.254"}},
 

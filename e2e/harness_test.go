@@ -448,12 +448,14 @@ func describe(evs []audit.Event) string {
 }
 
 // isRefusal reports whether an event records a denial or a drop, with a
-// reason, for the sandbox.
+// reason, for the sandbox. A DNS answer whose addresses the rebinding guard
+// stripped counts: the record names what was withheld.
 func isRefusal(e audit.Event, sandboxID string) bool {
 	if e.Sandbox != sandboxID || e.Reason == "" {
 		return false
 	}
-	return e.Kind == audit.KindDrop || e.Verdict == "deny" || e.WouldDeny
+	stripped := e.DNS != nil && len(e.DNS.Stripped) > 0
+	return e.Kind == audit.KindDrop || e.Verdict == "deny" || e.WouldDeny || stripped
 }
 
 // findRefusal returns the first refusal event whose JSON — with the JSON
