@@ -18,7 +18,7 @@ import (
 // trust set-up as the sandbox sees it, files in and out, diff, destroy
 // leaving nothing behind.
 func TestSandboxEndToEnd(t *testing.T) {
-	t.Setenv("AIRLOCK_HOST_ONLY", "host-secret")
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	ws := filepath.Join(e.stateDir, "ws")
@@ -61,8 +61,17 @@ func TestSandboxEndToEnd(t *testing.T) {
 				t.Errorf("env lacks %q:\n%s", want, env)
 			}
 		}
-		if strings.Contains(env, "host-secret") {
-			t.Errorf("host environment leaked into the sandbox:\n%s", env)
+		// Only variables the runner sets (or runtime basics) are there: the
+		// host environment is never inherited.
+		allowed := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "HOSTNAME": true, "TERM": true,
+			"container": true, "TASK": true, "AIRLOCK_SANDBOX": true, "SHLVL": true, "PWD": true}
+		for _, k := range runner.CAEnvVars {
+			allowed[k] = true
+		}
+		for _, line := range strings.Split(strings.TrimSpace(env), "\n") {
+			if k, _, _ := strings.Cut(line, "="); !allowed[k] {
+				t.Errorf("unexpected variable in the sandbox: %s", line)
+			}
 		}
 		if ca := e.mustExec(t, sb.ID, "cat", runner.CABundlePath); !strings.Contains(ca, "AIRLOCKTESTCA") {
 			t.Errorf("CA bundle: %q", ca)
@@ -150,6 +159,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 }
 
 func TestExecTimeoutKillsTheCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
@@ -169,6 +179,7 @@ func TestExecTimeoutKillsTheCommand(t *testing.T) {
 }
 
 func TestCopyOutMissingAndCopyInReadOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev", ReadOnlyRoot: true,
@@ -202,6 +213,7 @@ func TestCopyOutMissingAndCopyInReadOnly(t *testing.T) {
 }
 
 func TestPauseOnThisHost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
@@ -226,6 +238,7 @@ func TestPauseOnThisHost(t *testing.T) {
 }
 
 func TestSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
@@ -261,6 +274,7 @@ func TestSnapshot(t *testing.T) {
 }
 
 func TestReconcileAdoptsAndCleans(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	keep, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
@@ -310,6 +324,7 @@ func (e *env) assertGoneContainer(t *testing.T, sb runner.Sandbox) {
 // TestTwentyConcurrentSandboxes creates 20 busybox sandboxes at once; every
 // one must work and have its own address.
 func TestTwentyConcurrentSandboxes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	const n = 20
@@ -368,6 +383,7 @@ func TestTwentyConcurrentSandboxes(t *testing.T) {
 // TestDebianImage: the real clients are in the Debian image and trust the
 // bundle, which holds the image's roots and Airlock's CA.
 func TestDebianImage(t *testing.T) {
+	t.Parallel()
 	const debian = "localhost/airlock/debian:12"
 	e := newEnv(t, nil)
 	ctx := context.Background()
