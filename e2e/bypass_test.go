@@ -24,6 +24,7 @@ import (
 // attempt is then judged on its own output, exit code and time window.
 func TestBypassSuite(t *testing.T) {
 	requireAppliance(t)
+	t.Parallel()
 	w := startWorld(t)
 	a := startAppliance(t, w)
 	peer := a.newSandbox(t, false)

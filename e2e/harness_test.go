@@ -43,9 +43,9 @@ var (
 	buildDir  string
 )
 
-// airlockBinary builds cmd/airlock from this tree once per test binary.
-func airlockBinary(t *testing.T) string {
-	t.Helper()
+// buildAirlock builds cmd/airlock from this tree once per test binary; it
+// may be started early in a goroutine so the build overlaps other work.
+func buildAirlock() (string, error) {
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "airlock-e2e-bin-")
 		if buildErr != nil {
@@ -62,10 +62,17 @@ func airlockBinary(t *testing.T) string {
 			buildErr = fmt.Errorf("go build ./cmd/airlock: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("build airlock: %v", buildErr)
+	return builtBin, buildErr
+}
+
+// airlockBinary is buildAirlock for a test: a failed build fails it.
+func airlockBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := buildAirlock()
+	if err != nil {
+		t.Fatalf("build airlock: %v", err)
 	}
-	return builtBin
+	return bin
 }
 
 // TestMain removes the built binary after the tests.

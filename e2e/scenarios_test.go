@@ -21,6 +21,8 @@ import (
 // the audit events around it.
 func TestAgentScenarios(t *testing.T) {
 	requireAppliance(t)
+	t.Parallel()      // with the bypass suite: both wait on the network most of the time
+	go buildAirlock() // for `airlock report` at the end
 	w := startWorld(t)
 	a := startAppliance(t, w)
 	sb := a.newSandbox(t, false)
@@ -102,7 +104,8 @@ func TestAgentScenarios(t *testing.T) {
 	grep -rIl -F -s -- "$2" /etc /tmp /root /home /run /var /workspace /opt /usr/local 2>/dev/null | sed "s/^/FOUND-$1-IN-FILE /"
 }
 read tok; read decoy; export AIRLOCK_E2E_DECOY="$decoy"; printf '%s\n' "$decoy" > /tmp/decoy.txt
-search TOKEN "$tok"; search DECOY "$decoy"
+sleep 60 & decoypid=$!  # a process whose /proc/PID/environ holds the decoy
+search TOKEN "$tok"; search DECOY "$decoy"; kill $decoypid
 grep -rl -s -e 'PRIVATE KEY-----' /etc /tmp /root /run /workspace 2>/dev/null | sed 's/^/PRIVATE-KEY /'; echo searched`
 	decoy := "decoy-" + w.ID + "-not-a-secret"
 	sc.stepIn("the real credential is nowhere in the sandbox", search, []byte(w.APIToken+"\n"+decoy+"\n"),
