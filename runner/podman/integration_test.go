@@ -253,7 +253,12 @@ func TestSnapshot(t *testing.T) {
 	t.Cleanup(func() {
 		c, done := context.WithTimeout(context.Background(), time.Minute)
 		defer done()
-		engine.RemoveImage(c, s.Image)
+		for _, x := range e.r.List() { // the image is in use until they are gone
+			e.r.Destroy(c, x.ID)
+		}
+		if err := engine.RemoveImage(c, s.Image); err != nil {
+			t.Errorf("remove snapshot image: %v", err)
+		}
 	})
 	if s.Image != runner.SnapshotRepo+":"+sb.ID || s.Warning == "" {
 		t.Errorf("snapshot %+v", s)
