@@ -25,6 +25,7 @@ import (
 	"airlock/audit"
 	"airlock/client"
 	"airlock/e2e/world"
+	"airlock/runner"
 )
 
 // The sandbox image with real clients (runner/images/build.sh builds it).
@@ -334,6 +335,9 @@ type sandbox struct {
 	id      string
 	address netip.Addr
 	caps    bool
+	// nsenterPID, when set, makes commands run as host root entered into
+	// the sandbox's network and mount namespaces (see TestBypassSuite).
+	nsenterPID string
 }
 
 // capsRequested asks for CAP_NET_RAW and CAP_NET_ADMIN in the sandbox's
@@ -421,6 +425,9 @@ func (s *sandbox) runTimeout(ctx context.Context, cmd string, timeout time.Durat
 }
 
 func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
+	if s.nsenterPID != "" {
+		return s.nsenterExec(ctx, cmd, stdin, timeout)
+	}
 	var out, errb bytes.Buffer
 	r := result{cmd: cmd, start: time.Now()}
 	res, err := s.a.c.Exec(ctx, s.id, client.ExecRequest{Argv: []string{"sh", "-c", cmd}, Stdin: stdin,
@@ -428,6 +435,45 @@ func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout ti
 	r.end = time.Now()
 	r.stdout, r.stderr, r.code = out.String(), errb.String(), res.ExitCode
 	return r, err
+}
+
+// nsenterExec runs cmd as host root inside the sandbox's network and mount
+// namespaces, with a clean environment.
+func (s *sandbox) nsenterExec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out, errb bytes.Buffer
+	r := result{cmd: cmd, start: time.Now()}
+	c := exec.CommandContext(ctx, "nsenter", "-t", s.nsenterPID, "-n", "-m", "--",
+		"env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8",
+		"sh", "-c", cmd)
+	c.Stdin, c.Stdout, c.Stderr = bytes.NewReader(stdin), &out, &errb
+	err := c.Run()
+	r.end = time.Now()
+	r.stdout, r.stderr = out.String(), errb.String()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code, err = ee.ExitCode(), nil
+	}
+	return r, err
+}
+
+// containerPID is the host PID of a sandbox's container.
+func containerPID(id string) (string, error) {
+	u, err := userIDs("airlock-sandbox")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("runuser", "-u", "airlock-sandbox", "--", "env", "-i",
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME="+u.home, "XDG_RUNTIME_DIR=/run/user/"+u.uid,
+		"podman", "inspect", "--format", "{{.State.Pid}}", runner.ContainerName(id))
+	cmd.Dir = "/"
+	out, err := cmd.Output()
+	pid := strings.TrimSpace(string(out))
+	if err != nil || pid == "" || pid == "0" {
+		return "", fmt.Errorf("podman inspect %s: %v %q", runner.ContainerName(id), err, out)
+	}
+	return pid, nil
 }
 
 // events returns the sandbox's audit events between from and to.
