@@ -40,8 +40,14 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 		r.lifecycle(sb.info, "failed", err.Error())
 		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	r.setState(id, StateRunning)
-	return r.Get(id)
+	r.mu.Lock()
+	if sb.info.State == StateCreating { // not if a Destroy raced in
+		sb.info.State = StateRunning
+	}
+	info = sb.info
+	r.mu.Unlock()
+	r.startTimer(sb) // after the state is final: the timer may destroy it at once
+	return info, nil
 }
 
 func validateCreate(req CreateRequest) error {
@@ -135,7 +141,6 @@ func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) 
 	if err := r.recordBaseline(ctx, sb, w, len(req.Setup) > 0); err != nil {
 		return fmt.Errorf("workspace baseline: %w", err)
 	}
-	r.startTimer(sb)
 	return nil
 }
 

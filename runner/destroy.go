@@ -38,10 +38,10 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 		r.lifecycle(sb.info, "failed", "destroy: "+err.Error())
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
+	r.lifecycle(sb.info, "destroyed", reason) // before it leaves List
 	r.mu.Lock()
 	delete(r.sandboxes, id)
 	r.mu.Unlock()
-	r.lifecycle(sb.info, "destroyed", reason)
 	return nil
 }
 

@@ -161,11 +161,11 @@ func (r *Runner) finishBroken(ctx context.Context, seen map[string]bool, rep *Re
 			errs = append(errs, fmt.Errorf("finish sandbox %s: %w", sb.info.ID, err))
 			continue
 		}
+		r.lifecycle(sb.info, "destroyed", "finished by reconcile")
 		r.mu.Lock()
 		delete(r.sandboxes, sb.info.ID)
 		r.mu.Unlock()
 		rep.Finished = append(rep.Finished, sb.info.ID)
-		r.lifecycle(sb.info, "destroyed", "finished by reconcile")
 	}
 	return errors.Join(errs...)
 }
