@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"airlock/audit"
@@ -573,6 +575,26 @@ func (a *Appliance) Close() error {
 		a.pipeline = nil
 	}
 	return errors.Join(errs...)
+}
+
+// ReloadOnSIGHUP reloads the policy directory on every SIGHUP until ctx
+// ends.
+func (a *Appliance) ReloadOnSIGHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := a.Reload("SIGHUP"); err != nil {
+					a.log.Error("policy reload", "err", err)
+				}
+			}
+		}
+	}()
 }
 
 // Reload re-reads the policy directory (SIGHUP or the API).

@@ -17,12 +17,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,6 +94,7 @@ func runHelper(spec string) int {
 		fmt.Fprintln(os.Stderr, "start:", err)
 		return 1
 	}
+	app.ReloadOnSIGHUP(ctx)
 	err = app.Serve(ctx)
 	return map[bool]int{true: 0, false: 1}[errors.Join(err, app.Close()) == nil]
 }
@@ -105,17 +108,18 @@ func engineAt(ctx context.Context, cfg *serve.Config, _ *slog.Logger) (runner.En
 
 // lab is one test's world, Podman service and appliance files.
 type lab struct {
-	t      *testing.T
-	w      *world.World
-	dir    string
-	spec   helperSpec
-	socket string
-	c      *client.Client
-	podman string // the private Podman service's socket
-	helper *exec.Cmd
-	logf   string
-	pool   netip.Prefix
-	gw     netip.Addr
+	t       *testing.T
+	w       *world.World
+	dir     string
+	spec    helperSpec
+	socket  string
+	c       *client.Client
+	podman  string // the private Podman service's socket
+	helper  *exec.Cmd
+	logf    string
+	pool    netip.Prefix
+	gw      netip.Addr
+	metrics string // loopback addr:port of the Prometheus endpoint
 }
 
 func requireLab(t *testing.T) {
@@ -161,6 +165,12 @@ func newLab(t *testing.T, image string) *lab {
 	if err := l.pickPool(); err != nil {
 		t.Fatal(err)
 	}
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.metrics = ml.Addr().String()
+	ml.Close()
 	l.writeFiles()
 	return l
 }
@@ -305,12 +315,15 @@ jsonl = %q
 user = %q
 socket = %q
 
+[metrics]
+listen = "%s"
+
 [sandbox]
 exec_timeout = "2m"
 lifetime = "20m"
 max = 24
 `, state, runtime, filepath.Join(l.dir, "policies"), l.pool, l.gw, l.socket, l.w.DNSAddr(), l.w.Prefix,
-		l.w.CAFile, filepath.Join(l.dir, "events.jsonl"), sandboxUser, l.podman)
+		l.w.CAFile, filepath.Join(l.dir, "events.jsonl"), sandboxUser, l.podman, l.metrics)
 	for name, body := range map[string]string{"airlock.toml": cfg, "policies/lab.toml": l.testPolicy()} {
 		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(body), 0o600); err != nil {
 			l.t.Fatal(err)
@@ -483,7 +496,97 @@ func TestServe(t *testing.T) {
 	if !t.Run("real path", func(t *testing.T) { l.t = t; realPath(t, l, sb) }) {
 		return
 	}
+	t.Run("metrics", func(t *testing.T) { l.t = t; metrics(t, l) })
+	t.Run("policy reload", func(t *testing.T) { l.t = t; reload(t, l, sb) })
 	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
+}
+
+// metrics: the loopback endpoint counts what the real path just did.
+func metrics(t *testing.T, l *lab) {
+	resp, err := http.Get("http://" + l.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, re := range []string{
+		`airlock_decisions_total\{category="registries",kind="flow",verdict="allow"\} [1-9]`,
+		`airlock_dns_queries_total\{rcode="NXDOMAIN",verdict="deny"\} [1-9]`,
+		`airlock_sandboxes 1`,
+		`airlock_exec_duration_seconds_count\{outcome="exited"\} [1-9]`,
+		`airlock_audit_queue_depth \d`,
+		`airlock_audit_dropped_total 0`,
+	} {
+		if !regexp.MustCompile(re).Match(body) {
+			t.Errorf("metrics lack %s", re)
+		}
+	}
+}
+
+// reload: a broken policy file is rejected with its errors and the running
+// policy stays; a valid one (here by SIGHUP) replaces it for the running
+// sandbox; both are policy events with the hashes.
+func reload(t *testing.T, l *lab, sb client.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	git := "https://" + l.w.Name(world.RoleGit) + "/"
+	status := func() string {
+		return l.exec(sb.ID, curlOpts+"-o /dev/null -w '%{http_code}' "+git+" 2>/dev/null; true").stdout
+	}
+	if s := status(); s == "403" || s == "000" {
+		t.Fatalf("git is refused before the reload: %s", s)
+	}
+	pol := filepath.Join(l.dir, "policies", "lab.toml")
+	good, _ := os.ReadFile(pol)
+	os.WriteFile(pol, append(append([]byte{}, good...), "\n[categories.oops]\nhosts = [\"*bad*.test\"]\n"...), 0o600)
+	res, err := l.c.ReloadPolicies(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rejected) != 1 || len(res.Rejected[0].Errors) == 0 || !strings.Contains(res.Rejected[0].Errors[0], "lab.toml:") {
+		t.Fatalf("broken file: %+v, want it rejected with positioned errors", res)
+	}
+	if s := status(); s == "403" || s == "000" {
+		t.Errorf("after a rejected reload git is refused (%s): the broken file replaced the policy", s)
+	}
+	// Without the git category, by SIGHUP.
+	os.WriteFile(pol, []byte(fmt.Sprintf("version = 1\n[categories.registries]\nhosts = [%q]\n", l.w.Name(world.RoleNPM))), 0o600)
+	old := policyHash(t, l)
+	l.helper.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 30*time.Second, "the SIGHUP reload", func() bool { return policyHash(t, l) != old })
+	if r := l.exec(sb.ID, curlOpts+"-v -o /dev/null "+git+" 2>&1"); !strings.Contains(r.stdout, "403") {
+		t.Errorf("after the reload git is not refused with the proxy's 403:\n%s\n%s", r, l.tail(10))
+	}
+	var actions []string
+	for _, e := range l.events("") {
+		if e.Kind == audit.KindPolicy && e.Policy.Name == "lab" {
+			actions = append(actions, e.Policy.Action)
+			if e.Policy.Action == "reloaded" && (e.Policy.OldHash != old || e.Policy.NewHash == "" || !strings.Contains(e.Reason, "SIGHUP")) {
+				t.Errorf("reload event %+v, want old hash %s, a new hash and SIGHUP as the cause", e.Policy, old)
+			}
+		}
+	}
+	if got := strings.Join(actions, ","); got != "loaded,rejected,reloaded" {
+		t.Errorf("policy events = %s, want loaded,rejected,reloaded", got)
+	}
+	// Put git back for the recovery test.
+	os.WriteFile(pol, []byte(l.testPolicy()), 0o600)
+	if _, err := l.c.ReloadPolicies(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func policyHash(t *testing.T, l *lab) string {
+	ps, err := l.c.Policies(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Name == "lab" {
+			return p.Hash
+		}
+	}
+	return ""
 }
 
 // realPath: HTTPS to an allowed world server works with the appliance CA

@@ -90,16 +90,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			if err := app.Reload("SIGHUP"); err != nil {
-				log.Error("policy reload", "err", err)
-			}
-		}
-	}()
+	app.ReloadOnSIGHUP(ctx)
 	serr := app.Serve(ctx)
 	log.Info("shutting down")
 	return errors.Join(serr, app.Close())
