@@ -10,7 +10,7 @@ BIN          := bin/airlock
 FUZZTIME     ?= 10s
 TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
-DEB_PACKAGES := podman runc uidmap conmon fuse-overlayfs iproute2 nftables \
+DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
                 debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk
 SANDBOX_USER := airlock-sandbox
