@@ -251,8 +251,9 @@ var Attempts = []Attempt{
 	{Name: "ipv6-link-local-multicast", Class: ClassIPv6, Cmd: "{{probe}} udp6 ff02::1%eth0 9999 {{mark}}",
 		Refused: "IPv6 is off in the sandbox or dropped on the host end", Log: []string{"ff02::1"}, LocalOK: true},
 	{Name: "ipv6-enable-then-send", Class: ClassIPv6,
-		Cmd:     "echo 0 > /proc/sys/net/ipv6/conf/eth0/disable_ipv6 && sleep 2 && {{probe}} udp6 ff02::1%eth0 9999 {{mark}}",
-		Refused: "turning IPv6 back on needs CAP_NET_ADMIN (read-only /proc/sys otherwise); with it the packets are dropped on the host end",
+		Cmd: "{ mount -o remount,rw /proc/sys 2>/dev/null; true; } && echo 0 > /proc/sys/net/ipv6/conf/eth0/disable_ipv6 && " +
+			"sleep 3 && {{probe}} udp6 ff02::1%eth0 9999 {{mark}}",
+		Refused: "turning IPv6 back on needs a writable /proc/sys and CAP_NET_ADMIN; with them the packets are dropped on the host end",
 		Log:     []string{"ff02::1"}, LocalOK: true},
 	{Name: "ipv6-frame-by-packet-socket", Class: ClassIPv6, Cmd: "{{probe}} packet6 {{canary6}} 9999",
 		Refused: "a hand-made IPv6 frame is dropped on the host end", Log: []string{"{{canary6}}"}, LocalOK: true},

@@ -388,3 +388,17 @@ func TestParseFrame(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseFrame: the capture parses whatever arrives on the wire; it must
+// never panic, and a parsed packet always has both addresses.
+func FuzzParseFrame(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(append(make([]byte, 12), 0x08, 0x00, 0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8))
+	f.Add(append(make([]byte, 12), 0x86, 0xdd, 0x60))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, ok := parseFrame(b)
+		if ok && (!p.src.IsValid() || !p.dst.IsValid()) {
+			t.Fatalf("parsed %x into %+v", b, p)
+		}
+	})
+}
