@@ -16,16 +16,17 @@ import (
 )
 
 // TestBypassSuite runs every attempt in a default sandbox and again with
-// CAP_NET_RAW and CAP_NET_ADMIN over the sandbox's network namespace. Each
+// CAP_NET_RAW and CAP_NET_ADMIN inside the sandbox's namespace. Each
 // attempt must be refused, logged for the sandbox with a reason, and leave
 // the world's canary, evil server and capture empty.
 //
 // The control API cannot yet create a sandbox with extra capabilities
 // (client.CreateRequest has no capability field; setCaps finds one when it
-// lands). Until then the second variant is stronger than asked: its
-// commands run as host root entered into the sandbox's network and mount
-// namespaces (nsenter -t PID -n -m) — every capability over that network
-// namespace, the sandbox's own files and address, the same veth and path.
+// lands). Until then the second variant enters an ordinary sandbox with
+// nsenter -t PID -U -n -m: its commands run as root of the sandbox's user
+// namespace, which holds every capability there — CAP_NET_RAW and
+// CAP_NET_ADMIN among them — over the sandbox's own network namespace,
+// address, veth and files.
 //
 // The attempts of one sandbox run in one exec (a shell loop that stamps
 // each attempt's start and end): an exec through Podman costs a second or
@@ -72,7 +73,7 @@ func (a *appliance) newCapSandbox(t *testing.T) *sandbox {
 		t.Fatalf("find the sandbox's process: %v", err)
 	}
 	sb.caps, sb.nsenterPID = true, pid
-	t.Logf("sandbox %s: commands run as root entered into its namespaces (pid %s): the API has no capability field yet", sb.id, pid)
+	t.Logf("sandbox %s: commands run as root of its user namespace, entered with nsenter (pid %s): the API has no capability field yet", sb.id, pid)
 	return sb
 }
 

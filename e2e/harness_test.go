@@ -335,8 +335,9 @@ type sandbox struct {
 	id      string
 	address netip.Addr
 	caps    bool
-	// nsenterPID, when set, makes commands run as host root entered into
-	// the sandbox's network and mount namespaces (see TestBypassSuite).
+	// nsenterPID, when set, makes commands run as root of the sandbox's
+	// user namespace, entered into its user, network and mount namespaces
+	// (see TestBypassSuite).
 	nsenterPID string
 }
 
@@ -437,14 +438,16 @@ func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout ti
 	return r, err
 }
 
-// nsenterExec runs cmd as host root inside the sandbox's network and mount
-// namespaces, with a clean environment.
+// nsenterExec runs cmd as the sandbox's root with every capability of its
+// user namespace (entering the user namespace first, so files it writes
+// belong to the sandbox user like the rest of the container), in its
+// network and mount namespaces, with a clean environment.
 func (s *sandbox) nsenterExec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var out, errb bytes.Buffer
 	r := result{cmd: cmd, start: time.Now()}
-	c := exec.CommandContext(ctx, "nsenter", "-t", s.nsenterPID, "-n", "-m", "--",
+	c := exec.CommandContext(ctx, "nsenter", "-t", s.nsenterPID, "-U", "-n", "-m", "--",
 		"env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8",
 		"sh", "-c", cmd)
 	c.Stdin, c.Stdout, c.Stderr = bytes.NewReader(stdin), &out, &errb
