@@ -47,7 +47,7 @@ func (s *sequencer) next(r *record) (line, error) {
 			r.end.Lifecycle.FirstSeq, r.end.Lifecycle.LastSeq = rg.FirstSeq, rg.LastSeq
 			r.end.Lifecycle.FinalHash = rg.FinalHash
 		}
-		b, err := json.Marshal(r.end)
+		b, err := marshalBody(r.end)
 		if err != nil {
 			return line{}, fmt.Errorf("audit: encode lifecycle event: %w", err)
 		}

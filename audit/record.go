@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -70,12 +71,31 @@ func encode(e Event) (*record, error) {
 		r.end = &c
 		return r, nil
 	}
-	b, err := json.Marshal(&e)
+	b, err := marshalBody(&e)
 	if err != nil {
 		return nil, fmt.Errorf("audit: encode %s event: %w", e.Kind, err)
 	}
 	r.body = b
 	return r, nil
+}
+
+// chainRoom is the room chainLine needs after a body for seq and prev_hash.
+const chainRoom = len(`,"seq":18446744073709551615,"prev_hash":""}`) + 64
+
+// marshalBody encodes e as json.Marshal does, into a buffer with room for
+// chainLine to append seq and prev_hash in place: the event is encoded
+// once and its bytes are the stream line and the store's raw column.
+func marshalBody(e *Event) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, 512))
+	if err := json.NewEncoder(buf).Encode(e); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	b = b[:len(b)-1] // Encode's newline
+	if cap(b)-len(b) < chainRoom {
+		b = append(make([]byte, 0, len(b)+chainRoom), b...)
+	}
+	return b, nil
 }
 
 // endsSandbox reports whether e is the lifecycle record written at a
@@ -131,10 +151,10 @@ func hostOnly(s string) string {
 	return s
 }
 
-// chainLine appends seq and prev_hash to an encoded event body.
+// chainLine appends seq and prev_hash to an encoded event body, in place
+// when the body has room (it is not used again).
 func chainLine(body []byte, seq uint64, prev [32]byte, genesis bool) []byte {
-	out := make([]byte, 0, len(body)+100)
-	out = append(out, body[:len(body)-1]...)
+	out := body[:len(body)-1]
 	out = append(out, `,"seq":`...)
 	out = strconv.AppendUint(out, seq, 10)
 	out = append(out, `,"prev_hash":"`...)

@@ -25,15 +25,16 @@ var ErrNoStore = errors.New("audit: no event store")
 // JSONL record in raw, and indexed columns for the filters.
 type Store struct {
 	path string
-	db   *sql.DB // readers
-	w    *sql.DB // the single writer connection; nil when read-only
-	ins  *sql.Stmt
-	insN *sql.Stmt // inserts insertRows rows at once
+	db   *sql.DB     // readers
+	w    *sql.DB     // the single writer connection; nil when read-only
+	ins  []*sql.Stmt // ins[i] inserts insertRows[i] rows at once
 }
 
-// insertRows is how many rows one multi-row INSERT carries (11 columns
-// each, within SQLite's limit on bound parameters).
-const insertRows = 256
+// insertRows are the row counts of the prepared multi-row INSERTs, largest
+// first (11 columns each, within SQLite's limit on bound parameters). A
+// batch is written with the largest that fit, so a batch of any size takes
+// few statement executions.
+var insertRows = []int{256, 64, 16, 4, 1}
 
 const insertCols = `INSERT INTO events
 	(seq, time, kind, sandbox, id, verdict, category, rule, host, would_deny, raw) VALUES `
@@ -75,6 +76,11 @@ func dsn(path string, readOnly bool) string {
 		q.Add("_pragma", "auto_vacuum(incremental)")
 		q.Add("_pragma", "journal_mode(wal)")
 		q.Add("_pragma", "synchronous(normal)")
+		// Multi-row INSERTs keep a statement journal; in memory it costs
+		// no system calls. A bigger page cache keeps a batch's pages from
+		// spilling to the WAL before the commit.
+		q.Add("_pragma", "temp_store(memory)")
+		q.Add("_pragma", "cache_size(-16384)")
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + q.Encode()
@@ -113,15 +119,13 @@ func (s *Store) init() error {
 	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta VALUES ('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("audit: store meta: %w", err)
 	}
-	ins, err := s.w.PrepareContext(ctx, insertSQL(1))
-	if err != nil {
-		return fmt.Errorf("audit: prepare insert: %w", err)
+	for _, n := range insertRows {
+		st, err := s.w.PrepareContext(ctx, insertSQL(n))
+		if err != nil {
+			return fmt.Errorf("audit: prepare insert: %w", err)
+		}
+		s.ins = append(s.ins, st)
 	}
-	if s.insN, err = s.w.PrepareContext(ctx, insertSQL(insertRows)); err != nil {
-		ins.Close()
-		return fmt.Errorf("audit: prepare insert: %w", err)
-	}
-	s.ins = ins
 	return nil
 }
 
@@ -146,10 +150,8 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store. It is safe on a partly opened store.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.ins, s.insN} {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
+	for _, st := range s.ins {
+		errs = append(errs, st.Close())
 	}
 	if s.w != nil {
 		errs = append(errs, s.w.Close())
@@ -178,12 +180,17 @@ func (s *Store) insert(ctx context.Context, lines []line) error {
 }
 
 func (s *Store) insertAll(ctx context.Context, tx *sql.Tx, lines []line) error {
-	args := make([]any, 0, 11*insertRows)
+	args := make([]any, 0, 11*insertRows[0])
+	stmts := make([]*sql.Stmt, len(s.ins))
 	for len(lines) > 0 {
-		n, st := insertRows, tx.StmtContext(ctx, s.insN)
-		if len(lines) < insertRows {
-			n, st = 1, tx.StmtContext(ctx, s.ins)
+		i := 0
+		for insertRows[i] > len(lines) {
+			i++
 		}
+		if stmts[i] == nil {
+			stmts[i] = tx.StmtContext(ctx, s.ins[i])
+		}
+		n, st := insertRows[i], stmts[i]
 		args = args[:0]
 		for i := range lines[:n] {
 			r := lines[i].rec

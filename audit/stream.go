@@ -23,6 +23,7 @@ type sink interface {
 type writerSink struct {
 	w       io.Writer
 	pending []byte // the unwritten tail of a line after a short write
+	buf     []byte // reused between writes
 }
 
 func (s *writerSink) write(lines []line) (int, error) {
@@ -33,10 +34,11 @@ func (s *writerSink) write(lines []line) (int, error) {
 			return 0, err
 		}
 	}
-	var buf []byte
+	buf := s.buf[:0]
 	for _, l := range lines {
 		buf = append(append(buf, l.raw...), '\n')
 	}
+	s.buf = keepBuf(buf)
 	n, err := s.w.Write(buf)
 	if err == nil {
 		return len(lines), nil
@@ -60,6 +62,17 @@ type fileSink struct {
 	maxFiles int
 	f        *os.File
 	size     int64
+	buf      []byte // reused between writes
+}
+
+// maxKeptBuf bounds the write buffer a sink keeps between batches.
+const maxKeptBuf = 8 << 20
+
+func keepBuf(b []byte) []byte {
+	if cap(b) > maxKeptBuf {
+		return nil
+	}
+	return b[:0]
 }
 
 // openFileSink opens path for appending and returns the last whole record
@@ -138,7 +151,7 @@ func (s *fileSink) write(lines []line) (int, error) {
 				return done, err
 			}
 		}
-		var buf []byte
+		buf := s.buf[:0]
 		n := done
 		for n < len(lines) {
 			l := lines[n].raw
@@ -148,6 +161,7 @@ func (s *fileSink) write(lines []line) (int, error) {
 			buf = append(append(buf, l...), '\n')
 			n++
 		}
+		s.buf = keepBuf(buf)
 		if _, err := s.f.WriteAt(buf, s.size); err != nil {
 			// Remove whatever part of buf reached the file.
 			terr := s.f.Truncate(s.size)
