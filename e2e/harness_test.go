@@ -341,7 +341,7 @@ type sandbox struct {
 	nsenterPID string
 }
 
-// capsRequested asks for CAP_NET_RAW and CAP_NET_ADMIN in the sandbox's
+// extraCaps are what the capability variant asks for in the sandbox's
 // namespace, when the API has a field for it.
 var extraCaps = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
 
