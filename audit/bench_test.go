@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,4 +183,88 @@ func loadAvg() string {
 		b = b[:14]
 	}
 	return string(b)
+}
+
+// BenchmarkQuery measures the filters `airlock logs` and the report use on
+// a store of 100,000 records (5 sandboxes, the benchmark's event mix, with
+// 50 hosts), so index changes that make writes cheaper show their cost to
+// readers.
+func BenchmarkQuery(b *testing.B) {
+	st := benchStore(b, 100000)
+	since := t0.Add(90000 * time.Millisecond)
+	for _, c := range []struct {
+		name string
+		q    Query
+	}{
+		{"sandbox", Query{Sandbox: "sb-3"}},
+		{"sandbox-kind", Query{Sandbox: "sb-3", Kind: KindHTTP}},
+		{"kind", Query{Kind: KindDNS}},
+		{"deny", Query{Verdict: "deny"}},
+		{"allow", Query{Verdict: "allow", Limit: 100}},
+		{"category", Query{Category: "docs"}},
+		{"host", Query{Host: "h7.example.test"}},
+		{"host-glob", Query{Host: "h1*"}},
+		{"since", Query{Since: since}},
+		{"newest-100", Query{Limit: 100, Newest: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				n = 0
+				if err := st.Each(context.Background(), c.q, func(Event) error { n++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n), "records")
+		})
+	}
+	b.Run("top-denials", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := st.TopDenials(context.Background(), Query{}, 10); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// benchStore writes n records of the benchmark mix, spread over sandboxes
+// and hosts, one per millisecond from t0, and returns the store.
+func benchStore(b *testing.B, n int) *Store {
+	b.Helper()
+	dir := b.TempDir()
+	p, err := NewPipeline(Config{StateDir: dir, EnqueueWait: time.Hour, Logger: testLogger(&testing.T{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := benchEvents()
+	for i := range n {
+		e := evs[i%len(evs)]
+		e.Time = t0.Add(time.Duration(i) * time.Millisecond)
+		e.Sandbox = "sb-" + strconv.Itoa(i%5)
+		host := "h" + strconv.Itoa(i%50) + ".example.test"
+		switch {
+		case e.DNS != nil:
+			d := *e.DNS
+			d.QName = host
+			e.DNS = &d
+		case e.Flow != nil:
+			f := *e.Flow
+			f.Host = host
+			e.Flow = &f
+		case e.HTTP != nil:
+			h := *e.HTTP
+			h.Host = host
+			e.HTTP = &h
+		}
+		p.Emit(e)
+	}
+	if err := p.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, err := OpenStoreReadOnly(filepath.Join(dir, StoreFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }

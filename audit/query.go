@@ -40,11 +40,13 @@ func (q *Query) where() (string, []any) {
 	case "":
 	case "would_deny", "would-deny":
 		add("would_deny = 1")
-	default:
+	case "allow":
 		add("verdict = ?", v)
+	default:
+		add("verdict = ? AND "+verdictIndexed, v)
 	}
 	if q.Category != "" {
-		add("category = ?", q.Category)
+		add("category = ? AND "+categoryIndexed, q.Category)
 	}
 	if q.Rule != "" {
 		add("(rule = ? OR substr(rule, 1, ?) = ?)", q.Rule, len(q.Rule)+2, q.Rule+" (")

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +176,42 @@ func TestRetentionRunsWhileRunning(t *testing.T) {
 	evs, _ := p.Store().Query(context.Background(), Query{})
 	if p.Stats().Pruned != 10 || len(evs) != 1 {
 		t.Fatalf("pruned %d, %d left", p.Stats().Pruned, len(evs))
+	}
+}
+
+// TestQueryUsesIndexes checks that the filters reach their indexes, the
+// partial ones included (their condition must be repeated in the query).
+func TestQueryUsesIndexes(t *testing.T) {
+	st := sampleStore(t)
+	for _, c := range []struct {
+		q     Query
+		index string
+	}{
+		{Query{Verdict: "deny"}, "events_verdict_rare"},
+		{Query{Verdict: "ask"}, "events_verdict_rare"},
+		{Query{Category: "docs"}, "events_category_set"},
+		{Query{Sandbox: "sb-1"}, "events_sandbox"},
+		{Query{Kind: KindDNS}, "events_kind"},
+		{Query{Host: "registry.example.test"}, "events_host"},
+		{Query{Since: t0}, "events_time"},
+	} {
+		where, args := c.q.where()
+		rows, err := st.db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN SELECT raw FROM events`+where, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, "INDEX "+c.index+" ") {
+			t.Errorf("%+v: plan %q does not use %s", c.q, got, c.index)
+		}
 	}
 }
