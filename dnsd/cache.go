@@ -26,7 +26,7 @@ type entry struct {
 	ttls     []uint16 // offsets of the TTLs in wire
 	qnameLen int      // wire length of the question name
 	answers  []string // for events
-	stripped []string
+	strip    stripInfo
 	upstream string
 	stored   time.Time
 	expires  time.Time
@@ -77,7 +77,7 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
 }
 
 // put stores a filtered answer if it is cacheable.
-func (c *cache) put(k cacheKey, m *dns.Msg, stripped []string, upstream string, now time.Time) {
+func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, now time.Time) {
 	if c == nil {
 		return
 	}
@@ -85,7 +85,7 @@ func (c *cache) put(k cacheKey, m *dns.Msg, stripped []string, upstream string, 
 	if !ok {
 		return
 	}
-	e := &entry{msg: m.Copy(), stripped: stripped, upstream: upstream, stored: now, expires: now.Add(ttl)}
+	e := &entry{msg: m.Copy(), strip: strip, upstream: upstream, stored: now, expires: now.Add(ttl)}
 	for _, rr := range e.msg.Answer {
 		e.answers = append(e.answers, rrValue(rr))
 	}
@@ -151,7 +151,7 @@ func (s *Server) cacheLookup(q *query) bool {
 			limit = udpSize(q.req)
 		}
 		if q.wire = hitWire(e, q.req, now, uint32(s.cfg.AnswerTTL/time.Second), limit); q.wire != nil {
-			q.resp, q.cacheHit, q.stripped, q.upstream, q.answers = e.msg, true, e.stripped, e.upstream, e.answers
+			q.resp, q.cacheHit, q.strip, q.upstream, q.answers = e.msg, true, e.strip, e.upstream, e.answers
 			q.hit = e
 			return true
 		}
@@ -160,6 +160,6 @@ func (s *Server) cacheLookup(q *query) bool {
 	if m == nil {
 		return true
 	}
-	q.resp, q.cacheHit, q.stripped, q.upstream = m, true, e.stripped, e.upstream
+	q.resp, q.cacheHit, q.strip, q.upstream = m, true, e.strip, e.upstream
 	return true
 }

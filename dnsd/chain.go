@@ -33,8 +33,8 @@ type query struct {
 	ckey     cacheKey
 	cacheHit bool
 	upstream string
-	stripped []string
-	reason   string // why the query was refused outside the policy (malformed, unknown source)
+	strip    stripInfo // what the answer filter removed
+	reason   string    // why the query was refused outside the policy (malformed, unknown source)
 	err      error
 	udp      bool
 
@@ -248,12 +248,13 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Category = v.Category
 	default:
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), v.Rule.String(), v.Category, v.WouldDeny, v.Reason
+		ev.Reason = joinReason(ev.Reason, q.strip.reason)
 	}
 	d := &audit.DNS{
 		QName:     q.name,
 		QType:     dns.Type(q.qtype).String(),
 		RCode:     dns.RcodeToString[q.resp.Rcode],
-		Stripped:  q.stripped,
+		Stripped:  q.strip.addrs,
 		Upstream:  q.upstream,
 		LatencyUS: time.Since(q.start).Microseconds(),
 		CacheHit:  q.cacheHit,
@@ -265,6 +266,9 @@ func (s *Server) event(q *query) audit.Event {
 	} else if la := q.w.LocalAddr(); la != nil {
 		d.Server = la.String()
 	}
+	if d.Guard == "" {
+		d.Guard = q.strip.guard // the answer filter's guards; the verdict stays the name's
+	}
 	d.Answers = q.answers
 	if q.hit == nil {
 		for _, rr := range q.resp.Answer {
@@ -273,6 +277,17 @@ func (s *Server) event(q *query) audit.Event {
 	}
 	ev.DNS = d
 	return ev
+}
+
+// joinReason appends extra to a verdict's reason.
+func joinReason(reason, extra string) string {
+	switch {
+	case extra == "":
+		return reason
+	case reason == "":
+		return extra
+	}
+	return reason + "; " + extra
 }
 
 // rrValue is the data part of a record, as it appears in zone files.

@@ -142,6 +142,28 @@ func TestAAAAEmptyWithoutIPv6(t *testing.T) {
 	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
 		t.Fatalf("want empty NOERROR, got %s %v", dns.RcodeToString[r.Rcode], answers(r))
 	}
+	// The withheld addresses are in the event with the guard that withheld
+	// them, fresh and from the cache alike; the verdict stays the name's.
+	r = h.ask(t, "udp", "v6.example.test", dns.TypeAAAA)
+	if len(r.Answer) != 0 {
+		t.Fatalf("cached answer not empty: %v", answers(r))
+	}
+	evs := h.rec.find("v6.example.test")
+	if len(evs) != 2 {
+		t.Fatalf("want 2 events, got %d", len(evs))
+	}
+	for i, e := range evs {
+		if diff := cmp.Diff([]string{"2001:4860::1"}, e.DNS.Stripped); diff != "" {
+			t.Errorf("event %d stripped (-want +got):\n%s", i, diff)
+		}
+		if e.Verdict != "allow" || !strings.HasPrefix(e.Rule, "categories.web.hosts") || e.DNS.Guard != "no-ipv6" ||
+			!strings.Contains(e.Reason, "withheld 2001:4860::1 (no-ipv6)") {
+			t.Errorf("event %d: verdict %q rule %q guard %q reason %q", i, e.Verdict, e.Rule, e.DNS.Guard, e.Reason)
+		}
+	}
+	if !evs[1].DNS.CacheHit {
+		t.Errorf("second query was not a cache hit")
+	}
 }
 
 func TestExfiltrationGuards(t *testing.T) {

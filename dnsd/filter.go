@@ -3,6 +3,7 @@ package dnsd
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -16,8 +17,8 @@ import (
 func (s *Server) filterStep(q *query) bool {
 	now := time.Now()
 	if !q.cacheHit {
-		q.stripped = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
-		s.cache.put(q.ckey, q.resp, q.stripped, q.upstream, now)
+		q.strip = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
+		s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 	}
 	if q.hit != nil {
 		// The packed answer's TTLs were aged and capped; bind for as long.
@@ -54,21 +55,58 @@ func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// filterAnswer edits m in place and returns the addresses it removed.
-func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool) []string {
-	var stripped []string
+// Why an address was removed from an answer when it is not the rebinding
+// guard: the sandbox has no IPv6, so AAAA records and IPv6 hints are
+// withheld (the event names them under this guard).
+const stripNoIPv6 = "no-ipv6"
+
+// stripInfo is what the answer filter removed, as the query's event shows
+// it (Invariant 3: the decision is logged with what made it).
+type stripInfo struct {
+	addrs  []string // audit.DNS.Stripped
+	guard  string   // audit.DNS.Guard: the guards that removed them, joined by ","
+	reason string   // appended to the event's reason
+}
+
+// removal is one address the filter took out, and why.
+type removal struct {
+	addr netip.Addr
+	why  string // stripNoIPv6, or "" for the rebinding guard
+}
+
+// filterAnswer edits m in place and returns what it removed.
+func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool) stripInfo {
+	var removed []removal
 	keep := func(a netip.Addr) bool {
 		a = a.Unmap()
 		if allowed(a) {
 			return true
 		}
-		stripped = append(stripped, a.String())
+		removed = append(removed, removal{addr: a})
 		return false
 	}
-	m.Answer = filterRRs(m.Answer, keep, v6)
-	m.Extra = filterRRs(m.Extra, keep, v6)
-	m.Ns = filterRRs(m.Ns, keep, v6)
-	return stripped
+	withhold := func(a netip.Addr) { removed = append(removed, removal{addr: a, why: stripNoIPv6}) }
+	m.Answer = filterRRs(m.Answer, keep, withhold, v6)
+	m.Extra = filterRRs(m.Extra, keep, withhold, v6)
+	m.Ns = filterRRs(m.Ns, keep, withhold, v6)
+	return describeRemovals(removed)
+}
+
+// describeRemovals turns the removed addresses into the event's fields.
+func describeRemovals(removed []removal) stripInfo {
+	var si stripInfo
+	var withheld []string
+	for _, r := range removed {
+		si.addrs = append(si.addrs, r.addr.String())
+		if r.why == stripNoIPv6 {
+			withheld = append(withheld, r.addr.String())
+		}
+	}
+	if len(withheld) > 0 {
+		si.guard = stripNoIPv6
+		si.reason = "withheld " + strings.Join(withheld, ", ") + " (" + stripNoIPv6 + ")"
+	}
+	return si
 }
 
 // internal reports whether the deciding category names a in its CIDRs.
@@ -84,7 +122,9 @@ func internal(cat *policies.Category, a netip.Addr) bool {
 	return false
 }
 
-func filterRRs(rrs []dns.RR, keep func(netip.Addr) bool, v6 bool) []dns.RR {
+// filterRRs drops the records keep refuses; without IPv6 every AAAA
+// record (and IPv6 hint) is handed to withhold instead.
+func filterRRs(rrs []dns.RR, keep func(netip.Addr) bool, withhold func(netip.Addr), v6 bool) []dns.RR {
 	out := rrs[:0]
 	for _, rr := range rrs {
 		switch rr := rr.(type) {
@@ -95,13 +135,16 @@ func filterRRs(rrs []dns.RR, keep func(netip.Addr) bool, v6 bool) []dns.RR {
 			}
 		case *dns.AAAA:
 			a, ok := netip.AddrFromSlice(rr.AAAA)
+			if ok && !v6 {
+				withhold(a)
+			}
 			if !v6 || !ok || !keep(a) {
 				continue
 			}
 		case *dns.HTTPS:
-			rr.Value = filterSVCB(rr.Value, keep, v6)
+			rr.Value = filterSVCB(rr.Value, keep, withhold, v6)
 		case *dns.SVCB:
-			rr.Value = filterSVCB(rr.Value, keep, v6)
+			rr.Value = filterSVCB(rr.Value, keep, withhold, v6)
 		}
 		out = append(out, rr)
 	}
@@ -110,7 +153,7 @@ func filterRRs(rrs []dns.RR, keep func(netip.Addr) bool, v6 bool) []dns.RR {
 
 // filterSVCB drops the ech parameter (so TLS keeps a visible SNI) and
 // address hints the rebinding guard would strip.
-func filterSVCB(kv []dns.SVCBKeyValue, keep func(netip.Addr) bool, v6 bool) []dns.SVCBKeyValue {
+func filterSVCB(kv []dns.SVCBKeyValue, keep func(netip.Addr) bool, withhold func(netip.Addr), v6 bool) []dns.SVCBKeyValue {
 	out := kv[:0]
 	for _, p := range kv {
 		switch p := p.(type) {
@@ -123,6 +166,11 @@ func filterSVCB(kv []dns.SVCBKeyValue, keep func(netip.Addr) bool, v6 bool) []dn
 			}
 		case *dns.SVCBIPv6Hint:
 			if !v6 {
+				for _, ip := range p.Hint {
+					if a, ok := netip.AddrFromSlice(ip); ok {
+						withhold(a)
+					}
+				}
 				continue
 			}
 			p.Hint = filterIPs(p.Hint, keep)
