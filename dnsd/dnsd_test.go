@@ -132,6 +132,26 @@ routes = [{ methods = ["GET"], path = "/v1/*" }]
 	if diff := cmp.Diff([]string{"127.0.0.1", "10.0.0.1", "169.254.169.254"}, evs[0].DNS.Stripped); diff != "" {
 		t.Errorf("event stripped (-want +got):\n%s", diff)
 	}
+	// The rebinding guard is named with the classes it stripped; the
+	// verdict stays that of the name, fresh and from the cache.
+	for i, e := range evs {
+		if e.Verdict != "allow" || !strings.HasPrefix(e.Rule, "categories.web.hosts") || e.DNS.Guard != GuardRebinding {
+			t.Errorf("event %d: verdict %q rule %q guard %q", i, e.Verdict, e.Rule, e.DNS.Guard)
+		}
+	}
+	wantReason := map[string]string{
+		"A":    "stripped 127.0.0.1 (loopback), 10.0.0.1 (private), 169.254.169.254 (link-local)",
+		"AAAA": "stripped 127.0.0.1 (loopback), ::1 (loopback)",
+	}
+	for _, e := range evs {
+		if !strings.HasSuffix(e.Reason, wantReason[e.DNS.QType]) {
+			t.Errorf("%s event reason %q, want it to end with %q", e.DNS.QType, e.Reason, wantReason[e.DNS.QType])
+		}
+	}
+	if evs := h.rec.find("svc.internal.test"); evs[0].DNS.Guard != GuardRebinding || !strings.HasSuffix(evs[0].Reason, "stripped 10.9.9.9 (private)") ||
+		evs[0].Verdict != "allow" || evs[0].Category != "internal" {
+		t.Errorf("internal event: verdict %q category %q guard %q reason %q", evs[0].Verdict, evs[0].Category, evs[0].DNS.Guard, evs[0].Reason)
+	}
 }
 
 func TestAAAAEmptyWithoutIPv6(t *testing.T) {

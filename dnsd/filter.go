@@ -60,6 +60,10 @@ func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
 // withheld (the event names them under this guard).
 const stripNoIPv6 = "no-ipv6"
 
+// GuardRebinding names the rebinding guard in events (audit.DNS.Guard)
+// when it stripped addresses from an answer the policy allowed.
+const GuardRebinding = "rebinding"
+
 // stripInfo is what the answer filter removed, as the query's event shows
 // it (Invariant 3: the decision is logged with what made it).
 type stripInfo struct {
@@ -71,7 +75,7 @@ type stripInfo struct {
 // removal is one address the filter took out, and why.
 type removal struct {
 	addr netip.Addr
-	why  string // stripNoIPv6, or "" for the rebinding guard
+	why  string // stripNoIPv6, or the address class the rebinding guard refused
 }
 
 // filterAnswer edits m in place and returns what it removed.
@@ -82,7 +86,7 @@ func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool
 		if allowed(a) {
 			return true
 		}
-		removed = append(removed, removal{addr: a})
+		removed = append(removed, removal{addr: a, why: s.stripClass(a)})
 		return false
 	}
 	withhold := func(a netip.Addr) { removed = append(removed, removal{addr: a, why: stripNoIPv6}) }
@@ -92,20 +96,42 @@ func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool
 	return describeRemovals(removed)
 }
 
-// describeRemovals turns the removed addresses into the event's fields.
+// stripClass names why the rebinding guard refused a: its address class,
+// "own" for the appliance's addresses, "policy cidrs" for a public address
+// the policy's cidrs deny.
+func (s *Server) stripClass(a netip.Addr) string {
+	if slices.Contains(s.cfg.Own, a) {
+		return policies.ClassOwn.String()
+	}
+	if c := policies.Classify(a); c != policies.ClassPublic {
+		return c.String()
+	}
+	return "policy cidrs"
+}
+
+// describeRemovals turns the removed addresses into the event's fields:
+// "stripped 127.0.0.1 (loopback), 10.0.0.1 (private); withheld 2001:db8::1
+// (no-ipv6)" under the guard "rebinding,no-ipv6".
 func describeRemovals(removed []removal) stripInfo {
 	var si stripInfo
-	var withheld []string
+	var stripped, withheld, guards, reasons []string
 	for _, r := range removed {
 		si.addrs = append(si.addrs, r.addr.String())
 		if r.why == stripNoIPv6 {
 			withheld = append(withheld, r.addr.String())
+		} else {
+			stripped = append(stripped, r.addr.String()+" ("+r.why+")")
 		}
 	}
-	if len(withheld) > 0 {
-		si.guard = stripNoIPv6
-		si.reason = "withheld " + strings.Join(withheld, ", ") + " (" + stripNoIPv6 + ")"
+	if len(stripped) > 0 {
+		guards = append(guards, GuardRebinding)
+		reasons = append(reasons, "stripped "+strings.Join(stripped, ", "))
 	}
+	if len(withheld) > 0 {
+		guards = append(guards, stripNoIPv6)
+		reasons = append(reasons, "withheld "+strings.Join(withheld, ", ")+" ("+stripNoIPv6+")")
+	}
+	si.guard, si.reason = strings.Join(guards, ","), strings.Join(reasons, "; ")
 	return si
 }
 
