@@ -87,6 +87,13 @@ func dsn(path string, readOnly bool) string {
 	} else {
 		q.Add("_pragma", "auto_vacuum(incremental)")
 		q.Add("_pragma", "journal_mode(wal)")
+		// Durability trade: in WAL mode synchronous=NORMAL syncs the WAL
+		// only at checkpoints, not at every commit. The store stays
+		// consistent through a crash or power loss, but the transactions
+		// committed since the last checkpoint (at most ~4 MiB of WAL,
+		// seconds of events) can be rolled back by a power loss or kernel
+		// crash; an appliance process crash (kill -9) loses nothing
+		// committed. The JSONL stream is the copy to ship off the machine.
 		q.Add("_pragma", "synchronous(normal)")
 		// Multi-row INSERTs keep a statement journal; in memory it costs
 		// no system calls. A bigger page cache keeps a batch's pages from

@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
 # Audit pipeline soak: offer events at 50,000/s, then at 100,000/s, for
 # AIRLOCK_SOAK_SECONDS (default 60) each, into the SQLite store and a JSONL
-# file, and print what was kept and what was dropped (counted in gap
-# records). Not a test: numbers depend on the machine and its load.
+# file, and print a table of what was offered, written and dropped (drops
+# are counted and reported by gap records). Not a test: the numbers depend
+# on the machine and its load (the last column is the 1-minute load average
+# at the end of the run); CPU per event is the figure that travels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${AIRLOCK_SOAK_SECONDS:-60}
-for rate in 50000 100000; do
-  AIRLOCK_SOAK_RATE=$rate AIRLOCK_SOAK_SECONDS=$secs \
-    go test -run '^$' -bench '^BenchmarkSoak$' -benchtime 1x -timeout 30m ./audit | grep -E '^(soak|BenchmarkSoak)'
+rates=${AIRLOCK_SOAK_RATES:-"50000 100000"}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go test -c -o "$bin/audit.test" ./audit
+rows=()
+for rate in $rates; do
+  out=$(cd audit && AIRLOCK_SOAK_RATE=$rate AIRLOCK_SOAK_SECONDS=$secs \
+    "$bin/audit.test" -test.run '^$' -test.bench '^BenchmarkSoak$' -test.benchtime 1x -test.timeout 30m)
+  grep -E '^soak ' <<<"$out"
+  rows+=("$(grep -E '^soak-row' <<<"$out")")
 done
+echo
+echo "audit soak, ${secs}s per rate, $(nproc) CPUs"
+printf '%s\n' "${rows[@]}" | awk -F'\t' '
+  BEGIN { printf "%-8s %10s %10s %10s %9s %5s %9s %9s %7s %7s %5s\n",
+    "target/s", "offered/s", "written", "written/s", "dropped", "gaps", "cpu-µs/ev", "zero-loss", "at-rate", "drain-s", "load" }
+  { printf "%-8s %10s %10s %10s %9s %5s %9s %9s %7s %7s %5s\n", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'
