@@ -2,6 +2,7 @@ package dnsd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -35,6 +36,8 @@ type query struct {
 	upstream string
 	strip    stripInfo // what the answer filter removed
 	reason   string    // why the query was refused outside the policy (malformed, unknown source)
+	rule     string    // the rule of that refusal (RuleMalformed, ...)
+	local    net.Addr  // the server address when there is no writer (unparsed TCP messages)
 	err      error
 	udp      bool
 
@@ -153,28 +156,28 @@ func (s *Server) identify(q *query) bool {
 	}
 	sb, ok := s.cfg.Identifier.Identify(q.src)
 	if !ok || sb.Policy == nil {
-		q.reason = "unknown source"
+		q.rule, q.reason = RuleUnknownSource, "unknown source"
 		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "unknown source")
 		return false
 	}
 	q.sb, q.known = sb, true
 	if q.req.Response || q.req.Opcode != dns.OpcodeQuery {
-		q.reason = "not a query"
+		q.rule, q.reason = RuleMalformed, "not a query"
 		q.resp = refusal(q.req, dns.RcodeNotImplemented, 0, "")
 		return false
 	}
 	if len(q.req.Question) != 1 {
-		q.reason = "question count"
+		q.rule, q.reason = RuleMalformed, "question count"
 		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
 		return false
 	}
 	if q.req.Question[0].Qclass != dns.ClassINET {
-		q.reason = "class " + dns.Class(q.req.Question[0].Qclass).String()
+		q.rule, q.reason = RuleQClass, "class "+dns.Class(q.req.Question[0].Qclass).String()
 		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeNotSupported, "only class IN")
 		return false
 	}
 	if _, ok := dns.IsDomainName(q.name); !ok || strings.Contains(q.name, "..") {
-		q.reason = "malformed name"
+		q.rule, q.reason = RuleMalformed, "malformed name"
 		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
 		return false
 	}
@@ -242,7 +245,7 @@ func (s *Server) event(q *query) audit.Event {
 	v := q.verdict
 	switch {
 	case q.reason != "":
-		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dnsd", q.reason
+		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), q.rule, q.reason
 	case q.guard != "" && resolves(v.Action):
 		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dns."+q.guard, "exfiltration guard: "+q.guard
 		ev.Category = v.Category
@@ -263,8 +266,10 @@ func (s *Server) event(q *query) audit.Event {
 	}
 	if uw, ok := q.w.(*udpWriter); ok && uw.dst.IsValid() {
 		d.Server = netip.AddrPortFrom(uw.dst, uint16(uw.local.(*net.UDPAddr).Port)).String()
-	} else if la := q.w.LocalAddr(); la != nil {
-		d.Server = la.String()
+	} else if q.w != nil && q.w.LocalAddr() != nil {
+		d.Server = q.w.LocalAddr().String()
+	} else if q.local != nil {
+		d.Server = q.local.String()
 	}
 	if d.Guard == "" {
 		d.Guard = q.strip.guard // the answer filter's guards; the verdict stays the name's
@@ -306,6 +311,15 @@ func rrValue(rr dns.RR) string {
 
 // logQuery emits the event and a log line whose level follows the verdict.
 func (s *Server) logQuery(q *query) {
+	if q.reason != "" {
+		ok, suppressed := s.noise.allow(q.src, q.start)
+		if !ok {
+			return
+		}
+		if suppressed > 0 {
+			q.reason += fmt.Sprintf(" (%d earlier refused queries from this source not logged: rate limit)", suppressed)
+		}
+	}
 	ev := s.event(q)
 	s.emit.Emit(ev)
 	lvl := levelFor(ev.Verdict)

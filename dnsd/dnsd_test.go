@@ -382,6 +382,9 @@ func TestUnknownSourceRefused(t *testing.T) {
 	if len(evs) != 1 || evs[0].Verdict != "deny" || evs[0].Reason != "unknown source" || evs[0].DNS.Client != "127.0.0.1" {
 		t.Fatalf("events: %+v", evs)
 	}
+	if evs[0].Rule != RuleUnknownSource {
+		t.Errorf("rule %q, want %q", evs[0].Rule, RuleUnknownSource)
+	}
 	if len(w.queries()) != 0 {
 		t.Errorf("upstream saw %v", w.queries())
 	}

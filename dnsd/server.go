@@ -30,6 +30,7 @@ type Server struct {
 	cache    *cache
 	fwd      *forwarder
 	guards   guards
+	noise    noiseLimiter
 	bindings *Bindings
 
 	ctx    context.Context
@@ -174,7 +175,8 @@ func (s *Server) ServePacketConn(pc net.PacketConn) error {
 			return s.serveUDP4(u)
 		}
 	}
-	srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize}
+	srv := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize,
+		MsgAcceptFunc: acceptQueries, DecorateReader: s.noticeReader}
 	return s.run(srv)
 }
 
@@ -186,7 +188,8 @@ func (s *Server) ServeListener(ln net.Listener) error {
 	}
 	idle := s.cfg.TCPIdleTimeout
 	srv := &dns.Server{Listener: newLimitListener(ln), Handler: s, ReadTimeout: s.cfg.TCPReadTimeout,
-		WriteTimeout: s.cfg.TCPReadTimeout, IdleTimeout: func() time.Duration { return idle }, MaxTCPQueries: 1000}
+		WriteTimeout: s.cfg.TCPReadTimeout, IdleTimeout: func() time.Duration { return idle }, MaxTCPQueries: 1000,
+		MsgAcceptFunc: acceptQueries, DecorateReader: s.noticeReader}
 	return s.run(srv)
 }
 
@@ -239,6 +242,7 @@ func (s *Server) sweeper() {
 		case now := <-t.C:
 			s.guards.sweep(now)
 			s.bindings.Sweep(now)
+			s.reportSuppressed(now)
 		}
 	}
 }

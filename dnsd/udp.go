@@ -213,11 +213,11 @@ func (s *Server) handlePacket(p *packet) bool {
 }
 
 // formErr answers a message that does not parse with FORMERR when its
-// header is intact, like dns.Server, and logs it.
+// header is intact, like dns.Server, and logs it (rate-limited per source).
 func (s *Server) formErr(p *packet, err error) {
-	s.log.Debug("dns malformed query", "client", p.src.String(), "err", err)
-	m := new(dns.Msg)
-	m.Id = binary.BigEndian.Uint16(p.buf[0:])
-	m.Response, m.Rcode = true, dns.RcodeFormatError
-	_ = (*udpWriter)(p).WriteMsg(m)
+	req := new(dns.Msg)
+	req.Id = binary.BigEndian.Uint16(p.buf[0:])
+	q := s.newQuery((*udpWriter)(p), req)
+	s.markUnparsed(q, err)
+	s.writeAndLog(q)
 }
