@@ -23,12 +23,13 @@ type query struct {
 	req   *dns.Msg
 	src   netip.Addr
 
-	sb      Sandbox
-	known   bool
-	name    string // lower-case, fully qualified
-	qtype   uint16
-	verdict policies.Verdict
-	guard   string // the exfiltration guard that tripped, "" if none
+	sb         Sandbox
+	known      bool
+	name       string // lower-case, fully qualified
+	qtype      uint16
+	verdict    policies.Verdict
+	guard      string // the exfiltration guard that tripped, "" if none
+	guardScope string // the parent names_per_parent counted under, when it tripped
 
 	resp     *dns.Msg // the answer to write, nil until a step sets it
 	ckey     cacheKey
@@ -248,6 +249,9 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), q.rule, q.reason
 	case q.guard != "" && resolves(v.Action):
 		ev.Verdict, ev.Rule, ev.Reason = policies.ActionDeny.String(), "dns."+q.guard, "exfiltration guard: "+q.guard
+		if q.guardScope != "" {
+			ev.Reason += ": too many distinct names under " + q.guardScope + " this minute"
+		}
 		ev.Category = v.Category
 	default:
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), v.Rule.String(), v.Category, v.WouldDeny, v.Reason

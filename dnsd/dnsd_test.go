@@ -230,6 +230,73 @@ func TestExfiltrationGuards(t *testing.T) {
 	}
 }
 
+// names_per_parent counts under the parent an exfiltration stream varies:
+// the stream is denied there with the guard's reason, a sibling name under
+// the same registrable domain still resolves, and another sandbox is
+// unaffected.
+func TestNamesPerParentScope(t *testing.T) {
+	w := newWorld(t)
+	w.add("registry.example.test. 60 IN A 1.2.3.4", "api.other.example.test. 60 IN A 1.2.3.5")
+	keys := "names_per_parent = 5\n"
+	sb2 := netip.MustParseAddr("127.0.0.2")
+	h := startServer(t, w, idents{loopback: {ID: "sb1", Policy: webPolicy(t, keys, "")}, sb2: {ID: "sb2", Policy: webPolicy(t, keys, "")}}, nil)
+
+	// One random label under pkg.example.test; two random labels (each
+	// query a new immediate parent) under deep.example.test.
+	streams := map[string]func(i int) string{
+		"pkg.example.test":  func(i int) string { return fmt.Sprintf("c%02d.pkg.example.test", i) },
+		"deep.example.test": func(i int) string { return fmt.Sprintf("d%02d.e%02d.deep.example.test", i, i) },
+	}
+	for parent, name := range streams {
+		for i := range 10 {
+			n := name(i)
+			r := h.ask(t, "udp", n, dns.TypeA)
+			evs := h.rec.find(n)
+			e := evs[len(evs)-1]
+			if i < 5 {
+				if r.Rcode != dns.RcodeSuccess || e.DNS.Guard != "" {
+					t.Fatalf("%s: %s guard %q before the limit", n, dns.RcodeToString[r.Rcode], e.DNS.Guard)
+				}
+				continue
+			}
+			if r.Rcode != dns.RcodeNameError || e.Verdict != "deny" || e.Rule != "dns."+GuardParent || e.DNS.Guard != GuardParent ||
+				!strings.Contains(e.Reason, "exfiltration guard: names_per_parent") || !strings.Contains(e.Reason, "under "+parent+" ") {
+				t.Fatalf("%s: %s verdict %q rule %q guard %q reason %q", n, dns.RcodeToString[r.Rcode], e.Verdict, e.Rule, e.DNS.Guard, e.Reason)
+			}
+			if w.saw(n) {
+				t.Fatalf("upstream saw the guarded name %s", n)
+			}
+		}
+	}
+	// Siblings under the same registrable domain were never part of the
+	// streams: they resolve, for the sandbox that streamed too.
+	for _, n := range []string{"registry.example.test", "api.other.example.test"} {
+		r := h.ask(t, "udp", n, dns.TypeA)
+		evs := h.rec.find(n)
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || evs[len(evs)-1].DNS.Guard != "" {
+			t.Errorf("sibling %s: %s %v guard %q", n, dns.RcodeToString[r.Rcode], answers(r), evs[len(evs)-1].DNS.Guard)
+		}
+	}
+	// The other sandbox may still ask under the abused parent.
+	if r := askFrom(t, "udp", "127.0.0.2", h.udp, "c09.pkg.example.test", dns.TypeA); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("other sandbox got %s", dns.RcodeToString[r.Rcode])
+	}
+}
+
+func TestParentLevels(t *testing.T) {
+	for name, want := range map[string][]level{
+		"a.b.pkg.example.test":  {{"b.pkg.example.test", "a"}, {"pkg.example.test", "b"}, {"example.test", "pkg"}},
+		"registry.example.test": {{"example.test", "registry"}},
+		"example.test":          nil,
+		"test":                  nil,
+		"a.b.shop.co.uk":        {{"b.shop.co.uk", "a"}, {"shop.co.uk", "b"}}, // co.uk's children are unrelated owners
+	} {
+		if diff := cmp.Diff(want, parentLevels(name, nil), cmp.AllowUnexported(level{})); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
 func TestQueryRateGuard(t *testing.T) {
 	w := newWorld(t)
 	w.add("ok.example.test. 60 IN A 1.2.3.4")

@@ -67,7 +67,7 @@ func (s *Server) guardStep(q *query) bool {
 	cfg := q.sb.Policy.DNS()
 	q.guard = checkLengths(q.name, cfg.MaxLabel, cfg.MaxName)
 	if q.guard == "" {
-		q.guard = s.guards.box(q.sb.ID).check(q.name, cfg.QueriesPerMinute, cfg.NamesPerParent, time.Now())
+		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, cfg.QueriesPerMinute, cfg.NamesPerParent, time.Now())
 	}
 	if q.guard == "" {
 		return true
@@ -99,8 +99,10 @@ func checkLengths(name string, maxLabel, maxName int) string {
 	return ""
 }
 
-// check counts the query against the sandbox's rate and per-parent limits.
-func (b *boxGuard) check(name string, qpm, perParent int, now time.Time) string {
+// check counts the query against the sandbox's rate and per-parent
+// limits. It returns the guard that tripped ("" if none) and, for
+// names_per_parent, the parent whose names it counted.
+func (b *boxGuard) check(name string, qpm, perParent int, now time.Time) (string, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lastSeen = now
@@ -110,40 +112,84 @@ func (b *boxGuard) check(name string, qpm, perParent int, now time.Time) string 
 			b.qpm = qpm
 		}
 		if !b.limiter.AllowN(now, 1) {
-			return GuardRate
+			return GuardRate, ""
 		}
 	}
 	if perParent <= 0 {
-		return ""
+		return "", ""
 	}
 	if now.Sub(b.window) >= guardWindow || b.parents == nil {
 		b.window, b.parents = now, make(map[string]map[string]struct{})
 	}
-	p := parentOf(name)
-	names := b.parents[p]
-	if names == nil {
-		if len(b.parents) >= maxParentsPerBox {
-			return GuardParent
+	if p := b.countChildren(name, perParent); p != "" {
+		return GuardParent, p
+	}
+	return "", ""
+}
+
+// The scope of names_per_parent. An exfiltration stream puts its data in
+// the labels below some parent it controls ("<data>.pkg.example.test"),
+// so the guard counts, for every ancestor of the queried name from the
+// immediate parent up to the registrable domain (public suffix + 1), the
+// distinct child labels seen under it this window. A stream trips the
+// ancestor whose children it varies — "pkg.example.test" for
+// "<data>.pkg.example.test", and also for "<data>.<data>.pkg.example.test",
+// whose immediate parents are all new — and only names that would add a
+// new child under that ancestor are denied: "registry.example.test" adds
+// just one child ("registry") under "example.test" and still resolves, and
+// names already seen under the tripped parent keep resolving. Counting over
+// the whole registrable domain (as before) let one stream deny every
+// sibling; counting only the immediate parent let a stream varying two
+// labels escape. Ancestors above the registrable domain (public suffixes
+// such as "co.uk") are never counted: their children are unrelated owners.
+func (b *boxGuard) countChildren(name string, perParent int) string {
+	var buf [8]level
+	levels := parentLevels(strings.TrimSuffix(name, "."), buf[:0])
+	// Check every level before recording any, so a denied name counts nowhere.
+	for _, lv := range levels {
+		kids := b.parents[lv.parent]
+		if _, seen := kids[lv.child]; seen {
+			continue
 		}
-		names = make(map[string]struct{})
-		b.parents[p] = names
+		if kids == nil && len(b.parents) >= maxParentsPerBox {
+			return lv.parent // fail closed when the table is full
+		}
+		if len(kids) >= perParent {
+			return lv.parent
+		}
 	}
-	if _, seen := names[name]; seen {
-		return ""
+	for _, lv := range levels {
+		kids := b.parents[lv.parent]
+		if kids == nil {
+			kids = make(map[string]struct{})
+			b.parents[lv.parent] = kids
+		}
+		kids[lv.child] = struct{}{}
 	}
-	if len(names) >= perParent {
-		return GuardParent
-	}
-	names[name] = struct{}{}
 	return ""
 }
 
-// parentOf is the registrable domain of name (public suffix + 1), so
-// "a.b.evil.test." and "c.d.evil.test." share the parent "evil.test".
-func parentOf(name string) string {
-	n := strings.TrimSuffix(name, ".")
-	if p, err := publicsuffix.EffectiveTLDPlusOne(n); err == nil {
-		return p
+// level is one ancestor of a name and the label of the name's path just
+// below it.
+type level struct{ parent, child string }
+
+// parentLevels lists the ancestors of name (no trailing dot) from the
+// immediate parent up to its registrable domain, with the child label
+// under each: "a.b.pkg.example.test" gives (b.pkg.example.test, a),
+// (pkg.example.test, b), (example.test, pkg). A name that is itself a
+// registrable domain or public suffix has none. They are appended to out.
+func parentLevels(name string, out []level) []level {
+	top, err := publicsuffix.EffectiveTLDPlusOne(name)
+	if err != nil || len(top) >= len(name) {
+		return out
 	}
-	return n
+	for rest := name; len(rest) > len(top); {
+		dot := strings.IndexByte(rest, '.')
+		if dot < 0 {
+			break
+		}
+		out = append(out, level{parent: rest[dot+1:], child: rest[:dot]})
+		rest = rest[dot+1:]
+	}
+	return out
 }
