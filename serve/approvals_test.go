@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -219,5 +220,20 @@ func TestMetricsCategoryLabelBounded(t *testing.T) {
 	}
 	if got := m.category("a-new-one"); got != otherCategory {
 		t.Errorf("past the bound: %q, want %q", got, otherCategory)
+	}
+}
+
+func TestTapKeepsBoundedSummaries(t *testing.T) {
+	tp := newTap(audit.Discard, nil)
+	for i := 0; i < maxSummaries+10; i++ {
+		e := audit.New(audit.KindDNS, fmt.Sprintf("sb%d", i))
+		e.DNS = &audit.DNS{QName: "x.test"}
+		tp.Emit(e)
+	}
+	if len(tp.sums) != maxSummaries {
+		t.Errorf("%d summaries kept, want %d", len(tp.sums), maxSummaries)
+	}
+	if _, ok := tp.sums["sb0"]; ok {
+		t.Error("the oldest summary was kept")
 	}
 }

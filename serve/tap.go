@@ -22,6 +22,7 @@ type tap struct {
 
 	mu      sync.Mutex
 	sums    map[string]*summary
+	order   []string // sandboxes in the order their summary was made
 	running map[string]string
 }
 
@@ -29,6 +30,9 @@ const (
 	maxSummaryDests  = 50
 	maxSummaryDenied = 200
 	maxSummaryNames  = 500
+	// maxSummaries bounds how many sandboxes' summaries are kept; the
+	// oldest go first (the audit store keeps everything).
+	maxSummaries = 1000
 )
 
 type summary struct {
@@ -72,6 +76,11 @@ func (t *tap) sum(id string) *summary {
 		s = &summary{cats: map[string]*catCount{}, denied: map[deniedKey]*client.DeniedAttempt{},
 			names: map[string]bool{}, counts: map[string]uint64{}}
 		t.sums[id] = s
+		t.order = append(t.order, id)
+		for len(t.order) > maxSummaries {
+			delete(t.sums, t.order[0])
+			t.order = t.order[1:]
+		}
 	}
 	return s
 }
