@@ -570,6 +570,10 @@ func (a *Appliance) Close() error {
 	}
 	a.closers = nil
 	a.wg.Wait()
+	if a.runner != nil && len(a.runner.List()) == 0 {
+		// No sandbox left to adopt: its runtime files can go.
+		errs = append(errs, os.RemoveAll(filepath.Dir(a.runtimeDir())))
+	}
 	if a.pipeline != nil {
 		errs = append(errs, a.pipeline.Close())
 		a.pipeline = nil
