@@ -254,7 +254,7 @@ func (s *Server) event(q *query) audit.Event {
 		}
 		ev.Category = v.Category
 	default:
-		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), v.Rule.String(), v.Category, v.WouldDeny, v.Reason
+		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), s.rules.get(v.Rule, policies.Rule.String), v.Category, v.WouldDeny, v.Reason
 		ev.Reason = joinReason(ev.Reason, q.strip.reason)
 	}
 	d := &audit.DNS{
@@ -266,12 +266,12 @@ func (s *Server) event(q *query) audit.Event {
 		LatencyUS: time.Since(q.start).Microseconds(),
 		CacheHit:  q.cacheHit,
 		Guard:     q.guard,
-		Client:    q.src.String(),
+		Client:    s.clients.get(q.src, netip.Addr.String),
 	}
 	if uw, ok := q.w.(*udpWriter); ok && uw.dst.IsValid() {
-		d.Server = netip.AddrPortFrom(uw.dst, uint16(uw.local.(*net.UDPAddr).Port)).String()
+		d.Server = s.servers4.get(netip.AddrPortFrom(uw.dst, uint16(uw.local.(*net.UDPAddr).Port)), netip.AddrPort.String)
 	} else if q.w != nil && q.w.LocalAddr() != nil {
-		d.Server = q.w.LocalAddr().String()
+		d.Server = s.serverString(q.w.LocalAddr())
 	} else if q.local != nil {
 		d.Server = q.local.String()
 	}
@@ -286,6 +286,16 @@ func (s *Server) event(q *query) audit.Event {
 	}
 	ev.DNS = d
 	return ev
+}
+
+// serverString formats a listener's address, memoised for the pointer
+// types of package net (comparable, one per socket or connection).
+func (s *Server) serverString(a net.Addr) string {
+	switch a.(type) {
+	case *net.UDPAddr, *net.TCPAddr:
+		return s.serverAny.get(a, net.Addr.String)
+	}
+	return a.String()
 }
 
 // joinReason appends extra to a verdict's reason.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
 	"golang.org/x/net/publicsuffix"
 	"golang.org/x/time/rate"
 )
@@ -77,6 +76,7 @@ func (s *Server) guardStep(q *query) bool {
 }
 
 // checkLengths enforces label and name length limits (defaults 63 and 253).
+// It walks the labels in place: it runs on every query.
 func checkLengths(name string, maxLabel, maxName int) string {
 	if maxLabel <= 0 {
 		maxLabel = 63
@@ -84,17 +84,19 @@ func checkLengths(name string, maxLabel, maxName int) string {
 	if maxName <= 0 {
 		maxName = 253
 	}
-	if len(strings.TrimSuffix(name, ".")) > maxName {
+	name = strings.TrimSuffix(name, ".")
+	if len(name) > maxName {
 		return GuardNameLength
 	}
-	for _, off := range dns.Split(name) {
-		end := strings.IndexByte(name[off:], '.')
+	for name != "" {
+		end := strings.IndexByte(name, '.')
 		if end < 0 {
-			end = len(name) - off
+			end = len(name)
 		}
 		if end > maxLabel {
 			return GuardLabelLength
 		}
+		name = name[min(end+1, len(name)):]
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -20,18 +21,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"airlock/audit"
+	"airlock/policies"
 )
 
 // Server is the resolver. New opens its sockets; Serve runs them.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	emit     audit.Emitter
-	cache    *cache
-	fwd      *forwarder
-	guards   guards
-	noise    noiseLimiter
-	bindings *Bindings
+	cfg    Config
+	log    *slog.Logger
+	emit   audit.Emitter
+	cache  *cache
+	fwd    *forwarder
+	guards guards
+	noise  noiseLimiter
+
+	// Strings for events, formatted once per value.
+	clients   strMemo[netip.Addr]
+	servers4  strMemo[netip.AddrPort]
+	serverAny strMemo[net.Addr]
+	rules     strMemo[policies.Rule]
+	bindings  *Bindings
 
 	ctx    context.Context
 	cancel context.CancelFunc
