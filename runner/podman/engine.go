@@ -224,19 +224,35 @@ func (e *Engine) Exec(ctx context.Context, id string, p runner.Process, started 
 	case err = <-attached:
 	case <-ctx.Done():
 		st.Killed = true
-		if kerr := e.killExec(c, id, session); kerr != nil {
-			return st, fmt.Errorf("kill exec at %v: %w", context.Cause(ctx), kerr)
+		if err = e.killUntilEnded(c, id, session, attached); err != nil {
+			return st, fmt.Errorf("exec at %v: %w", context.Cause(ctx), err)
 		}
-		select {
-		case err = <-attached:
-		case <-time.After(10 * time.Second):
-			return st, fmt.Errorf("exec killed at %v but its output stream did not end", context.Cause(ctx))
-		}
+		err = nil
 	}
 	if err != nil {
 		return st, wrap(err)
 	}
 	return e.exitCode(c, session, st)
+}
+
+// killUntilEnded kills the exec's processes until its output stream ends. A
+// session whose process has not started yet when the deadline passes (the
+// service is slow under load) is killed as soon as it has a PID, so one kill
+// attempt is never enough.
+func (e *Engine) killUntilEnded(c context.Context, id, session string, attached <-chan error) error {
+	giveUp := time.After(60 * time.Second)
+	for {
+		if err := e.killExec(c, id, session); err != nil {
+			return fmt.Errorf("kill: %w", err)
+		}
+		select {
+		case <-attached:
+			return nil
+		case <-giveUp:
+			return errors.New("killed, but its output stream did not end")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func attachOptions(p runner.Process) *containers.ExecStartAndAttachOptions {
