@@ -36,8 +36,12 @@ type CreateRequest struct {
 	Image     string            `json:"image,omitempty"`  // "" = the appliance's default
 	Policy    string            `json:"policy,omitempty"` // "" = the appliance's default
 	Env       map[string]string `json:"env,omitempty"`
-	Workspace string            `json:"workspace,omitempty"` // host directory bind-mounted at /workspace
-	Setup     [][]string        `json:"setup,omitempty"`     // commands run before the sandbox is ready
+	Workspace string            `json:"workspace,omitempty"` // host directory given to the sandbox at /workspace
+	// WorkspaceMode is "bind" (the default: the directory is mounted and
+	// the sandbox's changes land in it) or "copy" (its contents are copied
+	// in; the host directory is left untouched).
+	WorkspaceMode string     `json:"workspace_mode,omitempty"`
+	Setup         [][]string `json:"setup,omitempty"` // commands run before the sandbox is ready
 	// Secrets are task-scoped secrets, held by the appliance in memory for
 	// injection by the proxy, never written into the sandbox.
 	Secrets     map[string]string `json:"secrets,omitempty"`

@@ -114,7 +114,15 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 		if !filepath.IsAbs(req.Workspace) {
 			return rr, nil, client.Errorf(client.CodeInvalid, "workspace %q must be an absolute host path", req.Workspace)
 		}
-		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: runner.WorkspaceBind}
+		mode := runner.WorkspaceBind
+		switch req.WorkspaceMode {
+		case "", "bind":
+		case "copy":
+			mode = runner.WorkspaceCopy
+		default:
+			return rr, nil, client.Errorf(client.CodeInvalid, "workspace_mode %q: use bind or copy", req.WorkspaceMode)
+		}
+		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: mode}
 	}
 	return rr, placeholders, nil
 }

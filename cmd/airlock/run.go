@@ -23,6 +23,7 @@ var runFlags struct {
 	env       []string
 	secrets   []string
 	quiet     bool
+	copyWS    bool
 }
 
 var runCmd = &cobra.Command{
@@ -51,6 +52,7 @@ func init() {
 	f.StringVarP(&runFlags.workspace, "workspace", "w", "", "host directory bind-mounted at /workspace")
 	f.DurationVarP(&runFlags.timeout, "timeout", "t", 0, "kill the command after this long (default: the appliance's exec_timeout)")
 	f.BoolVar(&runFlags.keep, "keep", false, "keep the sandbox after the command ends")
+	f.BoolVar(&runFlags.copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it (the host directory stays untouched)")
 	f.StringArrayVarP(&runFlags.env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
 	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
 	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
@@ -63,6 +65,9 @@ func runRun(cmd *cobra.Command, args []string) error {
 	req, err := createRequest(image, runFlags.policy, runFlags.workspace, runFlags.env, runFlags.secrets)
 	if err != nil {
 		return err
+	}
+	if runFlags.copyWS {
+		req.WorkspaceMode = "copy"
 	}
 	ctx, cancel := signalContext()
 	defer cancel()

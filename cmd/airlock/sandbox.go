@@ -38,6 +38,7 @@ func sandboxCreateCmd() *cobra.Command {
 		env, secrets      []string
 		execTimeout, life time.Duration
 		readOnly, asJSON  bool
+		copyWS            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags] [IMAGE]",
@@ -53,6 +54,9 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
+			if copyWS {
+				req.WorkspaceMode = "copy"
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			done := progress(cmd.ErrOrStderr(), "creating sandbox")
@@ -78,6 +82,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=VALUE task secret for proxy injection (repeatable)")
 	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
 	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
+	f.BoolVar(&copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
