@@ -49,6 +49,11 @@ type CreateRequest struct {
 	Lifetime    Duration          `json:"lifetime,omitempty"`
 	ReadOnly    bool              `json:"read_only,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// CapAdd grants capabilities inside the sandbox's own namespaces beyond
+	// the minimal default set; only NET_RAW and NET_ADMIN may be asked for.
+	// The kernel path holds regardless: they reach nothing the sandbox
+	// could not reach without them.
+	CapAdd []string `json:"cap_add,omitempty"`
 }
 
 // ExecRequest runs one command in a sandbox.

@@ -36,6 +36,7 @@ func sandboxCreateCmd() *cobra.Command {
 	var (
 		policy, workspace string
 		env, secrets      []string
+		capAdd            []string
 		execTimeout, life time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
@@ -54,6 +55,7 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
+			req.CapAdd = capAdd
 			if copyWS {
 				req.WorkspaceMode = "copy"
 			}
@@ -84,6 +86,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
 	f.BoolVar(&copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
+	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
 }
