@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -25,7 +24,6 @@ import (
 	"airlock/audit"
 	"airlock/client"
 	"airlock/e2e/world"
-	"airlock/runner"
 )
 
 // The sandbox image with real clients (runner/images/build.sh builds it).
@@ -335,30 +333,11 @@ type sandbox struct {
 	id      string
 	address netip.Addr
 	caps    bool
-	// nsenterPID, when set, makes commands run as root of the sandbox's
-	// user namespace, entered into its user, network and mount namespaces
-	// (see TestBypassSuite).
-	nsenterPID string
 }
 
 // extraCaps are what the capability variant asks for in the sandbox's
-// namespace, when the API has a field for it.
+// namespace.
 var extraCaps = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
-
-// setCaps sets a capability list on the create request if the API offers
-// one (a []string field named CapAdd, Caps or Capabilities). It reports
-// whether it could.
-func setCaps(req *client.CreateRequest, caps []string) bool {
-	v := reflect.ValueOf(req).Elem()
-	for _, name := range []string{"CapAdd", "Caps", "Capabilities", "AddCapabilities"} {
-		f := v.FieldByName(name)
-		if f.IsValid() && f.CanSet() && f.Type() == reflect.TypeOf([]string(nil)) {
-			f.Set(reflect.ValueOf(caps))
-			return true
-		}
-	}
-	return false
-}
 
 // newSandbox creates a Debian sandbox under the e2e policy, copies the
 // probe script in, and removes the sandbox when the test ends.
@@ -366,8 +345,8 @@ func (a *appliance) newSandbox(t *testing.T, caps bool) *sandbox {
 	t.Helper()
 	req := client.CreateRequest{Image: debianImage, Policy: PolicyName,
 		Labels: map[string]string{"airlock-e2e": a.w.ID}}
-	if caps && !setCaps(&req, extraCaps) {
-		t.Skip("skipping: client.CreateRequest has no capability field yet (CapAdd []string); cannot create a sandbox with CAP_NET_RAW and CAP_NET_ADMIN")
+	if caps {
+		req.CapAdd = extraCaps
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -426,9 +405,6 @@ func (s *sandbox) runTimeout(ctx context.Context, cmd string, timeout time.Durat
 }
 
 func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
-	if s.nsenterPID != "" {
-		return s.nsenterExec(ctx, cmd, stdin, timeout)
-	}
 	var out, errb bytes.Buffer
 	r := result{cmd: cmd, start: time.Now()}
 	res, err := s.a.c.Exec(ctx, s.id, client.ExecRequest{Argv: []string{"sh", "-c", cmd}, Stdin: stdin,
@@ -436,47 +412,6 @@ func (s *sandbox) exec(ctx context.Context, cmd string, stdin []byte, timeout ti
 	r.end = time.Now()
 	r.stdout, r.stderr, r.code = out.String(), errb.String(), res.ExitCode
 	return r, err
-}
-
-// nsenterExec runs cmd as the sandbox's root with every capability of its
-// user namespace (entering the user namespace first, so files it writes
-// belong to the sandbox user like the rest of the container), in its
-// network and mount namespaces, with a clean environment.
-func (s *sandbox) nsenterExec(ctx context.Context, cmd string, stdin []byte, timeout time.Duration) (result, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var out, errb bytes.Buffer
-	r := result{cmd: cmd, start: time.Now()}
-	c := exec.CommandContext(ctx, "nsenter", "-t", s.nsenterPID, "-U", "-n", "-m", "--",
-		"env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8",
-		"sh", "-c", cmd)
-	c.Stdin, c.Stdout, c.Stderr = bytes.NewReader(stdin), &out, &errb
-	err := c.Run()
-	r.end = time.Now()
-	r.stdout, r.stderr = out.String(), errb.String()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code, err = ee.ExitCode(), nil
-	}
-	return r, err
-}
-
-// containerPID is the host PID of a sandbox's container.
-func containerPID(id string) (string, error) {
-	u, err := userIDs("airlock-sandbox")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("runuser", "-u", "airlock-sandbox", "--", "env", "-i",
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME="+u.home, "XDG_RUNTIME_DIR=/run/user/"+u.uid,
-		"podman", "inspect", "--format", "{{.State.Pid}}", runner.ContainerName(id))
-	cmd.Dir = "/"
-	out, err := cmd.Output()
-	pid := strings.TrimSpace(string(out))
-	if err != nil || pid == "" || pid == "0" {
-		return "", fmt.Errorf("podman inspect %s: %v %q", runner.ContainerName(id), err, out)
-	}
-	return pid, nil
 }
 
 // events returns the sandbox's audit events between from and to.

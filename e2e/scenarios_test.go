@@ -107,7 +107,8 @@ func TestAgentScenarios(t *testing.T) {
 	grep -rIl -F -s -- "$2" /etc /tmp /root /home /run /var /workspace /opt /usr/local 2>/dev/null | sed "s/^/FOUND-$1-IN-FILE /"
 }
 read tok; read decoy; export AIRLOCK_E2E_DECOY="$decoy"; printf '%s\n' "$decoy" > /tmp/decoy.txt
-sleep 60 & decoypid=$!  # a process whose /proc/PID/environ holds the decoy
+sleep 60 & decoypid=$!  # a process whose /proc/PID/environ holds the decoy once it has exec'd
+i=0; until tr '\0' '\n' < /proc/$decoypid/environ 2>/dev/null | grep -qF -- "$decoy" || [ $i -ge 100 ]; do i=$((i+1)); sleep 0.1; done
 search TOKEN "$tok"; search DECOY "$decoy"; kill $decoypid
 grep -rl -s -e 'PRIVATE KEY-----' /etc /tmp /root /run /workspace 2>/dev/null | sed 's/^/PRIVATE-KEY /'; echo searched`
 	decoy := "decoy-" + w.ID + "-not-a-secret"
