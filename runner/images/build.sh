@@ -3,9 +3,15 @@
 # user's Podman storage. No container registry is needed: the busybox image is
 # made from Debian's busybox-static package, the Debian image with debootstrap.
 #
-# Idempotent and cached: rootfs tarballs live in $AIRLOCK_IMAGE_CACHE
-# (default /var/cache/airlock/images); an image that already exists in the
-# sandbox user's storage is not rebuilt. FORCE=1 rebuilds everything.
+# Idempotent and cached, keyed on each image's recipe: the recipe (package
+# list, suite, recipe version) is hashed; the hash names the rootfs tarball in
+# $AIRLOCK_IMAGE_CACHE (default /var/cache/airlock/images) and is recorded in
+# the image's airlock.recipe label. An image whose label matches is kept; a
+# different or missing label rebuilds (or re-imports from a cached tarball
+# with the same hash) under the same stable tag. Tarballs of other recipes
+# are removed, and so is the superseded image when nothing uses it.
+# FORCE=1 rebuilds everything. Bump a *_RECIPE_VERSION when the steps below
+# change in a way the package list does not show.
 #
 # Usage: runner/images/build.sh [busybox] [debian]   (default: both)
 set -euo pipefail
@@ -15,7 +21,10 @@ CACHE=${AIRLOCK_IMAGE_CACHE:-/var/cache/airlock/images}
 SUITE=bookworm
 BUSYBOX_TAG=localhost/airlock/busybox:1
 DEBIAN_TAG=localhost/airlock/debian:12
-DEBIAN_PACKAGES=curl,git,python3,ca-certificates,nodejs,npm
+DEBIAN_PACKAGES=curl,git,python3,python3-pip,python3-venv,ca-certificates,nodejs,npm
+BUSYBOX_RECIPE_VERSION=2
+DEBIAN_RECIPE_VERSION=2
+RECIPE_LABEL=airlock.recipe
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 # Work directories are removed at exit, pass or fail (a chroot's /proc is
@@ -57,7 +66,25 @@ upodman() {
 	(cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME="$SB_HOME" XDG_RUNTIME_DIR="$RUNTIME_DIR" podman "$@")
 }
-image_exists() { [ "${FORCE:-0}" != 1 ] && upodman image exists "$1"; }
+# recipe_hash words...: a short hash of an image's recipe.
+recipe_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-16; }
+# image_current tag hash: the tag exists and was built from this recipe.
+image_current() {
+	[ "${FORCE:-0}" != 1 ] || return 1
+	upodman image exists "$1" || return 1
+	local have
+	have=$(upodman image inspect --format "{{index .Labels \"$RECIPE_LABEL\"}}" "$1" 2>/dev/null) || return 1
+	[ "$have" = "$2" ]
+}
+# prune_cache prefix keep: remove cached tarballs of superseded recipes.
+prune_cache() {
+	local f
+	for f in "$CACHE/$1"-*.tar; do
+		[ -e "$f" ] && [ "$f" != "$2" ] || continue
+		step "removing superseded cache $f"
+		rm -f "$f"
+	done
+}
 
 # The Debian mirror is read from the host's apt sources at run time.
 debian_mirror() {
@@ -77,12 +104,22 @@ debian_mirror() {
 	printf '%s\n' "$m"
 }
 
-import_tarball() { # tarball tag cmd
-	local tarball=$1 tag=$2 cmd=$3
-	step "importing $tag into $SANDBOX_USER's storage"
+import_tarball() { # tarball tag cmd hash
+	local tarball=$1 tag=$2 cmd=$3 hash=$4 old=""
+	old=$(upodman image inspect --format '{{.Id}}' "$tag" 2>/dev/null) || old=""
+	step "importing $tag (recipe $hash) into $SANDBOX_USER's storage"
 	upodman import --quiet --change "CMD $cmd" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		--change 'WORKDIR /workspace' "$tarball" "$tag" >/dev/null
-	upodman image inspect --format "$tag {{.Id}} {{.Size}} bytes" "$tag"
+		--change 'WORKDIR /workspace' --change "LABEL $RECIPE_LABEL=$hash" "$tarball" "$tag" >/dev/null
+	local new; new=$(upodman image inspect --format '{{.Id}}' "$tag")
+	if [ -n "$old" ] && [ "$old" != "$new" ]; then
+		# The old image lost its tag; remove it unless a container still uses it.
+		if upodman image rm "$old" >/dev/null 2>&1; then
+			step "removed superseded image ${old:0:12}"
+		else
+			step "superseded image ${old:0:12} is still in use; left in place"
+		fi
+	fi
+	upodman image inspect --format "$tag {{.Id}} {{.Size}} bytes recipe={{index .Labels \"$RECIPE_LABEL\"}}" "$tag"
 }
 
 # tar_rootfs dir out: a reproducible-ish tarball readable by the sandbox user.
@@ -93,9 +130,32 @@ tar_rootfs() {
 	mv "$out.tmp" "$out"
 }
 
+# patch_busybox_wget bin: Debian's busybox-static 1.35 is built without wget's
+# timeout feature but still parses -T as a number into a NULL pointer:
+# 'wget -T 5 URL' dies with SIGSEGV (exit 139) on any host. Its option string
+# "T:+" becomes "T::" (same length, same option bits): -T's argument is then
+# optional and ignored, never stored. The image's /bin/wget wrapper gives -T
+# its meaning back (busybox-wget.sh); this patch covers shells that run the
+# wget applet directly (busybox sh prefers applets over PATH).
+patch_busybox_wget() {
+	local bin=$1 old='^cqSO:o:P:Y:U:T:+t:n::' new='^cqSO:o:P:Y:U:T::t:n::'
+	if [ "$(grep -c -a -F "$old" "$bin" || true)" != 1 ]; then
+		step "busybox: wget option string not found (another busybox version?); not patched"
+	else
+		step "busybox: patching wget's -T option (SIGSEGV in busybox 1.35)"
+		OLD=$old NEW=$new perl -0777 -pi -e 's/\Q$ENV{OLD}\E\0/$ENV{NEW}\0/' "$bin"
+	fi
+	local rc=0
+	"$bin" wget -q -T 1 -O /dev/null http://127.0.0.1:1/ 2>/dev/null || rc=$?
+	[ "$rc" != 139 ] || die "busybox wget -T still crashes after the patch"
+}
+
 build_busybox() {
-	if image_exists "$BUSYBOX_TAG"; then step "$BUSYBOX_TAG: present"; return; fi
-	local tarball=$CACHE/busybox-rootfs.tar
+	local hash; hash=$(recipe_hash busybox "$SUITE" busybox-static "$BUSYBOX_RECIPE_VERSION" "$(sha256sum <"$HERE/busybox-wget.sh")" "$(declare -f patch_busybox_wget | sha256sum)")
+	local tarball=$CACHE/busybox-$hash.tar
+	prune_cache busybox "$tarball"
+	rm -f "$CACHE/busybox-rootfs.tar" # the unhashed name of recipe version 1
+	if image_current "$BUSYBOX_TAG" "$hash"; then step "$BUSYBOX_TAG: up to date (recipe $hash)"; return; fi
 	if [ ! -f "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
 		local work; work=$(mktemp -d /var/tmp/airlock-busybox.XXXXXX); chmod 0755 "$work"
 		CLEANUP+=("$work")
@@ -110,10 +170,14 @@ build_busybox() {
 		mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var/tmp,proc,sys,dev,run,workspace}
 		dpkg-deb -x "$work"/busybox-static_*.deb "$work/deb"
 		cp "$work/deb/bin/busybox" "$root/bin/busybox"
+		patch_busybox_wget "$root/bin/busybox"
 		step "busybox: installing applet links"
 		for applet in $("$root/bin/busybox" --list); do
 			[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 		done
+		# busybox-static's wget crashes on -T (see busybox-wget.sh): wrap it.
+		rm -f "$root/bin/wget"
+		install -m 0755 "$HERE/busybox-wget.sh" "$root/bin/wget"
 		chmod 1777 "$root/tmp" "$root/var/tmp"
 		printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
 		printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
@@ -122,7 +186,7 @@ build_busybox() {
 	else
 		step "busybox: using cached $tarball"
 	fi
-	import_tarball "$tarball" "$BUSYBOX_TAG" '["/bin/sh"]'
+	import_tarball "$tarball" "$BUSYBOX_TAG" '["/bin/sh"]' "$hash"
 }
 
 # chroot_install root: install DEBIAN_PACKAGES with apt inside the rootfs.
@@ -144,8 +208,11 @@ chroot_install() {
 }
 
 build_debian() {
-	if image_exists "$DEBIAN_TAG"; then step "$DEBIAN_TAG: present"; return; fi
-	local tarball=$CACHE/debian-$SUITE-rootfs.tar
+	local hash; hash=$(recipe_hash debian "$SUITE" "$DEBIAN_PACKAGES" "$DEBIAN_RECIPE_VERSION")
+	local tarball=$CACHE/debian-$SUITE-$hash.tar
+	prune_cache "debian-$SUITE" "$tarball"
+	rm -f "$CACHE/debian-$SUITE-rootfs.tar" # the unhashed name of recipe version 1
+	if image_current "$DEBIAN_TAG" "$hash"; then step "$DEBIAN_TAG: up to date (recipe $hash)"; return; fi
 	if [ ! -f "$tarball" ] || [ "${FORCE:-0}" = 1 ]; then
 		command -v debootstrap >/dev/null || die "debootstrap not found: run 'make setup' first"
 		local mirror; mirror=$(debian_mirror)
@@ -160,6 +227,9 @@ build_debian() {
 		step "debian: apt-get install ${DEBIAN_PACKAGES//,/ } (a few minutes)"
 		chroot_install "$work/rootfs"
 		step "debian: trimming caches"
+		# A sandbox is disposable: let pip install into the system Python
+		# (PEP 668's marker would refuse 'pip install' without a venv).
+		rm -f "$work"/rootfs/usr/lib/python3*/EXTERNALLY-MANAGED
 		rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/* \
 			"$work"/rootfs/usr/share/doc/* "$work"/rootfs/usr/share/man/* "$work"/rootfs/var/log/*.log
 		mkdir -p "$work/rootfs/workspace"
@@ -169,7 +239,7 @@ build_debian() {
 	else
 		step "debian: using cached $tarball"
 	fi
-	import_tarball "$tarball" "$DEBIAN_TAG" '["/bin/bash"]'
+	import_tarball "$tarball" "$DEBIAN_TAG" '["/bin/bash"]' "$hash"
 }
 
 install -d -m 0755 "$CACHE"
