@@ -31,6 +31,7 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
 		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups)}
+	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)
 	}
@@ -72,6 +73,9 @@ func validateCreate(req CreateRequest) error {
 		if len(argv) == 0 {
 			return fmt.Errorf("create sandbox: setup command %d is empty: %w", i, ErrInvalid)
 		}
+	}
+	if _, err := NormalizeCapAdd(req.CapAdd); err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
 	}
 	return nil
 }

@@ -100,6 +100,9 @@ func (r *Runner) adoptable(ctx context.Context, c Container) (*sandbox, string) 
 	if d, err := time.ParseDuration(l[LabelExecLimit]); err == nil {
 		info.ExecTimeout = d
 	}
+	if c := l[LabelCapAdd]; c != "" {
+		info.CapAdd, _ = NormalizeCapAdd(strings.Split(c, ","))
+	}
 	if t, err := time.Parse(time.RFC3339Nano, l[LabelDeadline]); err == nil {
 		info.Deadline = t
 	}

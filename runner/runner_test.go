@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,7 @@ func TestLifecycleTranscript(t *testing.T) {
 func TestBuildSpecGolden(t *testing.T) {
 	in := SpecInput{Instance: "prod", ID: "abc123def456",
 		Req: CreateRequest{Image: "localhost/airlock/debian:12", Policy: "ci", ReadOnlyRoot: true,
+			CapAdd:    []string{"net_admin", "CAP_NET_RAW", "NET_ADMIN"},
 			Env:       map[string]string{"TASK": "build", "HOME": "/home/agent"},
 			Workspace: Workspace{HostDir: "/srv/work/abc", Mode: WorkspaceBind},
 			Limits:    Limits{NoFile: 1024, FileSizeBytes: 1 << 30, MemoryBytes: 1 << 30, Procs: 100}},
@@ -164,6 +166,36 @@ func TestBuildSpecGolden(t *testing.T) {
 	}
 	if !s.NetworkNone || !s.NoNewPrivileges || s.CapDrop[0] != "ALL" || s.MemoryBytes != 0 {
 		t.Errorf("hardening: %+v", s)
+	}
+}
+
+func TestCapAdd(t *testing.T) {
+	got, err := NormalizeCapAdd([]string{"net_raw", " CAP_NET_ADMIN", "NET_RAW"})
+	if err != nil || !slices.Equal(got, []string{"CAP_NET_ADMIN", "CAP_NET_RAW"}) {
+		t.Errorf("NormalizeCapAdd: %v %v", got, err)
+	}
+	for _, bad := range []string{"SYS_ADMIN", "CAP_SYS_PTRACE", "ALL", "", "NET_RAW2"} {
+		_, err := NormalizeCapAdd([]string{bad})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q is not allowed", bad)) ||
+			!strings.Contains(err.Error(), "only NET_RAW and NET_ADMIN") {
+			t.Errorf("NormalizeCapAdd(%q): %v", bad, err)
+		}
+	}
+	// The default spec has neither; a request with both gets both, once.
+	def := BuildSpec(SpecInput{ID: "x", Req: CreateRequest{Image: "i", Policy: "p"}})
+	if slices.Contains(def.CapAdd, "CAP_NET_RAW") || slices.Contains(def.CapAdd, "CAP_NET_ADMIN") || def.Labels[LabelCapAdd] != "" {
+		t.Errorf("default caps %v labels %v", def.CapAdd, def.Labels)
+	}
+	s := BuildSpec(SpecInput{ID: "x", Req: CreateRequest{Image: "i", Policy: "p", CapAdd: []string{"NET_ADMIN", "net_raw", "NET_RAW"}}})
+	want := append(slices.Clone(DefaultCaps), "CAP_NET_ADMIN", "CAP_NET_RAW")
+	if !slices.Equal(s.CapAdd, want) || s.CapDrop[0] != "ALL" || s.Labels[LabelCapAdd] != "CAP_NET_ADMIN,CAP_NET_RAW" {
+		t.Errorf("caps %v drop %v label %q", s.CapAdd, s.CapDrop, s.Labels[LabelCapAdd])
+	}
+	// Create reports them in the sandbox.
+	h := newHarness(t, nil)
+	sb, err := h.r.Create(context.Background(), CreateRequest{Image: "img", Policy: "p", CapAdd: []string{"net_raw"}})
+	if err != nil || !slices.Equal(sb.CapAdd, []string{"CAP_NET_RAW"}) {
+		t.Errorf("Create: %v %v", sb.CapAdd, err)
 	}
 }
 
@@ -206,6 +238,9 @@ func TestCreateRejectsBadRequests(t *testing.T) {
 		"bad env":       {Image: "i", Policy: "p", Env: map[string]string{"A=B": "c"}},
 		"empty setup":   {Image: "i", Policy: "p", Setup: [][]string{{}}},
 		"neg. lifetime": {Image: "i", Policy: "p", Lifetime: -time.Second},
+		"cap sys_admin": {Image: "i", Policy: "p", CapAdd: []string{"NET_RAW", "SYS_ADMIN"}},
+		"cap empty":     {Image: "i", Policy: "p", CapAdd: []string{""}},
+		"cap all":       {Image: "i", Policy: "p", CapAdd: []string{"ALL"}},
 	} {
 		if _, err := h.r.Create(context.Background(), req); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

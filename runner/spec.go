@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +25,7 @@ const (
 	LabelExecLimit = "io.airlock.exec-timeout"
 	LabelWorkspace = "io.airlock.workspace"
 	LabelReadOnly  = "io.airlock.read-only"
+	LabelCapAdd    = "io.airlock.cap-add"
 )
 
 // Paths inside the sandbox.
@@ -53,6 +56,33 @@ var HoldCommand = []string{"sleep", "2147483647"}
 var DefaultCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
 	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
+}
+
+// AllowedCapAdd are the only capabilities CreateRequest.CapAdd may add to
+// DefaultCaps. They act on the sandbox's own network namespace (behind its
+// veth and the appliance's path), never on the host's.
+var AllowedCapAdd = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
+
+// NormalizeCapAdd validates a CreateRequest.CapAdd list and returns it in
+// canonical form (CAP_ prefix, upper case, sorted, no duplicates). A name
+// outside AllowedCapAdd is an ErrInvalid naming it and what is allowed.
+func NormalizeCapAdd(caps []string) ([]string, error) {
+	var out []string
+	for _, c := range caps {
+		n := strings.ToUpper(strings.TrimSpace(c))
+		if n != "" && !strings.HasPrefix(n, "CAP_") {
+			n = "CAP_" + n
+		}
+		if !slices.Contains(AllowedCapAdd, n) {
+			return nil, fmt.Errorf("capability %q is not allowed in CapAdd: only NET_RAW and NET_ADMIN may be added to the default set (%s): %w",
+				c, strings.Join(DefaultCaps, ", "), ErrInvalid)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // writableWhenReadOnly are the tmpfs mounts of a read-only sandbox.
@@ -135,7 +165,7 @@ func BuildSpec(in SpecInput) Spec {
 		Init:            true,
 		ReadOnlyRoot:    r.ReadOnlyRoot,
 		CapDrop:         []string{"ALL"},
-		CapAdd:          slices.Clone(DefaultCaps),
+		CapAdd:          capAdd(r.CapAdd),
 		NoNewPrivileges: true,
 		Rlimits:         rlimits(r.Limits),
 	}
@@ -150,6 +180,18 @@ func BuildSpec(in SpecInput) Spec {
 		s.Pids = r.Limits.Pids
 	}
 	return s
+}
+
+// capAdd is DefaultCaps plus the request's valid extra capabilities (an
+// invalid name never gets here: Create validates first; BuildSpec drops it).
+func capAdd(extra []string) []string {
+	caps := slices.Clone(DefaultCaps)
+	for _, c := range extra {
+		if n, err := NormalizeCapAdd([]string{c}); err == nil && !slices.Contains(caps, n[0]) {
+			caps = append(caps, n[0])
+		}
+	}
+	return caps
 }
 
 // ContainerName is the container name of sandbox id.
@@ -190,6 +232,9 @@ func sandboxLabels(in SpecInput) map[string]string {
 	}
 	if in.Address.IsValid() {
 		l[LabelAddress] = in.Address.String()
+	}
+	if caps, err := NormalizeCapAdd(in.Req.CapAdd); err == nil && len(caps) > 0 {
+		l[LabelCapAdd] = strings.Join(caps, ",")
 	}
 	if !in.Deadline.IsZero() {
 		l[LabelDeadline] = in.Deadline.UTC().Format(time.RFC3339Nano)

@@ -66,6 +66,11 @@ type CreateRequest struct {
 	Lifetime     time.Duration // the sandbox is destroyed after this; 0: none
 	Limits       Limits
 	ReadOnlyRoot bool // read-only root with tmpfs /tmp, /var/tmp, /run
+	// CapAdd grants capabilities beyond DefaultCaps, effective only inside
+	// the sandbox's own user and network namespaces. Only the names in
+	// AllowedCapAdd are accepted ("NET_RAW" or "CAP_NET_RAW", any case);
+	// anything else fails the create with ErrInvalid.
+	CapAdd []string
 }
 
 // LimitReport says which limits are in force for a sandbox and why not.
@@ -90,6 +95,7 @@ type Sandbox struct {
 	Deadline    time.Time     `json:"deadline,omitzero"`
 	ExecTimeout time.Duration `json:"exec_timeout"`
 	ReadOnly    bool          `json:"read_only_root"`
+	CapAdd      []string      `json:"cap_add,omitempty"` // beyond DefaultCaps, normalized (CAP_NET_RAW)
 	Workspace   Workspace     `json:"workspace"`
 	Limits      []LimitReport `json:"limits"`
 	State       string        `json:"state"` // running | destroying
