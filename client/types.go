@@ -122,6 +122,9 @@ type ReloadResult struct {
 	Reloaded  []PolicyChange `json:"reloaded,omitempty"`
 	Rejected  []PolicyChange `json:"rejected,omitempty"`
 	Unchanged []string       `json:"unchanged,omitempty"`
+	// ClosedTunnels is how many open spliced tunnels the reload closed
+	// because the new policy denies them.
+	ClosedTunnels int `json:"closed_tunnels,omitempty"`
 }
 
 // LogQuery filters the audit log: the audit store's query, sent as URL

@@ -275,7 +275,7 @@ func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
 		writeResponse(c, resp, false)
 		return "denied"
 	}
-	f.sb = sb
+	f.sb, f.byAuth = sb, true
 	return p.explicitRequest(ctx, f, c, br, req, head)
 }
 

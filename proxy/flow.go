@@ -46,6 +46,7 @@ type flow struct {
 	dialed          atomic.Value // string
 	handling        string       // inspect | splice | none
 	mismatch        bool
+	byAuth          bool             // identified by proxy credentials, not by address
 	targets         []netip.AddrPort // checked upstream addresses
 
 	up, down atomic.Int64

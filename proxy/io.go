@@ -84,7 +84,15 @@ func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
 	defer up.Close()
 	f.dialed.Store(up.RemoteAddr().String())
 	p.emitDecision(f)
-	return pipe(c, up, p.tunnelIdle())
+	s := &splicedConn{f: f, client: c, up: up}
+	p.trackSplice(s)
+	defer p.untrackSplice(s)
+	reason := pipe(c, up, p.tunnelIdle())
+	if v, ok := s.closedBy(); ok {
+		f.verdict = v
+		return reasonReload
+	}
+	return reason
 }
 
 func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }

@@ -158,6 +158,7 @@ type Proxy struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	spliced   map[*splicedConn]struct{} // live spliced tunnels, for Redecide
 	closed    bool
 	wg        sync.WaitGroup
 

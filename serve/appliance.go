@@ -603,7 +603,7 @@ func (a *Appliance) ReloadOnSIGHUP(ctx context.Context) {
 
 // Reload re-reads the policy directory (SIGHUP or the API).
 func (a *Appliance) Reload(by string) error {
-	res, err := a.policies.Reload(by)
+	res, err := a.ReloadPolicies(context.Background(), by)
 	if err != nil {
 		return err
 	}

@@ -246,9 +246,19 @@ func (a *Appliance) Policies(context.Context) ([]client.PolicyInfo, error) {
 	return a.policies.List(), nil
 }
 
-// ReloadPolicies re-reads the policy directory.
+// ReloadPolicies re-reads the policy directory. When a policy changed,
+// open spliced tunnels are decided again under the new versions and those
+// now denied are closed (inspected tunnels decide each request anyway).
 func (a *Appliance) ReloadPolicies(_ context.Context, by string) (client.ReloadResult, error) {
-	return a.policies.Reload(by)
+	res, err := a.policies.Reload(by)
+	if err != nil || len(res.Reloaded) == 0 || a.proxy == nil {
+		return res, err
+	}
+	res.ClosedTunnels = a.proxy.Redecide()
+	if res.ClosedTunnels > 0 {
+		a.log.Info("policy reload closed open tunnels the new policy denies", "closed", res.ClosedTunnels)
+	}
+	return res, nil
 }
 
 // Logs queries the audit store.

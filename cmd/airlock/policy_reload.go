@@ -34,6 +34,9 @@ Each outcome is an audit event (kind policy) with the old and new hashes.`,
 			for _, n := range res.Unchanged {
 				fmt.Fprintf(out, "unchanged %s\n", n)
 			}
+			if res.ClosedTunnels > 0 {
+				fmt.Fprintf(out, "closed %d open tunnel(s) the new policy denies\n", res.ClosedTunnels)
+			}
 			for _, r := range res.Rejected {
 				fmt.Fprintf(cmd.ErrOrStderr(), "rejected %s (the running version stays):\n  %s\n", r.Name, strings.Join(r.Errors, "\n  "))
 			}
