@@ -328,7 +328,7 @@ func TestReadOnlyCopyInExplained(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	sb, err := h.r.Create(ctx, CreateRequest{Image: "img", Policy: "p", Lifetime: time.Hour})
+	sb, err := h.r.Create(ctx, CreateRequest{Image: "img", Policy: "p", Lifetime: time.Hour, CapAdd: []string{"NET_RAW"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestReconcile(t *testing.T) {
 		t.Error("another instance's veth was deleted")
 	}
 	got, err := h2.r.Get(sb.ID)
-	if err != nil || !got.Adopted || got.Address != sb.Address || got.Deadline.IsZero() {
+	if err != nil || !got.Adopted || got.Address != sb.Address || got.Deadline.IsZero() || !slices.Equal(got.CapAdd, []string{"CAP_NET_RAW"}) {
 		t.Fatalf("adopted sandbox: %+v, %v", got, err)
 	}
 	if h2.t.index("hook.Attach ifindex=200 "+sb.ID) < 0 || !strings.Contains(h2.t.String(), "adopted=true") {
