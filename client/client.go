@@ -320,6 +320,34 @@ func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) erro
 	return readLogStream(resp.Body, fn)
 }
 
+// FollowLogs calls fn for each audit event matching q as it is written,
+// until ctx ends (then it returns nil), fn returns an error, or the
+// appliance ends the stream. It starts after q.AfterSeq; 0 means after the
+// newest event at the time of the call (run Logs first for the history,
+// then follow from the last Seq it gave). q.Limit and q.Newest are ignored.
+func (c *Client) FollowLogs(ctx context.Context, q LogQuery, fn func(audit.Event) error) error {
+	q.Limit, q.Newest, q.UpToSeq = 0, false, 0
+	v := EncodeLogQuery(q)
+	v.Set("follow", "1")
+	req, err := c.newRequest(ctx, http.MethodGet, "/logs", v, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	err = readLogStream(resp.Body, fn)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
 // EncodeLogQuery turns a query into URL parameters (DecodeLogQuery's
 // inverse).
 func EncodeLogQuery(q LogQuery) url.Values {

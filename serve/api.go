@@ -41,6 +41,10 @@ type Backend interface {
 	ReloadPolicies(ctx context.Context, by string) (client.ReloadResult, error)
 	// Logs calls fn for each event matching q, oldest first.
 	Logs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error
+	// FollowLogs calls fn for each event matching q written after
+	// q.AfterSeq (0: after the newest event now), as it arrives, until
+	// ctx ends or fn fails.
+	FollowLogs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error
 	Approvals(ctx context.Context) ([]client.Approval, error)
 	Decide(ctx context.Context, id string, d client.Decision, by string) (client.Approval, error)
 }
@@ -341,7 +345,18 @@ func (a *API) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nd := newNDJSON(w)
-	err = a.Backend.Logs(r.Context(), q, func(e audit.Event) error { return nd.send(e) })
+	send := func(e audit.Event) error { return nd.send(e) }
+	if follow, ferr := followParam(r); ferr != nil {
+		a.fail(w, r, ferr)
+		return
+	} else if follow {
+		// Answer at once, so the client knows the stream is open before
+		// the first event arrives.
+		nd.flush()
+		err = a.Backend.FollowLogs(r.Context(), q, send)
+	} else {
+		err = a.Backend.Logs(r.Context(), q, send)
+	}
 	if err != nil {
 		if !nd.started {
 			a.fail(w, r, err)
@@ -350,6 +365,18 @@ func (a *API) logs(w http.ResponseWriter, r *http.Request) {
 		_ = nd.send(client.ExecFrame{Error: client.Errorf(client.CodeInternal, "%v", err)})
 	}
 	nd.start()
+}
+
+// followParam reads ?follow= (1, true, 0, false or absent).
+func followParam(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("follow"); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, client.Errorf(client.CodeInvalid, "follow: want 1 or 0, got %q", v)
+	}
 }
 
 func parseLogQuery(r *http.Request) (client.LogQuery, error) {
@@ -402,6 +429,16 @@ func (n *ndjson) start() {
 		n.started = true
 		n.w.Header().Set("Content-Type", "application/x-ndjson")
 		n.w.WriteHeader(http.StatusOK)
+	}
+}
+
+// flush sends the status line and headers now.
+func (n *ndjson) flush() {
+	n.mu <- struct{}{}
+	defer func() { <-n.mu }()
+	n.start()
+	if f, ok := n.w.(http.Flusher); ok {
+		f.Flush()
 	}
 }
 

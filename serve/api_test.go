@@ -1,18 +1,22 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -28,6 +32,9 @@ type fakeBackend struct {
 	calls     []string
 	lastPeer  string
 	events    []audit.Event
+	follow    chan audit.Event
+	following chan struct{}
+	followQ   client.LogQuery
 }
 
 func newFake() *fakeBackend {
@@ -175,6 +182,30 @@ func (f *fakeBackend) Logs(_ context.Context, q client.LogQuery, fn func(audit.E
 		}
 	}
 	return nil
+}
+
+// FollowLogs sends what the test pushes on f.follow (nil: nothing) until
+// ctx ends, after telling f.following that the stream is open.
+func (f *fakeBackend) FollowLogs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error {
+	f.mu.Lock()
+	f.followQ = q
+	f.mu.Unlock()
+	if f.following != nil {
+		close(f.following)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-f.follow:
+			if q.Sandbox != "" && e.Sandbox != q.Sandbox {
+				continue
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (f *fakeBackend) Approvals(context.Context) ([]client.Approval, error) {
@@ -387,6 +418,86 @@ func TestAPILogs(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"n0.example.test", "n2.example.test"}, names); diff != "" {
 		t.Errorf("logs (-want +got):\n%s", diff)
+	}
+}
+
+// TestAPILogsFollow: GET /v1/logs?follow=1 answers at once and streams
+// each new event as one NDJSON line; the client's FollowLogs passes the
+// query and after_seq through and returns nil when its context ends.
+func TestAPILogsFollow(t *testing.T) {
+	fb := newFake()
+	fb.follow, fb.following = make(chan audit.Event), make(chan struct{})
+	srv := httptest.NewServer((&API{Backend: fb}).Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/logs?follow=1&sandbox=a", nil)
+	resp, err := http.DefaultClient.Do(req) // returns only once headers arrived
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/x-ndjson" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, ct)
+	}
+	<-fb.following
+	br := bufio.NewReader(resp.Body)
+	for i, sb := range []string{"b", "a"} {
+		e := audit.New(audit.KindDNS, sb)
+		e.DNS = &audit.DNS{QName: fmt.Sprintf("n%d.example.test", i)}
+		fb.follow <- e
+	}
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got audit.Event
+	if err := json.Unmarshal(line, &got); err != nil || got.Sandbox != "a" || got.DNS.QName != "n1.example.test" {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+
+	// The client, against a backend of its own.
+	fb = newFake()
+	fb.follow, fb.following = make(chan audit.Event), make(chan struct{})
+	srv2 := httptest.NewServer((&API{Backend: fb}).Handler())
+	t.Cleanup(srv2.Close)
+	c := client.NewTCP(srv2.URL, "")
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	var names []string
+	go func() {
+		done <- c.FollowLogs(cctx, client.LogQuery{Sandbox: "a", AfterSeq: 41, Limit: 5}, func(e audit.Event) error {
+			names = append(names, e.DNS.QName)
+			if len(names) == 2 {
+				ccancel()
+			}
+			return nil
+		})
+	}()
+	<-fb.following
+	for i, sb := range []string{"a", "b", "a"} {
+		e := audit.New(audit.KindDNS, sb)
+		e.DNS = &audit.DNS{QName: fmt.Sprintf("c%d.example.test", i)}
+		fb.follow <- e
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("FollowLogs after cancel: %v", err)
+	}
+	if diff := cmp.Diff([]string{"c0.example.test", "c2.example.test"}, names); diff != "" {
+		t.Errorf("followed (-want +got):\n%s", diff)
+	}
+	if fb.followQ.AfterSeq != 41 || fb.followQ.Limit != 0 {
+		t.Errorf("backend got query %+v, want after_seq 41 and no limit", fb.followQ)
+	}
+
+	bad, err := http.Get(srv.URL + "/v1/logs?follow=yes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Body.Close()
+	if bad.StatusCode != http.StatusBadRequest {
+		t.Errorf("follow=yes: status %d, want 400", bad.StatusCode)
 	}
 }
 

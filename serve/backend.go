@@ -273,6 +273,25 @@ func (a *Appliance) Logs(ctx context.Context, q client.LogQuery, fn func(audit.E
 	return st.Each(ctx, q, fn)
 }
 
+// followPoll is how often a followed log checks the store for new events.
+const followPoll = 250 * time.Millisecond
+
+// FollowLogs streams new events from the audit store as they are written.
+func (a *Appliance) FollowLogs(ctx context.Context, q client.LogQuery, fn func(audit.Event) error) error {
+	st := a.pipeline.Store()
+	if st == nil {
+		return client.Errorf(client.CodeUnavailable, "this appliance keeps no event store (audit.store)")
+	}
+	if q.AfterSeq == 0 {
+		n, err := st.MaxSeq(ctx)
+		if err != nil {
+			return err
+		}
+		q.AfterSeq = n
+	}
+	return st.Follow(ctx, q, followPoll, fn)
+}
+
 // Approvals lists held requests and recent decisions.
 func (a *Appliance) Approvals(context.Context) ([]client.Approval, error) {
 	out := a.approvals.List()
