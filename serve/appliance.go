@@ -68,6 +68,7 @@ type Appliance struct {
 	proxy     *proxy.Proxy
 	engineC   io.Closer
 	runner    *runner.Runner
+	ids       idHandoff // sandbox ids chosen before runner.Create
 
 	mu       sync.Mutex
 	handles  map[string]bpf.Handle // sandbox → kernel attachment
@@ -388,6 +389,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
 		ProxyURL:    "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
 		ExecTimeout: a.cfg.Sandbox.ExecTimeout.Duration,
+		NewID:       a.ids.newID,
 	})
 	if err != nil {
 		return err

@@ -68,15 +68,41 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	sb, err := a.runner.Create(ctx, rr)
+	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders)
 	if err != nil {
-		return client.Sandbox{}, apiError(err)
-	}
-	if _, err := a.secrets.SetTask(sb.ID, req.Secrets, nil); err != nil {
 		return client.Sandbox{}, err
 	}
-	a.secrets.setPlaceholders(sb.ID, placeholders)
 	return a.describe(sb), nil
+}
+
+// createWithSecrets registers the task secrets and sentinel placeholders
+// under the sandbox's id before runner.Create starts it, so its setup
+// commands can already use them through the proxy, and drops them again
+// when the create fails.
+func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string) (runner.Sandbox, error) {
+	id := randomHex(6)
+	if _, err := a.secrets.SetTask(id, task, nil); err != nil {
+		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
+	}
+	a.secrets.setPlaceholders(id, placeholders)
+	claim, err := a.ids.offer(ctx, id)
+	if err != nil {
+		a.secrets.Forget(id)
+		return runner.Sandbox{}, err
+	}
+	sb, err := a.runner.Create(ctx, rr)
+	a.ids.withdraw(claim)
+	if err != nil {
+		a.secrets.Forget(id)
+		return runner.Sandbox{}, apiError(err)
+	}
+	if sb.ID != id { // not expected: the runner drew another id
+		a.log.Warn("sandbox id differs from the one offered; secrets registered late", "want", id, "got", sb.ID)
+		a.secrets.Forget(id)
+		a.secrets.SetTask(sb.ID, task, nil)
+		a.secrets.setPlaceholders(sb.ID, placeholders)
+	}
+	return sb, nil
 }
 
 func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *policyRef) (runner.CreateRequest, map[string]string, error) {

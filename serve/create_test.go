@@ -1,0 +1,157 @@
+package serve
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"airlock/client"
+	"airlock/runner"
+)
+
+// setupEngine is a container engine for create tests: every container
+// runs at once, and each exec (the setup commands) records which task
+// secrets and placeholders the appliance holds for the sandbox right then.
+type setupEngine struct {
+	app *Appliance
+
+	mu      sync.Mutex
+	sandbox map[string]string // container id -> sandbox id
+	seen    []string          // per exec: "argv0: secret=value placeholders=N"
+	failAt  string            // argv[0] whose exec fails with exit 1
+}
+
+func (e *setupEngine) ImageID(context.Context, string) (string, error) { return "img1", nil }
+func (e *setupEngine) Create(_ context.Context, s runner.Spec) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cid := fmt.Sprintf("c%d", len(e.sandbox)+1)
+	e.sandbox[cid] = s.Labels[runner.LabelSandbox]
+	return cid, nil
+}
+func (e *setupEngine) Start(context.Context, string) error { return nil }
+func (e *setupEngine) Inspect(_ context.Context, id string) (runner.Container, error) {
+	return runner.Container{ID: id, Running: true, Pid: 1}, nil
+}
+func (e *setupEngine) List(context.Context, map[string]string) ([]runner.Container, error) {
+	return nil, nil
+}
+func (e *setupEngine) Exec(_ context.Context, cid string, p runner.Process, started func()) (runner.ExitStatus, error) {
+	started()
+	e.mu.Lock()
+	sb := e.sandbox[cid]
+	e.mu.Unlock()
+	v, _ := e.app.secrets.Lookup(sb, "deploy-token")
+	line := fmt.Sprintf("%s: deploy-token=%q placeholders=%d", p.Argv[0], v, len(e.app.secrets.Placeholders(sb)))
+	e.mu.Lock()
+	e.seen = append(e.seen, line)
+	e.mu.Unlock()
+	if p.Argv[0] == e.failAt {
+		return runner.ExitStatus{Code: 1}, nil
+	}
+	return runner.ExitStatus{}, nil
+}
+func (e *setupEngine) CopyIn(context.Context, string, string, io.Reader) error { return nil }
+func (e *setupEngine) CopyOut(_ context.Context, _, _ string, w io.Writer) error {
+	return tar.NewWriter(w).Close()
+}
+func (e *setupEngine) Pause(context.Context, string) error  { return runner.ErrUnsupported }
+func (e *setupEngine) Resume(context.Context, string) error { return runner.ErrUnsupported }
+func (e *setupEngine) Commit(context.Context, string, string, string) (string, error) {
+	return "", runner.ErrUnsupported
+}
+func (e *setupEngine) Remove(context.Context, string) error { return nil }
+
+const sentinelPolicy = `version = 1
+[categories.internal_api]
+hosts = ["api.example.test"]
+routes = [{ methods = ["GET"], path = "/v1/*" }]
+inject = { header = "Authorization", secret = "deploy-token", format = "Bearer {}" }
+sentinels = ["deploy-token"]
+`
+
+// newCreateAppliance is an appliance with just what Create needs: the
+// policies, the secrets and a runner on setupEngine (no network).
+func newCreateAppliance(t *testing.T) (*Appliance, *setupEngine) {
+	t.Helper()
+	dir := t.TempDir()
+	writePolicy(t, dir, "agent", sentinelPolicy)
+	ps, err := NewPolicySet(dir, nil, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Appliance{cfg: &Config{PolicyDir: dir}, policies: ps, secrets: NewSecrets(), log: slog.New(slog.DiscardHandler)}
+	a.cfg.Sandbox.Max = 10
+	eng := &setupEngine{app: a, sandbox: map[string]string{}}
+	state := filepath.Join(t.TempDir(), "state")
+	for _, d := range []string{filepath.Dir(state), filepath.Dir(filepath.Dir(state))} {
+		if err := os.Chmod(d, 0o711); err != nil { // the sandbox user must reach it
+			t.Fatal(err)
+		}
+	}
+	r, err := runner.New(runner.Config{Engine: eng, Emitter: &recorder{}, StateDir: state, NewID: a.ids.newID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	a.runner = r
+	return a, eng
+}
+
+// TestCreateRegistersSecretsBeforeSetup: task secrets and sentinel
+// placeholders are held for the sandbox before its first setup command
+// runs (so setup can use them through the proxy), and a failed create
+// drops them.
+func TestCreateRegistersSecretsBeforeSetup(t *testing.T) {
+	a, eng := newCreateAppliance(t)
+	ctx := context.Background()
+	sb, err := a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent",
+		Secrets: map[string]string{"deploy-token": "s3cret"}, Setup: [][]string{{"first"}, {"second"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`first: deploy-token="s3cret" placeholders=1`, `second: deploy-token="s3cret" placeholders=1`}
+	if fmt.Sprint(eng.seen) != fmt.Sprint(want) {
+		t.Errorf("at each setup command the appliance held:\n%q\nwant\n%q", eng.seen, want)
+	}
+	if v, ok := a.secrets.Lookup(sb.ID, "deploy-token"); !ok || v != "s3cret" {
+		t.Errorf("after create: Lookup(%s) = %q, %v", sb.ID, v, ok)
+	}
+
+	eng.seen, eng.failAt = nil, "broken"
+	_, err = a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent",
+		Secrets: map[string]string{"deploy-token": "other"}, Setup: [][]string{{"broken"}}})
+	if err == nil {
+		t.Fatal("create with a failing setup command succeeded")
+	}
+	if len(eng.seen) != 1 || eng.seen[0] != `broken: deploy-token="other" placeholders=1` {
+		t.Errorf("failing setup saw %q", eng.seen)
+	}
+	var failed string
+	for _, id := range eng.sandbox {
+		if id != sb.ID {
+			failed = id
+		}
+	}
+	if _, ok := a.secrets.Lookup(failed, "deploy-token"); ok || len(a.secrets.Placeholders(failed)) != 0 {
+		t.Errorf("the failed sandbox %q still has its secrets or placeholders", failed)
+	}
+
+	// A create that fails before the runner draws an id gives the id back:
+	// the next create still works.
+	if _, err := a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent", Env: map[string]string{"A=B": "x"}}); err == nil {
+		t.Fatal("create with a bad env name succeeded")
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.Create(tctx, client.CreateRequest{Image: "busybox", Policy: "agent"}); err != nil {
+		t.Fatalf("create after a rejected one: %v", err)
+	}
+}
