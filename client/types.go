@@ -40,8 +40,13 @@ type CreateRequest struct {
 	// WorkspaceMode is "bind" (the default: the directory is mounted and
 	// the sandbox's changes land in it) or "copy" (its contents are copied
 	// in; the host directory is left untouched).
-	WorkspaceMode string     `json:"workspace_mode,omitempty"`
-	Setup         [][]string `json:"setup,omitempty"` // commands run before the sandbox is ready
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	// WorkspaceGit is an https URL cloned into /workspace (git clone
+	// --depth 1) as the first setup step, from inside the sandbox and so
+	// through the proxy and its policy. It excludes Workspace; it must
+	// carry no credentials (see ValidateGitURL). The image needs git.
+	WorkspaceGit string     `json:"workspace_git,omitempty"`
+	Setup        [][]string `json:"setup,omitempty"` // commands run before the sandbox is ready
 	// Secrets are task-scoped secrets, held by the appliance in memory for
 	// injection by the proxy, never written into the sandbox.
 	Secrets     map[string]string `json:"secrets,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"airlock/audit"
@@ -70,7 +71,7 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 	}
 	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders)
 	if err != nil {
-		return client.Sandbox{}, err
+		return client.Sandbox{}, explainClone(err, req)
 	}
 	return a.describe(sb), nil
 }
@@ -150,7 +151,40 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 		}
 		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: mode}
 	}
+	if req.WorkspaceGit != "" {
+		if err := gitWorkspace(&rr, req); err != nil {
+			return rr, nil, err
+		}
+	}
 	return rr, placeholders, nil
+}
+
+// gitWorkspace makes cloning req.WorkspaceGit the first setup step: it
+// runs inside the sandbox, so the proxy decides it under the sandbox's
+// policy like any other request, and logs it.
+func gitWorkspace(rr *runner.CreateRequest, req client.CreateRequest) error {
+	if req.Workspace != "" {
+		return client.Errorf(client.CodeInvalid, "give workspace (a host directory) or workspace_git (a URL), not both")
+	}
+	if err := client.ValidateGitURL(req.WorkspaceGit); err != nil {
+		return err
+	}
+	if _, ok := rr.Env["GIT_TERMINAL_PROMPT"]; !ok {
+		rr.Env["GIT_TERMINAL_PROMPT"] = "0" // fail, never wait for a password
+	}
+	rr.Setup = append([][]string{client.GitCloneArgv(req.WorkspaceGit)}, rr.Setup...)
+	return nil
+}
+
+// explainClone turns a failure of the clone step into an error naming the
+// URL and carrying git's output (the runner's error holds its stderr).
+func explainClone(err error, req client.CreateRequest) error {
+	if req.WorkspaceGit == "" || !strings.Contains(err.Error(), "setup command 0 ") {
+		return err
+	}
+	return client.Errorf(client.CodeInvalid,
+		"workspace_git: cloning %s failed inside the sandbox (the clone goes through the proxy: the policy must allow the host, "+
+			"see `airlock logs --sandbox ID --verdict deny`; the image needs git): %v", req.WorkspaceGit, err)
 }
 
 func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {

@@ -3,11 +3,13 @@ package serve
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ type setupEngine struct {
 	mu      sync.Mutex
 	sandbox map[string]string // container id -> sandbox id
 	seen    []string          // per exec: "argv0: secret=value placeholders=N"
+	argvs   [][]string        // every exec's argv, in order
 	failAt  string            // argv[0] whose exec fails with exit 1
 }
 
@@ -52,9 +55,11 @@ func (e *setupEngine) Exec(_ context.Context, cid string, p runner.Process, star
 	line := fmt.Sprintf("%s: deploy-token=%q placeholders=%d", p.Argv[0], v, len(e.app.secrets.Placeholders(sb)))
 	e.mu.Lock()
 	e.seen = append(e.seen, line)
+	e.argvs = append(e.argvs, p.Argv)
 	e.mu.Unlock()
 	if p.Argv[0] == e.failAt {
-		return runner.ExitStatus{Code: 1}, nil
+		fmt.Fprintf(p.Stderr, "fatal: could not read from the remote (%s)\n", p.Argv[0])
+		return runner.ExitStatus{Code: 128}, nil
 	}
 	return runner.ExitStatus{}, nil
 }
@@ -153,5 +158,59 @@ func TestCreateRegistersSecretsBeforeSetup(t *testing.T) {
 	defer cancel()
 	if _, err := a.Create(tctx, client.CreateRequest{Image: "busybox", Policy: "agent"}); err != nil {
 		t.Fatalf("create after a rejected one: %v", err)
+	}
+}
+
+// TestCreateWorkspaceGitClonesFirst: a workspace_git URL becomes the first
+// setup command (git clone --depth 1 into /workspace, run inside the
+// sandbox so its policy decides it), before the caller's own setup; a
+// failed clone is an error naming the URL with git's output; bad URLs and
+// a host workspace given as well are refused before anything starts.
+func TestCreateWorkspaceGitClonesFirst(t *testing.T) {
+	a, eng := newCreateAppliance(t)
+	ctx := context.Background()
+	const repo = "https://git.example.test/org/repo.git"
+	_, err := a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent",
+		WorkspaceGit: repo, Setup: [][]string{{"make", "deps"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"git", "clone", "--depth", "1", "--", repo, "/workspace"}, {"make", "deps"}}
+	if fmt.Sprint(eng.argvs) != fmt.Sprint(want) {
+		t.Errorf("setup commands ran as %q, want %q", eng.argvs, want)
+	}
+
+	eng.argvs, eng.failAt = nil, "git"
+	_, err = a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent", WorkspaceGit: repo, Setup: [][]string{{"make"}}})
+	if err == nil {
+		t.Fatal("create with a failing clone succeeded")
+	}
+	for _, part := range []string{"workspace_git", repo, "exited 128", "fatal: could not read from the remote"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("clone error %q does not contain %q", err, part)
+		}
+	}
+	if len(eng.argvs) != 1 {
+		t.Errorf("after a failed clone these ran: %q", eng.argvs)
+	}
+
+	eng.argvs = nil
+	for name, req := range map[string]client.CreateRequest{
+		"http":        {WorkspaceGit: "http://git.example.test/org/repo.git"},
+		"credentials": {WorkspaceGit: "https://user:tok@git.example.test/org/repo.git"},
+		"both":        {WorkspaceGit: repo, Workspace: t.TempDir()},
+	} {
+		req.Image, req.Policy = "busybox", "agent"
+		_, err := a.Create(ctx, req)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != client.CodeInvalid {
+			t.Errorf("%s: err = %v, want an invalid-request error", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "tok@") {
+			t.Errorf("%s: the error echoes the credential: %v", name, err)
+		}
+	}
+	if len(eng.argvs) != 0 {
+		t.Errorf("refused creates ran %q", eng.argvs)
 	}
 }

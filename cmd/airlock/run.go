@@ -24,6 +24,7 @@ var runFlags struct {
 	secrets   []string
 	quiet     bool
 	copyWS    bool
+	gitURL    string
 }
 
 var runCmd = &cobra.Command{
@@ -36,7 +37,8 @@ the review report. The sandbox is removed afterwards unless --keep.
 
 The exit status is the command's (124 when it timed out).`,
 	Example: `  airlock run --policy coding-agent localhost/airlock/debian:12 -- curl -sS https://git.example.test/
-  airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'`,
+  airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'
+  airlock run --workspace-git https://git.example.test/org/repo.git localhost/airlock/debian:12 -- git -C /workspace log -1`,
 	Args: func(cmd *cobra.Command, args []string) error {
 		if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 			return fmt.Errorf("usage: airlock run [flags] IMAGE -- CMD [ARG...] (put the command after --)")
@@ -53,6 +55,7 @@ func init() {
 	f.DurationVarP(&runFlags.timeout, "timeout", "t", 0, "kill the command after this long (default: the appliance's exec_timeout)")
 	f.BoolVar(&runFlags.keep, "keep", false, "keep the sandbox after the command ends")
 	f.BoolVar(&runFlags.copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it (the host directory stays untouched)")
+	f.StringVar(&runFlags.gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.StringArrayVarP(&runFlags.env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
 	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
 	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
@@ -69,6 +72,9 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if runFlags.copyWS {
 		req.WorkspaceMode = "copy"
 	}
+	if err := setWorkspaceGit(&req, runFlags.gitURL); err != nil {
+		return err
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	c := apiClient()
@@ -76,7 +82,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if runFlags.quiet {
 		info = io.Discard
 	}
-	done := progress(info, fmt.Sprintf("creating sandbox from %s", image))
+	done := progress(info, createStep(fmt.Sprintf("creating sandbox from %s", image), req))
 	sb, err := c.Create(ctx, req)
 	done(err)
 	if err != nil {
@@ -161,6 +167,30 @@ func keyValues(flag string, kvs []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// setWorkspaceGit sets the URL to clone into /workspace, checked here so
+// a bad one fails before anything is created (the appliance checks again).
+func setWorkspaceGit(req *client.CreateRequest, url string) error {
+	if url == "" {
+		return nil
+	}
+	if req.Workspace != "" {
+		return fmt.Errorf("--workspace and --workspace-git exclude each other: give a host directory or a URL")
+	}
+	if err := client.ValidateGitURL(url); err != nil {
+		return fmt.Errorf("--workspace-git: %w", err)
+	}
+	req.WorkspaceGit = url
+	return nil
+}
+
+// createStep is the progress line of a create: a clone can take a while.
+func createStep(msg string, req client.CreateRequest) string {
+	if req.WorkspaceGit != "" {
+		msg += fmt.Sprintf(" and cloning %s into /workspace through the proxy", req.WorkspaceGit)
+	}
+	return msg
 }
 
 func explainCreate(err error, image string) error {

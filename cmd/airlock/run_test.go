@@ -99,3 +99,46 @@ func TestRunNeedsTheDash(t *testing.T) {
 		t.Error("run without -- succeeded")
 	}
 }
+
+// TestRunWorkspaceGit: --workspace-git reaches the create request, the
+// progress line names the clone, and a URL with credentials is refused
+// before anything is created.
+func TestRunWorkspaceGit(t *testing.T) {
+	b := &runBackend{}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil); runFlags.gitURL = "" })
+
+	const repo = "https://git.example.test/org/repo.git"
+	run([]string{"run", "--socket", sock, "--workspace-git", repo, "img", "--", "true"})
+	if b.created.WorkspaceGit != repo {
+		t.Errorf("create request workspace_git = %q, want %q", b.created.WorkspaceGit, repo)
+	}
+	if !strings.Contains(errb.String(), "cloning "+repo+" into /workspace through the proxy") {
+		t.Errorf("no clone progress line:\n%s", errb.String())
+	}
+
+	b.created, errb = client.CreateRequest{}, bytes.Buffer{}
+	code := run([]string{"run", "--socket", sock, "--workspace-git", "https://u:tok@git.example.test/r.git", "img", "--", "true"})
+	if code == 0 || b.created.Image != "" {
+		t.Errorf("a URL with credentials: exit %d, create request %+v", code, b.created)
+	}
+	req := client.CreateRequest{}
+	if err := setWorkspaceGit(&req, "https://u:tok@git.example.test/r.git"); err == nil ||
+		!strings.Contains(err.Error(), "credentials") || strings.Contains(err.Error(), "tok@") {
+		t.Errorf("setWorkspaceGit with credentials: %v", err)
+	}
+	req.Workspace = "/srv/ws"
+	if err := setWorkspaceGit(&req, repo); err == nil {
+		t.Error("--workspace and --workspace-git together were accepted")
+	}
+}

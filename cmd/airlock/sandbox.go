@@ -40,6 +40,7 @@ func sandboxCreateCmd() *cobra.Command {
 		execTimeout, life time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
+		gitURL            string
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags] [IMAGE]",
@@ -59,9 +60,12 @@ func sandboxCreateCmd() *cobra.Command {
 			if copyWS {
 				req.WorkspaceMode = "copy"
 			}
+			if err := setWorkspaceGit(&req, gitURL); err != nil {
+				return err
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			done := progress(cmd.ErrOrStderr(), "creating sandbox")
+			done := progress(cmd.ErrOrStderr(), createStep("creating sandbox", req))
 			sb, err := apiClient().Create(ctx, req)
 			done(err)
 			if err != nil {
@@ -85,6 +89,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
 	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
 	f.BoolVar(&copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it")
+	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
