@@ -225,7 +225,12 @@ func (s *Server) writeAndLog(q *query) {
 	}
 	s.logQuery(q) // before the write: once a client has its answer, the event exists
 	if err := q.w.WriteMsg(q.resp); err != nil {
-		s.log.Debug("dns write", "client", q.src.String(), "err", err)
+		// An upstream answer that cannot be packed again (hostile or broken
+		// records) must not leave the client without an answer.
+		s.log.Warn("dns write failed, answering SERVFAIL", "client", q.src.String(), "qname", q.name, "err", err)
+		if err := q.w.WriteMsg(servfail(q.req)); err != nil {
+			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+		}
 	}
 }
 
