@@ -145,6 +145,19 @@ func (p *Policy) denyCIDR(a netip.Addr) *cidrRule {
 }
 
 // explicitDeny checks the [deny] section.
+// refuseTarget decides what every connect and http decision refuses before
+// any category is looked at: a malformed target, a target with neither a
+// name nor an address, and anything the [deny] section names.
+func (p *Policy) refuseTarget(t *target, tr *trace) (Verdict, bool) {
+	if t.bad {
+		return p.deny(p.defaultRule, t.reason), true
+	}
+	if t.n == 0 && !t.ip.IsValid() {
+		return p.deny(p.defaultRule, "no host name or address to decide on"), true
+	}
+	return p.explicitDeny(t, tr)
+}
+
 func (p *Policy) explicitDeny(t *target, tr *trace) (Verdict, bool) {
 	if t.n > 0 {
 		if hr := p.denyHosts.lookup(t.name()); hr != nil {
@@ -276,13 +289,7 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 	} else {
 		t.setHost(host)
 	}
-	if t.bad {
-		return p.deny(p.defaultRule, t.reason)
-	}
-	if t.n == 0 && !t.ip.IsValid() {
-		return p.deny(p.defaultRule, "no host name or address to decide on")
-	}
-	if v, ok := p.explicitDeny(&t, tr); ok {
+	if v, ok := p.refuseTarget(&t, tr); ok {
 		return v
 	}
 	rules, cidr := p.candidates(&t)
@@ -365,13 +372,7 @@ func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
 		}
 	}
 	t.setHost(host)
-	if t.bad {
-		return p.deny(p.defaultRule, t.reason)
-	}
-	if t.n == 0 && !t.ip.IsValid() {
-		return p.deny(p.defaultRule, "no host name or address to decide on")
-	}
-	if v, ok := p.explicitDeny(&t, tr); ok {
+	if v, ok := p.refuseTarget(&t, tr); ok {
 		return v
 	}
 	path, err := NormalizePath(r.Path)
