@@ -17,30 +17,19 @@ IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
 N=${N:-10}
 CONCURRENT=${CONCURRENT:-20}
 SANDBOX_USER=airlock-sandbox
+# shellcheck source=../scripts/lib.sh
+. "$HERE/scripts/lib.sh"
 
 die() { printf 'bench/serve.sh: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench/serve.sh: skipped (needs root)"; exit 0; }
 [ -x "$BIN" ] || die "$BIN not found: make build"
 id -u "$SANDBOX_USER" >/dev/null 2>&1 || die "no sandbox user: make setup"
-SB_UID=$(id -u "$SANDBOX_USER")
-SB_HOME=$(getent passwd "$SANDBOX_USER" | cut -d: -f6)
-upodman() {
-	(cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$SB_HOME" \
-		XDG_RUNTIME_DIR="/run/user/$SB_UID" podman "$@")
-}
 upodman image exists "$IMAGE" || { echo "bench/serve.sh: skipped ($IMAGE not built: make image)"; exit 0; }
 
 WORK=$(mktemp -d /tmp/airlock-bench.XXXXXX)
 ID=bn$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 PIN=/sys/fs/bpf/airlock-$ID
-THIRD=
-for third in $(shuf -i 160-250 -n 40); do
-	if ! ip -4 route show | grep -q "198\.19\.$third\." && ! ip -4 addr show | grep -q "198\.19\.$third\."; then
-		THIRD=$third
-		break
-	fi
-done
-[ -n "$THIRD" ] || die "no free address pool in 198.19.160.0/19"
+THIRD=$(free_pool_third) || die "no free address pool in 198.19.160.0/19"
 SERVE_PID=
 cleanup() {
 	set +e

@@ -16,6 +16,8 @@ BIN=${AIRLOCK_BIN:-$HERE/bin/airlock}
 POLICY=${AIRLOCK_POLICY:-coding-agent}
 IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
 SANDBOX_USER=airlock-sandbox
+# shellcheck source=lib.sh
+. "$HERE/scripts/lib.sh"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -23,9 +25,7 @@ die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (the appliance loads eBPF programs and manages network devices)"
 [ -x "$BIN" ] || die "$BIN not found: run 'make build' (make run does it)"
 id -u "$SANDBOX_USER" >/dev/null 2>&1 || die "no sandbox user $SANDBOX_USER: run 'make setup'"
-SB_UID=$(id -u "$SANDBOX_USER")
-if ! (cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$(getent passwd "$SANDBOX_USER" | cut -d: -f6)" \
-	XDG_RUNTIME_DIR="/run/user/$SB_UID" podman image exists "$IMAGE"); then
+if ! upodman image exists "$IMAGE"; then
 	die "the sandbox image $IMAGE is not built: run 'make image'"
 fi
 
@@ -33,14 +33,7 @@ WORK=$(mktemp -d /tmp/airlock-quickstart.XXXXXX)
 ID=qs$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 PIN=/sys/fs/bpf/airlock-$ID
 # A pool in the benchmarking range that no local address or route uses.
-THIRD=
-for third in $(shuf -i 160-250 -n 40); do
-	if ! ip -4 route show | grep -q "198\.19\.$third\." && ! ip -4 addr show | grep -q "198\.19\.$third\."; then
-		THIRD=$third
-		break
-	fi
-done
-[ -n "$THIRD" ] || die "no free address pool in 198.19.160.0/19"
+THIRD=$(free_pool_third) || die "no free address pool in 198.19.160.0/19"
 
 SERVE_PID=
 cleanup() {
