@@ -7,10 +7,24 @@
 # no post-quantum exchange). Prints a table and the ratios the targets use.
 #
 # Usage: bench/proxy.sh            (DURATION=3s by default; CONNS="1 32")
+#        ONLY="direct airlock-splice" bench/proxy.sh
+#   ONLY is a space-separated list of the parts to run (default: all):
+#   direct airlock-mitm airlock-splice squid-bump squid-splice idle snis
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-3s}
+ONLY=${ONLY:-"direct airlock-mitm airlock-splice squid-bump squid-splice idle snis"}
+for part in $ONLY; do
+	case $part in
+	direct | airlock-mitm | airlock-splice | squid-bump | squid-splice | idle | snis) ;;
+	*)
+		echo "bench: unknown part $part in ONLY (want: direct airlock-mitm airlock-splice squid-bump squid-splice idle snis)" >&2
+		exit 2
+		;;
+	esac
+done
+want() { [[ " $ONLY " == *" $1 "* ]]; }
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # Each idle tunnel costs the proxy two descriptors; stay under the limit.
 max_tunnels=$(( ($(ulimit -n) - 500) / 2 ))
@@ -60,7 +74,9 @@ for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
 
 # squid: one instance, one ssl-bump port and one plain CONNECT port.
 squid_bump="" squid_splice=""
-if [ -x /usr/sbin/squid ] && [ -x /usr/lib/squid/security_file_certgen ] && /usr/sbin/squid -v | grep -q -- '--with-openssl'; then
+if ! want squid-bump && ! want squid-splice; then
+	: # not asked for
+elif [ -x /usr/sbin/squid ] && [ -x /usr/lib/squid/security_file_certgen ] && /usr/sbin/squid -v | grep -q -- '--with-openssl'; then
 	sport_bump=$(free_port)
 	sport_splice=$(free_port)
 	/usr/lib/squid/security_file_certgen -c -s "$work/ssl_db" -M 16MB >/dev/null
@@ -133,17 +149,30 @@ measure() { # row host viaflag...
 	done
 }
 
-rows=("direct" "airlock MITM" "airlock splice")
-measure "direct" origin.example.test -dial "127.0.0.1:$oport"
-measure "airlock MITM" origin.example.test -proxy "127.0.0.1:$aport"
-measure "airlock splice" splice.example.test -proxy "127.0.0.1:$aport"
-if [ -n "$squid_bump" ]; then
-	rows+=("squid ssl-bump" "squid splice")
+rows=()
+if want direct; then
+	rows+=("direct")
+	measure "direct" origin.example.test -dial "127.0.0.1:$oport"
+fi
+if want airlock-mitm; then
+	rows+=("airlock MITM")
+	measure "airlock MITM" origin.example.test -proxy "127.0.0.1:$aport"
+fi
+if want airlock-splice; then
+	rows+=("airlock splice")
+	measure "airlock splice" splice.example.test -proxy "127.0.0.1:$aport"
+fi
+if [ -n "$squid_bump" ] && want squid-bump; then
+	rows+=("squid ssl-bump")
 	measure "squid ssl-bump" origin.example.test -proxy "$squid_bump"
+fi
+if [ -n "$squid_splice" ] && want squid-splice; then
+	rows+=("squid splice")
 	measure "squid splice" origin.example.test -proxy "$squid_splice"
 fi
 
 # The table.
+if [ ${#rows[@]} -gt 0 ]; then
 {
 	for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]}"; done
 } > "$work/results.tsv"
@@ -199,17 +228,23 @@ for name, a, b in checks:
     print(f"  {name}: {ratio(a, b)}")
 c1 = conns[0]
 d = g("direct", f"ka{c1}", "p50_us")
-for row in rows[1:]:
+for row in rows:
     v = g(row, f"ka{c1}", "p50_us")
-    if v is not None and d is not None:
+    if row != "direct" and v is not None and d is not None:
         print(f"  added p50 latency, one keep-alive client, {row}: {v - d:,.0f} µs (MITM target <= 150)")
 PY
+fi
 
-echo
-echo "Airlock, $IDLE_TUNNELS idle spliced TLS tunnels (target: RSS under 300 MB):"
-idle_out=$("$B" idle -proxy "127.0.0.1:$aport" -target "splice.example.test:$oport" -n "$IDLE_TUNNELS" -pid "$apid" -ca "$work/origin-ca.pem" || echo '{}')
-echo "Airlock MITM, 1,000 unique server names, one new connection each (target: p99 under 5 ms):"
-sni_out=$("$B" snis -proxy "127.0.0.1:$aport" -port "$oport" -n 1000 -ca "$work/origin-ca.pem,$airlock_ca" || echo '{}')
+idle_out='{}' sni_out='{}'
+if want idle; then
+	echo
+	echo "Airlock, $IDLE_TUNNELS idle spliced TLS tunnels (target: RSS under 300 MB):"
+	idle_out=$("$B" idle -proxy "127.0.0.1:$aport" -target "splice.example.test:$oport" -n "$IDLE_TUNNELS" -pid "$apid" -ca "$work/origin-ca.pem" || echo '{}')
+fi
+if want snis; then
+	echo "Airlock MITM, 1,000 unique server names, one new connection each (target: p99 under 5 ms):"
+	sni_out=$("$B" snis -proxy "127.0.0.1:$aport" -port "$oport" -n 1000 -ca "$work/origin-ca.pem,$airlock_ca" || echo '{}')
+fi
 python3 - "$idle_out" "$sni_out" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
