@@ -15,6 +15,7 @@ const (
 	GuardLabelLength = "max_label"
 	GuardNameLength  = "max_name"
 	GuardRate        = "queries_per_minute"
+	GuardRateSecond  = "queries_per_second"
 	GuardParent      = "names_per_parent"
 )
 
@@ -31,8 +32,10 @@ type guards struct {
 
 type boxGuard struct {
 	mu       sync.Mutex
-	limiter  *rate.Limiter
+	limiter  *rate.Limiter // queries_per_minute
 	qpm      int
+	perSec   *rate.Limiter // queries_per_second
+	qps      int
 	window   time.Time                      // start of the names-per-parent window
 	parents  map[string]map[string]struct{} // parent -> distinct names this window
 	lastSeen time.Time
@@ -66,7 +69,7 @@ func (s *Server) guardStep(q *query) bool {
 	cfg := q.sb.Policy.DNS()
 	q.guard = checkLengths(q.name, cfg.MaxLabel, cfg.MaxName)
 	if q.guard == "" {
-		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, cfg.QueriesPerMinute, cfg.NamesPerParent, time.Now())
+		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, limits{qpm: cfg.QueriesPerMinute, qps: cfg.QueriesPerSecond, perParent: cfg.NamesPerParent}, time.Now())
 	}
 	if q.guard == "" {
 		return true
@@ -101,22 +104,36 @@ func checkLengths(name string, maxLabel, maxName int) string {
 	return ""
 }
 
+// limits are a policy's per-sandbox counters; 0 means unlimited.
+type limits struct{ qpm, qps, perParent int }
+
 // check counts the query against the sandbox's rate and per-parent
 // limits. It returns the guard that tripped ("" if none) and, for
-// names_per_parent, the parent whose names it counted.
-func (b *boxGuard) check(name string, qpm, perParent int, now time.Time) (string, string) {
+// names_per_parent, the parent whose names it counted. A query denied by
+// one cap is not counted against the caps after it.
+func (b *boxGuard) check(name string, lim limits, now time.Time) (string, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lastSeen = now
-	if qpm > 0 {
-		if b.limiter == nil || b.qpm != qpm {
-			b.limiter = rate.NewLimiter(rate.Limit(float64(qpm)/60), qpm)
-			b.qpm = qpm
+	if lim.qps > 0 {
+		if b.perSec == nil || b.qps != lim.qps {
+			b.perSec = rate.NewLimiter(rate.Limit(lim.qps), lim.qps)
+			b.qps = lim.qps
+		}
+		if !b.perSec.AllowN(now, 1) {
+			return GuardRateSecond, ""
+		}
+	}
+	if lim.qpm > 0 {
+		if b.limiter == nil || b.qpm != lim.qpm {
+			b.limiter = rate.NewLimiter(rate.Limit(float64(lim.qpm)/60), lim.qpm)
+			b.qpm = lim.qpm
 		}
 		if !b.limiter.AllowN(now, 1) {
 			return GuardRate, ""
 		}
 	}
+	perParent := lim.perParent
 	if perParent <= 0 {
 		return "", ""
 	}

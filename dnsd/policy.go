@@ -2,7 +2,6 @@ package dnsd
 
 import (
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -10,14 +9,11 @@ import (
 	"airlock/policies"
 )
 
-// defaultQTypes are forwarded when a policy's [dns] names none.
-var defaultQTypes = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeHTTPS, dns.TypeSVCB, dns.TypeMX, dns.TypeSRV}
-
-// neverTypes are refused whatever a policy says: meta and zone-transfer
-// types are never forwarded for a sandbox.
-var neverTypes = []uint16{dns.TypeANY, dns.TypeNULL, dns.TypeAXFR, dns.TypeIXFR, dns.TypeMAILA, dns.TypeMAILB, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY}
-
-// decide asks the sandbox's policy about the name, then checks the query type.
+// decide asks the sandbox's policy about the name and its query type. The
+// policy alone decides which types are answered (its [dns] qtypes, default
+// A AAAA CNAME HTTPS SVCB MX SRV, and a category's dns_types): ANY, NULL
+// and the rest are refused under "dns.qtypes" unless the policy lists them,
+// and the policy language rejects the meta and zone-transfer types.
 func (s *Server) decide(q *query) bool {
 	q.verdict = q.sb.Policy.Decide(policies.Request{Stage: policies.StageDNS, Host: strings.TrimSuffix(q.name, "."), QType: q.qtype})
 	if !resolves(q.verdict.Action) {
@@ -36,13 +32,6 @@ func (s *Server) decide(q *query) bool {
 		}
 		return false
 	}
-	if !qtypeAllowed(q.sb.Policy.DNS(), q.verdict.Cat, q.qtype) {
-		q.verdict.Action, q.verdict.WouldDeny = policies.ActionDeny, false
-		q.verdict.Rule = policies.Rule{Name: "dns.qtypes"}
-		q.verdict.Reason = "query type " + dns.Type(q.qtype).String() + " not allowed"
-		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "query type not allowed")
-		return false
-	}
 	return true
 }
 
@@ -50,20 +39,6 @@ func (s *Server) decide(q *query) bool {
 // the connection that follows is held by the proxy, where a human decides.
 func resolves(a policies.Action) bool {
 	return a == policies.ActionAllow || a == policies.ActionAudit || a == policies.ActionAsk
-}
-
-func qtypeAllowed(cfg policies.DNSConfig, cat *policies.Category, t uint16) bool {
-	if slices.Contains(neverTypes, t) {
-		return false
-	}
-	allowed := cfg.QTypes
-	if len(allowed) == 0 {
-		allowed = defaultQTypes
-	}
-	if slices.Contains(allowed, t) {
-		return true
-	}
-	return cat != nil && slices.Contains(cat.DNSTypes, t)
 }
 
 // blockAnswer is the policy's answer to a denied name: NXDOMAIN (default)

@@ -238,6 +238,7 @@ type DNSConfig struct {
 	MaxLabel         int      // default 63
 	MaxName          int      // default 253
 	QueriesPerMinute int      // per sandbox; 0 = unlimited
+	QueriesPerSecond int      // per sandbox, a burst cap beside QueriesPerMinute; 0 = unlimited
 	NamesPerParent   int      // distinct names per parent domain per minute; 0 = unlimited
 	QTypes           []uint16 // allowed query types (default A, AAAA, CNAME, HTTPS, SVCB, MX, SRV)
 }

@@ -448,9 +448,37 @@ dns_types = ["TXT"]
 		{"dns aaaaaaaaaaaaaaaaaaaaaaaaa.web.test", ActionDeny, "dns.max_label"},
 	})
 	d := p.DNS()
-	if d.MaxName != 253 || d.MaxLabel != 20 || len(d.QTypes) == 0 || d.Block != BlockNXDomain {
+	if d.MaxName != 253 || d.MaxLabel != 20 || len(d.QTypes) == 0 || d.Block != BlockNXDomain || d.QueriesPerSecond != 0 {
 		t.Errorf("DNS() = %+v", d)
 	}
+}
+
+// The default query types leave out ANY and NULL; a policy that lists them
+// allows them, and the rate caps come through DNS().
+func TestDNSQTypesAndRates(t *testing.T) {
+	p := mustParse(t, `
+version = 1
+[dns]
+qtypes = ["A", "ANY", "NULL"]
+queries_per_minute = 600
+queries_per_second = 20
+[categories.public_web]
+hosts = ["*.web.test"]
+`)
+	checkDecisions(t, p, []decideCase{
+		{"dns a.web.test ANY", ActionAllow, "categories.public_web.hosts[0]"},
+		{"dns a.web.test NULL", ActionAllow, "categories.public_web.hosts[0]"},
+		{"dns a.web.test AAAA", ActionDeny, "dns.qtypes"},
+	})
+	if d := p.DNS(); d.QueriesPerSecond != 20 || d.QueriesPerMinute != 600 {
+		t.Errorf("DNS() = %+v", d)
+	}
+	def := mustParse(t, "version = 1\n[categories.public_web]\nhosts = [\"*.web.test\"]\n")
+	checkDecisions(t, def, []decideCase{
+		{"dns a.web.test ANY", ActionDeny, "dns.qtypes"},
+		{"dns a.web.test NULL", ActionDeny, "dns.qtypes"},
+		{"dns a.web.test TYPE252", ActionDeny, "dns.qtypes"},
+	})
 }
 
 func TestUnknownStageFailsClosed(t *testing.T) {

@@ -130,7 +130,7 @@ func (l *loader) mode(m map[string]any, path string, def Mode) Mode {
 	return def
 }
 
-var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "names_per_parent", "qtypes"}
+var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "queries_per_second", "names_per_parent", "qtypes"}
 
 var defaultQTypes = []uint16{1, 28, 5, 65, 64, 15, 33} // A AAAA CNAME HTTPS SVCB MX SRV
 
@@ -171,6 +171,12 @@ func (l *loader) dnsSection(p *Policy, tree map[string]any) {
 	if n, ok := l.integer(m, "queries_per_minute", "dns", 0, 1<<31-1); ok {
 		d.QueriesPerMinute = int(n)
 	}
+	if n, ok := l.integer(m, "queries_per_second", "dns", 0, 1<<31-1); ok {
+		d.QueriesPerSecond = int(n)
+	}
+	if d.QueriesPerSecond > 0 && d.QueriesPerMinute > 0 && d.QueriesPerSecond > d.QueriesPerMinute {
+		l.errf("dns.queries_per_second", "%d is above queries_per_minute (%d): the per-minute cap would always trip first", d.QueriesPerSecond, d.QueriesPerMinute)
+	}
 	if n, ok := l.integer(m, "names_per_parent", "dns", 0, 1<<31-1); ok {
 		d.NamesPerParent = int(n)
 	}
@@ -180,6 +186,20 @@ func (l *loader) dnsSection(p *Policy, tree map[string]any) {
 	p.dns = d
 }
 
+// metaQTypes are the types no policy can allow: they are not questions a
+// recursive resolver forwards (the resolver refuses them for every sandbox).
+// Everything else, ANY and NULL included, is allowed only when a policy lists
+// it, so the policy alone decides which types are answered.
+var metaQTypes = map[uint16]string{
+	41:  "OPT, an EDNS pseudo-record",
+	249: "TKEY, a transaction key meta-type",
+	250: "TSIG, a transaction signature meta-type",
+	251: "IXFR, a zone transfer",
+	252: "AXFR, a zone transfer",
+	253: "MAILB, an obsolete meta-type",
+	254: "MAILA, an obsolete meta-type",
+}
+
 func (l *loader) qtypes(m map[string]any, key, path string) []uint16 {
 	names, paths, _ := l.strList(m, key, path)
 	out := []uint16{}
@@ -187,6 +207,10 @@ func (l *loader) qtypes(m map[string]any, key, path string) []uint16 {
 		t, ok := ParseQType(n)
 		if !ok {
 			l.errf(paths[i], "unknown DNS query type %q", n)
+			continue
+		}
+		if why := metaQTypes[t]; why != "" {
+			l.errf(paths[i], "%q is %s: the resolver never forwards it for a sandbox", n, why)
 			continue
 		}
 		out = append(out, t)
