@@ -271,8 +271,7 @@ func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
 		p.emitDecision(f)
 		resp := reject(req, f.id, http.StatusProxyAuthRequired, v)
 		resp.Header.Set("Proxy-Authenticate", `Basic realm="airlock"`)
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		writeResponse(c, resp, false)
+		writeRefusal(c, resp, false)
 		return "denied"
 	}
 	f.sb, f.byAuth = sb, true
@@ -348,8 +347,7 @@ func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status in
 	f.verdict = v
 	f.handling = "none"
 	p.emitDecision(f)
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeResponse(c, reject(req, f.id, status, v), false)
+	writeRefusal(c, reject(req, f.id, status, v), false)
 	return "denied"
 }
 
@@ -365,8 +363,7 @@ func (p *Proxy) badRequest(f *flow, c net.Conn, err error) string {
 	f.verdict = v
 	f.handling = "none"
 	p.emitDecision(f)
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeResponse(c, reject(nil, f.id, status, v), false)
+	writeRefusal(c, reject(nil, f.id, status, v), false)
 	return "denied"
 }
 

@@ -151,7 +151,7 @@ func (p *Proxy) transportFor(sandboxID string) *http.Transport {
 	t := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.transportDial,
-		TLSClientConfig:        &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        p.upstreamTLS(),
 		TLSHandshakeTimeout:    p.cfg.DialTimeout,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           4 * p.cfg.MaxIdlePerHost,
@@ -163,6 +163,11 @@ func (p *Proxy) transportFor(sandboxID string) *http.Transport {
 	}
 	actual, _ := p.transports.LoadOrStore(sandboxID, t)
 	return actual.(*http.Transport)
+}
+
+// upstreamTLS verifies upstream servers against the configured roots.
+func (p *Proxy) upstreamTLS() *tls.Config {
+	return &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12}
 }
 
 func (p *Proxy) transportDial(ctx context.Context, _, _ string) (net.Conn, error) {

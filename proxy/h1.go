@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // errFraming marks a request whose framing is ambiguous or malformed: it
@@ -271,6 +273,17 @@ func drain(body io.ReadCloser, limit int64) bool {
 	}
 	io.Copy(io.Discard, io.LimitReader(body, limit))
 	return d.done()
+}
+
+// writeRefusal writes a refusal (or any response the front end makes
+// itself) to c in one buffered write with a short deadline.
+func writeRefusal(c net.Conn, resp *http.Response, head bool) error {
+	bw := getWriter(&deadlineWriter{c: c, d: 5 * time.Second})
+	defer putWriter(bw)
+	if err := writeResponse(bw, resp, head); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // writeResponse writes resp to w as HTTP/1.1 with explicit framing.

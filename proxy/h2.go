@@ -27,40 +27,64 @@ func (p *Proxy) serveH2(ctx context.Context, sc *scope, c net.Conn) string {
 	return "done"
 }
 
+// h2Request hands one stream's request to the engine.
 func (p *Proxy) h2Request(sc *scope, w http.ResponseWriter, r *http.Request) {
-	resp := p.roundTrip(r.Context(), sc, r, r.Host)
-	defer resp.Body.Close()
-	h := w.Header()
-	for k, vs := range resp.Header {
-		h[k] = vs
-	}
-	h.Del("Connection")
-	if resp.ContentLength >= 0 && r.Method != http.MethodHead {
-		h.Set("Content-Length", itoa(resp.ContentLength))
-	}
-	w.WriteHeader(resp.StatusCode)
-	if r.Method == http.MethodHead {
+	if r.Method == http.MethodConnect {
+		ev := p.newReqEvent(sc.f, sc.scheme, r)
+		resp := p.refuse(ev, r, http.StatusBadRequest, internalDeny(ruleProtocol, "CONNECT inside an inspected tunnel"))
+		writeH2(w, resp)
 		return
 	}
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if resp.ContentLength < 0 {
-				rc.Flush()
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				panic(http.ErrAbortHandler)
-			}
-			return
+	x, xreq := p.newExch(r.Context(), sc, r, r.Host)
+	hw := &h2Writer{ResponseWriter: w}
+	p.engine.ServeHTTP(hw, xreq)
+	p.finish(&x.ev, hw.status, x.up.n, hw.n)
+}
+
+// h2Writer counts what the engine writes to a stream and drops the
+// connection-specific fields HTTP/2 forbids.
+type h2Writer struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *h2Writer) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+		h := w.Header()
+		delete(h, "Connection")
+		delete(h, "Keep-Alive")
+		delete(h, "Transfer-Encoding")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *h2Writer) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *h2Writer) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func writeH2(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		if k != "Connection" {
+			w.Header()[k] = vs
 		}
 	}
+	w.Header().Set("Content-Length", itoa(resp.ContentLength))
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
 }
 
 func itoa(n int64) string {

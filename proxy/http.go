@@ -9,12 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
-	"net/netip"
-	"slices"
+	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"airlock/audit"
@@ -33,6 +30,15 @@ type scope struct {
 	// pinned: the first request of a transparent plain-HTTP connection
 	// fixes host and port for the rest of the connection.
 	pinFirst bool
+	tr       *http.Transport // the sandbox's upstream transport, once looked up
+}
+
+// transport returns the sandbox's upstream transport.
+func (sc *scope) transport(p *Proxy) *http.Transport {
+	if sc.tr == nil {
+		sc.tr = p.transportFor(sc.f.sb.ID)
+	}
+	return sc.tr
 }
 
 // maxSwapBody bounds a request body buffered to swap sentinels.
@@ -73,46 +79,65 @@ func upgradeType(h http.Header) string {
 
 // reqEvent accumulates one http event.
 type reqEvent struct {
-	e     audit.Event
-	start time.Time
-	once  sync.Once
+	e       audit.Event
+	http    audit.HTTP
+	start   time.Time
+	done    bool
+	refused bool // the response is the proxy's refusal
 }
 
 func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
-	e := audit.New(audit.KindHTTP, f.sb.ID)
-	e.ID = newID()
-	e.HTTP = &audit.HTTP{Method: req.Method, Scheme: scheme, Path: req.URL.EscapedPath(), FlowID: f.id}
-	return &reqEvent{e: e, start: time.Now()}
+	r := &reqEvent{}
+	p.initReqEvent(r, f, scheme, req)
+	return r
+}
+
+func (p *Proxy) initReqEvent(r *reqEvent, f *flow, scheme string, req *http.Request) {
+	r.e = audit.New(audit.KindHTTP, f.sb.ID)
+	r.e.ID = newID()
+	r.http = audit.HTTP{Method: req.Method, Scheme: scheme, Path: req.URL.EscapedPath(), FlowID: f.id}
+	r.e.HTTP = &r.http
+	r.start = time.Now()
+}
+
+func packageOf(pkg policies.Package) *audit.Package {
+	return &audit.Package{Ecosystem: pkg.Ecosystem, Name: pkg.Name, Version: pkg.Version}
 }
 
 func (r *reqEvent) setVerdict(v policies.Verdict) { verdictFields(&r.e, v) }
 
+// finish emits the event once. A request's event is finished by one
+// goroutine at a time (the one serving it).
 func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
-	r.once.Do(func() {
-		r.e.HTTP.Status = status
-		r.e.HTTP.BytesUp, r.e.HTTP.BytesDown = up, down
-		r.e.HTTP.DurationMS = time.Since(r.start).Milliseconds()
-		p.cfg.Emitter.Emit(r.e)
-	})
+	if r.done {
+		return
+	}
+	r.done = true
+	r.e.HTTP.Status = status
+	r.e.HTTP.BytesUp, r.e.HTTP.BytesDown = up, down
+	r.e.HTTP.DurationMS = time.Since(r.start).Milliseconds()
+	p.cfg.Emitter.Emit(r.e)
 }
 
 // refuse finishes the event as a denial and returns the refusal.
 func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Verdict) *http.Response {
 	r.setVerdict(v)
+	r.refused = true
 	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "status", status)
 	p.finish(r, status, 0, 0)
 	return reject(req, r.e.ID, status, v)
 }
 
-// target works out and checks where a request wants to go.
-func (sc *scope) target(req *http.Request, hostHeader string) (string, uint16, policies.Verdict, bool) {
+// target works out and checks where a request wants to go; abs tells
+// whether the client sent u in absolute form.
+func (sc *scope) target(abs bool, u *url.URL, hostHeader string) (string, uint16, policies.Verdict, bool) {
 	authority := hostHeader
-	if req.URL.IsAbs() || req.URL.Host != "" {
-		if hostHeader != "" && !sameAuthority(hostHeader, req.URL.Host, req.URL.Scheme) {
+	if abs {
+		if hostHeader != "" && !sameAuthority(hostHeader, u.Host, u.Scheme) {
 			return "", 0, internalDeny(ruleFronting, "absolute-form URL and Host name different hosts"), false
 		}
-		authority = req.URL.Host
-		if sc.host == "" && !strings.EqualFold(req.URL.Scheme, "http") {
+		authority = u.Host
+		if sc.host == "" && !strings.EqualFold(u.Scheme, "http") {
 			return "", 0, internalDeny(ruleProtocol, "only http:// URLs may be proxied; use CONNECT for https"), false
 		}
 	} else if sc.host == "" && !sc.pinFirst {
@@ -165,77 +190,6 @@ func sameAuthority(a, b, scheme string) bool {
 
 func hostPort(host string, port uint16) string {
 	return net.JoinHostPort(host, strconv.Itoa(int(port)))
-}
-
-// roundTrip decides one request and, when allowed, forwards it to the
-// checked upstream address. It always returns a response: the upstream's
-// or a refusal. The request's http event is emitted when the response
-// body is closed.
-func (p *Proxy) roundTrip(ctx context.Context, sc *scope, req *http.Request, hostHeader string) *http.Response {
-	f := sc.f
-	ev := p.newReqEvent(f, sc.scheme, req)
-	host, port, v, ok := sc.target(req, hostHeader)
-	ev.e.HTTP.Host = host
-	if !ok {
-		return p.refuse(ev, req, statusFor(v), v)
-	}
-	if sc.pinFirst && sc.host == "" {
-		sc.host, sc.port = host, port
-		f.host, f.port = host, port
-	}
-	if req.Method == "TRACE" || req.Method == "TRACK" {
-		return p.refuse(ev, req, http.StatusForbidden, internalDeny(ruleTrace, "TRACE is refused"))
-	}
-	pr := policies.Request{
-		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
-		Path: req.URL.EscapedPath(), Query: req.URL.RawQuery,
-	}
-	if pkg, ok := policies.RecognizePackage(host, pr.Path); ok {
-		pr.Package = &pkg
-		ev.e.HTTP.Package = &audit.Package{Ecosystem: pkg.Ecosystem, Name: pkg.Name, Version: pkg.Version}
-	}
-	v = f.sb.Policy.Decide(pr)
-	if v.Action == policies.ActionAsk {
-		v = p.ask(ctx, f, ev.e.ID, req.Method+" "+sc.scheme+"://"+hostPort(host, port)+pr.Path, v)
-	}
-	if v.Cat != nil && v.Cat.LogQuery {
-		ev.e.HTTP.Query = req.URL.RawQuery
-	}
-	if up := upgradeType(req.Header); up != "" {
-		ev.e.HTTP.Upgrade = up
-	}
-	ev.setVerdict(v)
-	if !f.decided {
-		f.verdict = v
-		p.emitDecision(f)
-	}
-	if !v.Action.Allows() {
-		return p.refuse(ev, req, http.StatusForbidden, v)
-	}
-	targets := f.targets
-	if sc.host == "" || targets == nil {
-		var err error
-		var addrs []netip.Addr
-		targets, addrs, err = p.resolveChecked(ctx, f.sb.Policy, host, port, v)
-		if err != nil {
-			return p.refuse(ev, req, http.StatusForbidden, addrDeny(v, err))
-		}
-		if sc.pinFirst {
-			f.targets = targets
-			f.mismatch = f.origDst.IsValid() && !slices.Contains(addrs, f.origDst.Addr())
-		}
-	}
-	if resp := p.limit(ev, req, v); resp != nil {
-		return resp
-	}
-	out := p.outRequest(ctx, f, req, sc.scheme, host, port, targets)
-	if resp := p.applySecrets(ev, req, out, f.sb.ID, host, v); resp != nil {
-		return resp
-	}
-	if resp := p.prebuffer(ev, req, out); resp != nil {
-		return resp
-	}
-	return p.forward(ev, req, out, f)
 }
 
 // maxPrebuffer is how much of a body of unknown length (chunked) is read
@@ -300,35 +254,32 @@ func addrDeny(v policies.Verdict, err error) policies.Verdict {
 	return d
 }
 
-// outRequest builds the upstream request: the approved name as URL host
-// (so upstream TLS verifies that name), hop-by-hop headers removed, and
-// the checked addresses in its context for the dialer.
-func (p *Proxy) outRequest(ctx context.Context, f *flow, req *http.Request, scheme, host string, port uint16, targets []netip.AddrPort) *http.Request {
-	dt := &dialTargets{addrs: targets}
-	ctx = context.WithValue(ctx, dialTargetsKey{}, dt)
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-		f.dialed.Store(ci.Conn.RemoteAddr().String())
-	}})
-	out := req.Clone(ctx)
+// outRequest turns the client's request into the upstream request, in
+// place: the approved name as URL host (so upstream TLS verifies that
+// name), hop-by-hop headers removed (a WebSocket upgrade is kept), no
+// Expect, and no Go default User-Agent.
+func (p *Proxy) outRequest(out *http.Request, scheme, host string, port uint16, upgrade string) {
 	out.RequestURI = ""
 	out.URL.Scheme = scheme
 	out.URL.Host = hostPort(host, port)
 	out.Host = authorityFor(host, port, scheme)
 	out.Close = false
-	up := upgradeType(req.Header)
+	upValue := ""
+	if upgrade != "" {
+		upValue = out.Header.Get("Upgrade")
+	}
 	removeHopHeaders(out.Header)
-	if up != "" {
+	if upgrade != "" {
 		out.Header.Set("Connection", "Upgrade")
-		out.Header.Set("Upgrade", req.Header.Get("Upgrade"))
+		out.Header.Set("Upgrade", upValue)
 	}
 	out.Header.Del("Expect")
-	if req.ContentLength == 0 {
+	if out.ContentLength == 0 {
 		out.Body = http.NoBody // a known-empty body, not "unknown length"
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil // do not add Go's default
 	}
-	return out
 }
 
 func authorityFor(host string, port uint16, scheme string) string {
@@ -339,34 +290,6 @@ func authorityFor(host string, port uint16, scheme string) string {
 		return host
 	}
 	return hostPort(host, port)
-}
-
-// forward sends out upstream and wraps the response body so the event is
-// emitted with its byte counts when the body is closed.
-func (p *Proxy) forward(ev *reqEvent, req, out *http.Request, f *flow) *http.Response {
-	up := &countReader{r: out.Body}
-	if out.Body != nil && out.Body != http.NoBody {
-		out.Body = struct {
-			io.Reader
-			io.Closer
-		}{up, out.Body}
-	}
-	resp, err := p.transportFor(f.sb.ID).RoundTrip(out)
-	if err != nil {
-		return p.upstreamError(ev, req, err)
-	}
-	removeHopHeaders(resp.Header)
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Header.Set("Connection", "Upgrade")
-		resp.Header.Set("Upgrade", out.Header.Get("Upgrade"))
-	}
-	resp.Request = req
-	body := resp.Body
-	down := &countReader{r: body}
-	resp.Body = &eventBody{countReader: down, closer: body, done: func() {
-		p.finish(ev, resp.StatusCode, up.n, down.n)
-	}}
-	return resp
 }
 
 func (p *Proxy) upstreamError(ev *reqEvent, req *http.Request, err error) *http.Response {
@@ -393,28 +316,6 @@ func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// eventBody is a response body that reports when it is closed.
-type eventBody struct {
-	*countReader
-	closer io.Closer
-	once   sync.Once
-	done   func()
-}
-
-func (b *eventBody) Close() error {
-	err := b.closer.Close()
-	b.once.Do(b.done)
-	return err
-}
-
-// Write lets a 101 response body (the upstream connection) be written to.
-func (b *eventBody) Write(p []byte) (int, error) {
-	if w, ok := b.closer.(io.Writer); ok {
-		return w.Write(p)
-	}
-	return 0, errors.New("proxy: response body is not writable")
 }
 
 // applySecrets swaps sentinel placeholders for real secrets toward the

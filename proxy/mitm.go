@@ -68,8 +68,7 @@ func (p *Proxy) explainTLS(f *flow, c net.Conn, name string) {
 	if err != nil {
 		req = nil
 	}
-	tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeResponse(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
+	writeRefusal(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
 	tc.Close()
 }
 
@@ -113,47 +112,38 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 	}
 }
 
-// exchange forwards one request and writes its response; more reports
-// whether the connection can carry another request.
+// exchange hands one request to the engine and writes its response;
+// more reports whether the connection can carry another request.
 func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) (string, bool) {
+	clientClose := req.Close
 	sig := &signalBody{rc: req.Body, closed: make(chan struct{})}
 	req.Body = sig
-	resp := p.roundTripContinue(ctx, sc, c, req, head.host)
-	defer resp.Body.Close()
-	c.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		if eb, ok := resp.Body.(*eventBody); ok {
-			eb.once.Do(eb.done) // the request event is written at the switch
-		}
-		return p.upgrade(c, br, resp), false
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
+		// The proxy, not the upstream, asks for the body: once the
+		// request was allowed and the body is read.
+		req.Body = &continueBody{rc: req.Body, w: c}
 	}
-	bw := getWriter(&deadlineWriter{c: c, d: p.cfg.IdleTimeout})
-	err := writeResponse(bw, resp, req.Method == http.MethodHead)
-	if err == nil {
-		err = bw.Flush()
-	}
-	putWriter(bw)
-	c.SetWriteDeadline(time.Time{})
-	if err != nil {
+	x, xreq := p.newExch(ctx, sc, req, head.host)
+	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
+	defer putH1Writer(w)
+	w.onSwitch = func() { p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0) }
+	p.engine.ServeHTTP(w, xreq)
+	more, err := w.finish()
+	p.finish(&x.ev, w.status, x.up.n, w.n)
+	switch {
+	case w.hijacked:
+		return "upgraded", false
+	case err != nil:
 		return "write-error", false
-	}
-	if resp.Close || req.Close {
+	case !more || clientClose:
 		lingerClose(c)
 		return "done", false
 	}
-	if !sig.wait(unwrapBody(req.Body), p.cfg.IdleTimeout) || !drain(unwrapBody(req.Body), 256<<10) {
+	c.SetWriteDeadline(time.Time{})
+	if !sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10) {
 		return "body-unread", false
 	}
 	return "", true
-}
-
-// roundTripContinue answers "Expect: 100-continue" once the request is
-// allowed (the proxy, not the upstream, asks for the body).
-func (p *Proxy) roundTripContinue(ctx context.Context, sc *scope, c net.Conn, req *http.Request, hostHeader string) *http.Response {
-	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
-		req.Body = &continueBody{rc: req.Body, w: c}
-	}
-	return p.roundTrip(ctx, sc, req, hostHeader)
 }
 
 // framingError answers a request that cannot be framed safely with 400.
@@ -164,8 +154,7 @@ func (p *Proxy) framingError(sc *scope, c net.Conn, err error) string {
 	status, v := framingVerdict(err)
 	ev := p.newReqEvent(sc.f, sc.scheme, &http.Request{URL: &url.URL{}})
 	resp := p.refuse(ev, nil, status, v)
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeResponse(c, resp, false)
+	writeRefusal(c, resp, false)
 	lingerClose(c)
 	return "bad-request"
 }
@@ -188,23 +177,4 @@ func lingerClose(c net.Conn) {
 	}
 	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
-}
-
-// upgrade writes a 101 response and splices the client and the upstream
-// connection (WebSocket after its handshake was decided like a request).
-func (p *Proxy) upgrade(c net.Conn, br *bufio.Reader, resp *http.Response) string {
-	up, ok := resp.Body.(io.ReadWriter)
-	if !ok {
-		return "upgrade-failed"
-	}
-	if _, err := fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\n"); err != nil {
-		return "write-error"
-	}
-	resp.Header.Write(c)
-	if _, err := io.WriteString(c, "\r\n"); err != nil {
-		return "write-error"
-	}
-	c.SetWriteDeadline(time.Time{})
-	pipe(&bufConn{Conn: c, br: br}, up, p.cfg.IdleTimeout)
-	return "upgraded"
 }

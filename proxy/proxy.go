@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/elazarl/goproxy"
+
 	"airlock/audit"
 	"airlock/policies"
 )
@@ -163,7 +165,9 @@ type Proxy struct {
 	wg        sync.WaitGroup
 
 	transports sync.Map // sandbox id -> *http.Transport
-	limiters   limiters
+	// engine is the goproxy server every HTTP request goes through.
+	engine   *goproxy.ProxyHttpServer
+	limiters limiters
 
 	// testDial replaces the upstream dialer in tests (records every dial).
 	testDial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -184,6 +188,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg: cfg, log: cfg.Logger, roots: roots, ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
+	p.engine = p.newEngine()
 	return p, nil
 }
 

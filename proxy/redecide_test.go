@@ -42,7 +42,7 @@ func TestRedecideClosesSplicedTunnelsAfterReload(t *testing.T) {
 		})
 	})
 	sb1.p.Store(e.policy)
-	src := strings.NewReplacer("TLSPORT", fmt.Sprint(e.w.tlsPort), "BADPORT", fmt.Sprint(e.w.badPort), "PLAINPORT", fmt.Sprint(e.w.plainPort)).Replace(testPolicy)
+	src := e.w.policy(testPolicy)
 	src = strings.Replace(src, "[deny]\n", "[deny]\nhosts = [\"splice.example.test\"]\n", 1)
 	denying, err := policies.Parse("reloaded.toml", []byte(src))
 	if err != nil {

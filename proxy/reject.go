@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"airlock/policies"
@@ -37,6 +38,8 @@ func reject(req *http.Request, id string, status int, v policies.Verdict) *http.
 	h.Set(HeaderRequestID, id)
 	h.Set(HeaderCategory, cat)
 	h.Set(HeaderRule, v.Rule.Name)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Connection", "close")
 	return &http.Response{
 		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

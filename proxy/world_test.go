@@ -58,7 +58,8 @@ type world struct {
 	t         testing.TB
 	roots     *x509.CertPool
 	caPEM     []byte
-	tlsPort   uint16 // trusted HTTPS origin on 127.0.0.1
+	tlsPort   uint16 // trusted HTTPS origin on 127.0.0.1 (h2 and HTTP/1.1)
+	h1Port    uint16 // the same origin offering only HTTP/1.1 (like bench/proxy's)
 	badPort   uint16 // HTTPS origin with a certificate nobody trusts
 	plainPort uint16 // HTTP origin
 
@@ -85,6 +86,7 @@ func newWorld(t testing.TB) *world {
 	bad := leafFor(t, caTmpl, selfKey, worldNames) // signed by a key nobody trusts
 
 	w.tlsPort = w.serve(&tls.Config{Certificates: []tls.Certificate{good}, NextProtos: []string{"h2", "http/1.1"}})
+	w.h1Port = w.serve(&tls.Config{Certificates: []tls.Certificate{good}, NextProtos: []string{"http/1.1"}})
 	w.badPort = w.serve(&tls.Config{Certificates: []tls.Certificate{bad}})
 	w.plainPort = w.serve(nil)
 	return w
@@ -311,7 +313,7 @@ ports = [TLSPORT]
 kind = "public_web"
 hosts = ["docs.example.test", "rebind.example.test", "meta.example.test", "mapped.example.test", "own.example.test", "bad.example.test"]
 methods = ["GET", "HEAD", "POST"]
-ports = [TLSPORT, BADPORT]
+ports = [TLSPORT, BADPORT, H1PORT]
 
 [categories.tunnel]
 kind = "public_web"
@@ -335,10 +337,16 @@ action = "ask"
 
 type envOpt func(*Config)
 
+// policy fills the world's ports into a policy source.
+func (w *world) policy(src string) string {
+	return strings.NewReplacer("TLSPORT", fmt.Sprint(w.tlsPort), "BADPORT", fmt.Sprint(w.badPort),
+		"H1PORT", fmt.Sprint(w.h1Port), "PLAINPORT", fmt.Sprint(w.plainPort)).Replace(src)
+}
+
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	w := newWorld(t)
-	src := strings.NewReplacer("TLSPORT", fmt.Sprint(w.tlsPort), "BADPORT", fmt.Sprint(w.badPort), "PLAINPORT", fmt.Sprint(w.plainPort)).Replace(testPolicy)
+	src := w.policy(testPolicy)
 	pol, err := policies.Parse("test.toml", []byte(src))
 	if err != nil {
 		t.Fatalf("policy: %v", err)

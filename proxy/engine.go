@@ -1,0 +1,289 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+
+	"github.com/elazarl/goproxy"
+
+	"airlock/policies"
+)
+
+// The engine: every HTTP request the proxy forwards — plain HTTP on an
+// explicit or transparent connection, and HTTP/1.1 or HTTP/2 inside an
+// inspected TLS tunnel — goes through one goproxy.ProxyHttpServer. The
+// front end (listeners, sniffing, the ClientHello, CONNECT, the TLS
+// handshake with the appliance CA, the strict HTTP/1.1 head parser and
+// splicing) hands each request, in absolute form, to the engine's
+// ServeHTTP. The engine's request handlers decide it (target, policy,
+// ask, addresses), apply the category's limits and credentials and
+// prepare the upstream request; the round trip goes through the
+// sandbox's transport, which dials only the checked addresses; the
+// response handler removes hop-by-hop headers and checks upgrades.
+//
+// goproxy's unsafe defaults are all replaced: its transport (which skips
+// upstream TLS verification and honours proxy environment variables) is a
+// transport that cannot dial anything, its CONNECT dialers refuse, its
+// MITM machinery and CA are never used (CONNECT never reaches it), and it
+// keeps headers as they are so that hop-by-hop handling stays ours.
+
+// exch is the state of one request, from the front end through the
+// engine's handlers and back. It is the request's context (so the
+// transport's dialer finds the checked addresses without another
+// allocation) and the round tripper goproxy calls.
+type exch struct {
+	context.Context
+	p          *Proxy
+	sc         *scope
+	ev         reqEvent
+	hostHeader string
+	abs        bool   // the client sent an absolute-form URL
+	upgrade    string // "websocket" when the client asks for that upgrade
+	v          policies.Verdict
+	host       string
+	port       uint16
+	dt         dialTargets
+	up         countReader // request body bytes sent upstream
+	status     int
+}
+
+var _ goproxy.RoundTripper = (*exch)(nil)
+
+// Value answers the dialer's question for the checked addresses.
+func (x *exch) Value(k any) any {
+	if _, ok := k.(dialTargetsKey); ok {
+		return &x.dt
+	}
+	return x.Context.Value(k)
+}
+
+// newExch starts a request: it records what the client sent before the
+// engine changes anything, and makes the URL absolute (goproxy serves
+// only absolute-form requests; the target check uses what the client
+// sent).
+func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostHeader string) (*exch, *http.Request) {
+	x := &exch{Context: ctx, p: p, sc: sc, hostHeader: hostHeader}
+	x.abs = req.URL.IsAbs() || req.URL.Host != ""
+	if up := upgradeType(req.Header); up == "websocket" {
+		x.upgrade = up
+	}
+	p.initReqEvent(&x.ev, sc.f, sc.scheme, req)
+	if !req.URL.IsAbs() {
+		req.URL.Scheme = sc.scheme
+	}
+	return x, req.WithContext(x)
+}
+
+// newEngine builds the goproxy server every request goes through.
+func (p *Proxy) newEngine() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = engineLogger{p}
+	gp.Verbose = false
+	gp.KeepHeader = true // hop-by-hop handling is ours (onPrepare, onResponse)
+	gp.KeepAcceptEncoding = true
+	gp.Tr = &http.Transport{Proxy: nil, DialContext: refuseDial, TLSClientConfig: p.upstreamTLS()}
+	gp.ConnectDial = func(string, string) (net.Conn, error) { return nil, errEngineDial }
+	gp.ConnectDialWithReq = func(*http.Request, string, string) (net.Conn, error) { return nil, errEngineDial }
+	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "airlock: not a proxy request", http.StatusBadRequest)
+	})
+	gp.OnRequest().DoFunc(p.onTarget)
+	gp.OnRequest().DoFunc(p.onDecide)
+	gp.OnRequest().DoFunc(p.onLimit)
+	gp.OnRequest().DoFunc(p.onPrepare)
+	gp.OnResponse().DoFunc(p.onResponse)
+	return gp
+}
+
+var errEngineDial = errors.New("proxy: the engine never dials by itself")
+
+func refuseDial(context.Context, string, string) (net.Conn, error) { return nil, errEngineDial }
+
+// engineLogger sends goproxy's own warnings to the proxy's logger.
+type engineLogger struct{ p *Proxy }
+
+func (l engineLogger) Printf(format string, v ...any) {
+	l.p.log.Debug("proxy: engine", "msg", format, "args", v)
+}
+
+// exchOf returns the request's state; a request without it (which the
+// front end never sends) is refused.
+func exchOf(req *http.Request, ctx *goproxy.ProxyCtx) *exch {
+	if x, ok := ctx.UserData.(*exch); ok {
+		return x
+	}
+	x, _ := req.Context().(*exch)
+	if x != nil {
+		ctx.UserData = x
+		ctx.RoundTripper = x
+	}
+	return x
+}
+
+// noExch answers a request the front end did not prepare.
+func noExch(req *http.Request) *http.Response {
+	return reject(req, newID(), http.StatusBadRequest, internalDeny(ruleProtocol, "not a request from the proxy's front end"))
+}
+
+// onTarget works out where the request goes and refuses what may never
+// be forwarded: another host than the connection's, fronting, TRACE.
+func (p *Proxy) onTarget(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := exchOf(req, ctx)
+	if x == nil {
+		return req, noExch(req)
+	}
+	sc := x.sc
+	host, port, v, ok := sc.target(x.abs, req.URL, x.hostHeader)
+	x.ev.e.HTTP.Host = host
+	if !ok {
+		return req, p.refuse(&x.ev, req, statusFor(v), v)
+	}
+	if sc.pinFirst && sc.host == "" {
+		sc.host, sc.port = host, port
+		sc.f.host, sc.f.port = host, port
+	}
+	x.host, x.port = host, port
+	switch req.Method {
+	case "TRACE", "TRACK":
+		return req, p.refuse(&x.ev, req, http.StatusForbidden, internalDeny(ruleTrace, "TRACE is refused"))
+	case http.MethodConnect:
+		return req, p.refuse(&x.ev, req, http.StatusBadRequest, internalDeny(ruleProtocol, "CONNECT is only a proxy connection's first request"))
+	}
+	return req, nil
+}
+
+// onDecide runs the sandbox's policy on the request (asking a human when
+// the rule says so) and resolves and checks the addresses to dial.
+func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := ctx.UserData.(*exch)
+	f, sc, host, port := x.sc.f, x.sc, x.host, x.port
+	pr := policies.Request{
+		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
+		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery,
+	}
+	if pkg, ok := policies.RecognizePackage(host, pr.Path); ok {
+		pr.Package = &pkg
+		x.ev.e.HTTP.Package = packageOf(pkg)
+	}
+	v := f.sb.Policy.Decide(pr)
+	if v.Action == policies.ActionAsk {
+		v = p.ask(x, f, x.ev.e.ID, req.Method+" "+sc.scheme+"://"+hostPort(host, port)+pr.Path, v)
+	}
+	if v.Cat != nil && v.Cat.LogQuery {
+		x.ev.e.HTTP.Query = req.URL.RawQuery
+	}
+	if up := upgradeType(req.Header); up != "" {
+		x.ev.e.HTTP.Upgrade = up
+	}
+	x.ev.setVerdict(v)
+	x.v = v
+	if !f.decided {
+		f.verdict = v
+		p.emitDecision(f)
+	}
+	if !v.Action.Allows() {
+		return req, p.refuse(&x.ev, req, http.StatusForbidden, v)
+	}
+	targets := f.targets
+	if sc.host == "" || targets == nil {
+		var err error
+		var addrs []netip.Addr
+		targets, addrs, err = p.resolveChecked(x, f.sb.Policy, host, port, v)
+		if err != nil {
+			return req, p.refuse(&x.ev, req, http.StatusForbidden, addrDeny(v, err))
+		}
+		if sc.pinFirst {
+			f.targets = targets
+			f.mismatch = f.origDst.IsValid() && !containsAddrList(addrs, f.origDst.Addr())
+		}
+	}
+	x.dt.addrs = targets
+	return req, nil
+}
+
+// onLimit applies the category's request rate and body size limit.
+func (p *Proxy) onLimit(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := ctx.UserData.(*exch)
+	return req, p.limit(&x.ev, req, x.v)
+}
+
+// onPrepare turns the client's request into the upstream request: the
+// approved name as URL host (so upstream TLS verifies that name),
+// hop-by-hop headers removed, then placeholders swapped and the
+// category's credential injected — after the Connection header was
+// applied, so it cannot remove them — and a chunked body's start checked.
+func (p *Proxy) onPrepare(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	x := ctx.UserData.(*exch)
+	f := x.sc.f
+	p.outRequest(req, x.sc.scheme, x.host, x.port, x.upgrade)
+	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
+		return req, resp
+	}
+	if resp := p.prebuffer(&x.ev, req, req); resp != nil {
+		return req, resp
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		x.up.r = req.Body
+		req.Body = struct {
+			*countReader
+			closer
+		}{&x.up, closer{req.Body}}
+	}
+	if f.dialedAddr() == "" {
+		// The flow's close record names the upstream address; learn it
+		// once, from the first request that gets a connection.
+		req = req.WithContext(httptrace.WithClientTrace(x, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+			f.dialed.Store(ci.Conn.RemoteAddr().String())
+		}}))
+	}
+	return req, nil
+}
+
+// closer closes a wrapped body.
+type closer struct{ c interface{ Close() error } }
+
+func (c closer) Close() error { return c.c.Close() }
+
+// RoundTrip sends the prepared request through the sandbox's transport.
+// An upstream failure becomes the proxy's 502 refusal, so goproxy always
+// gets a response and the event names the failure.
+func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	resp, err := x.sc.transport(x.p).RoundTrip(req)
+	if err != nil {
+		return x.p.upstreamError(&x.ev, req, err), nil
+	}
+	return resp, nil
+}
+
+// onResponse removes the upstream's hop-by-hop headers and lets a
+// protocol switch through only when the client asked for a WebSocket.
+func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	x, _ := ctx.UserData.(*exch)
+	if x == nil || resp == nil || x.ev.refused {
+		return resp
+	}
+	removeHopHeaders(resp.Header)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if x.upgrade == "" || !resp.ProtoAtLeast(1, 1) {
+			resp.Body.Close()
+			return p.upstreamError(&x.ev, ctx.Req, errors.New("upstream switched protocols unasked"))
+		}
+		resp.Header.Set("Connection", "Upgrade")
+		resp.Header.Set("Upgrade", x.upgrade)
+	}
+	x.status = resp.StatusCode
+	return resp
+}
+
+func containsAddrList(l []netip.Addr, a netip.Addr) bool {
+	for _, b := range l {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/elazarl/goproxy"
+)
+
+// TestRequestsFlowThroughGoproxy appends a request handler and a
+// response handler to the engine's goproxy chains, after Airlock's own.
+// goproxy runs request handlers in order and stops at the first that
+// answers, so the appended handler must see exactly the requests the
+// policy allowed — plain explicit HTTP, MITM HTTP/1.1 and MITM HTTP/2 —
+// already prepared for upstream (absolute URL of the approved name, the
+// injected credential), and none that were refused; the appended
+// response handler must mark every response the client receives,
+// refusals included.
+func TestRequestsFlowThroughGoproxy(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var seen []string
+	var auth []string
+	e.p.engine.OnRequest().DoFunc(func(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.String())
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		return r, nil
+	})
+	e.p.engine.OnResponse().DoFunc(func(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+		if resp != nil {
+			resp.Header.Set("X-Test-Engine", "goproxy")
+		}
+		return resp
+	})
+
+	get := func(c *http.Client, url string, want int) {
+		t.Helper()
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s: status %d, want %d", url, resp.StatusCode, want)
+		}
+		if resp.Header.Get("X-Test-Engine") != "goproxy" {
+			t.Errorf("GET %s: the response did not pass goproxy's response handlers", url)
+		}
+	}
+	plain := fmt.Sprintf("http://plain.example.test:%d/p", e.w.plainPort)
+	get(e.explicitClient(), plain, 200)
+	get(e.explicitClient(), fmt.Sprintf("http://denied.example.test:%d/p", e.w.plainPort), http.StatusForbidden)
+	h1 := e.transparentClient(e.worldDst(), false)
+	get(h1, e.url("docs.example.test", "/h1"), 200)
+	get(h1, e.url("api.staging.example.test", "/v1/items/7"), 200)
+	get(h1, e.url("docs.example.test", "/h1?x"), 200)
+	get(h1, e.url("git.example.test", "/acme/app.git/info/refs?service=git-receive-pack"), http.StatusForbidden)
+	h2 := e.transparentClient(e.worldDst(), true)
+	get(h2, e.url("docs.example.test", "/h2"), 200)
+	get(h2, e.url("git.example.test", "/acme/app.git/info/refs?service=git-receive-pack"), http.StatusForbidden)
+	get(h2, e.url("docs.example.test", "/h2-second"), 200)
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"GET " + plain,
+		"GET " + e.url("docs.example.test", "/h1"),
+		"GET " + e.url("api.staging.example.test", "/v1/items/7"),
+		"GET " + e.url("docs.example.test", "/h1?x"),
+		"GET " + e.url("docs.example.test", "/h2"),
+		"GET " + e.url("docs.example.test", "/h2-second"),
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("goproxy's chain saw\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	if auth[2] != "Bearer "+secretValue {
+		t.Errorf("the credential was not injected before goproxy's later handlers: %q", auth[2])
+	}
+	if got := len(e.w.requests()); got != len(want) {
+		t.Errorf("origin saw %d requests, want %d", got, len(want))
+	}
+}

@@ -1,0 +1,389 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// h1Writer is the http.ResponseWriter the engine writes an HTTP/1.1
+// client's response to. Framing is explicit and decided once, at
+// WriteHeader: Content-Length when the response names it, chunked
+// otherwise (close-delimited for an HTTP/1.0 client), nothing for HEAD,
+// 1xx, 204 and 304. It hijacks for WebSocket upgrades.
+type h1Writer struct {
+	c    net.Conn
+	br   *bufio.Reader // the client's reader (bytes it buffered go to a hijacker)
+	bw   *bufio.Writer
+	dw   deadlineW
+	h    http.Header
+	head bool // HEAD request: no body
+	v10  bool // HTTP/1.0 client
+
+	wrote    bool
+	status   int
+	noBody   bool
+	chunked  bool
+	clen     int64 // -1: not fixed
+	n        int64 // body bytes written
+	close    bool  // the connection ends after this response
+	hijacked bool
+	trailers []string
+	err      error
+	onSwitch func() // called when the connection is hijacked
+}
+
+var (
+	_ http.ResponseWriter = (*h1Writer)(nil)
+	_ http.Flusher        = (*h1Writer)(nil)
+	_ http.Hijacker       = (*h1Writer)(nil)
+	_ io.ReaderFrom       = (*h1Writer)(nil)
+)
+
+// deadlineW gives the client's writes a deadline, refreshed at most a few
+// times per period (a timer update per write costs more than the write).
+type deadlineW struct {
+	c   net.Conn
+	d   time.Duration
+	set time.Time
+}
+
+func (w *deadlineW) Write(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(w.set) > w.d/8 {
+		w.c.SetWriteDeadline(now.Add(w.d))
+		w.set = now
+	}
+	return w.c.Write(p)
+}
+
+// h1BufSize is the response buffer: a small response's head and body
+// leave in one TLS record and one system call.
+const h1BufSize = 16 << 10
+
+var h1Pool = sync.Pool{New: func() any {
+	w := &h1Writer{h: make(http.Header, 16)}
+	w.bw = bufio.NewWriterSize(&w.dw, h1BufSize)
+	return w
+}}
+
+func getH1Writer(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Duration) *h1Writer {
+	w := h1Pool.Get().(*h1Writer)
+	w.c, w.br = c, br
+	w.dw = deadlineW{c: c, d: idle}
+	w.head = req.Method == http.MethodHead
+	w.v10 = !req.ProtoAtLeast(1, 1)
+	return w
+}
+
+func putH1Writer(w *h1Writer) {
+	if w.hijacked {
+		return // the hijacker owns the buffers now
+	}
+	w.bw.Reset(&w.dw)
+	clear(w.h)
+	*w = h1Writer{h: w.h, bw: w.bw}
+	h1Pool.Put(w)
+}
+
+func (w *h1Writer) Header() http.Header { return w.h }
+
+// WriteHeader writes the status line and the header fields.
+func (w *h1Writer) WriteHeader(code int) {
+	if w.wrote || w.hijacked {
+		return
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.writeHead(code) // informational: the final response follows
+		return
+	}
+	w.wrote, w.status = true, code
+	w.frame(code)
+	w.writeHead(code)
+}
+
+// frame decides the body's framing and the connection's fate.
+func (w *h1Writer) frame(code int) {
+	h := w.h
+	if headerHasToken(h["Connection"], "close") || w.v10 {
+		w.close = true
+	}
+	w.clen = -1
+	for _, t := range h["Trailer"] {
+		for name := range strings.SplitSeq(t, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				w.trailers = append(w.trailers, http.CanonicalHeaderKey(name))
+			}
+		}
+	}
+	delete(h, "Transfer-Encoding")
+	switch {
+	case code == http.StatusSwitchingProtocols:
+		w.noBody = true
+		return // Connection and Upgrade as the engine set them
+	case w.head || code == http.StatusNoContent || code == http.StatusNotModified:
+		w.noBody = true
+		if code == http.StatusNoContent {
+			delete(h, "Content-Length")
+		}
+	case len(w.trailers) == 0 && len(h["Content-Length"]) == 1:
+		n, err := strconv.ParseInt(h["Content-Length"][0], 10, 64)
+		if err == nil && n >= 0 {
+			w.clen = n
+			break
+		}
+		delete(h, "Content-Length")
+		w.frameUnknown()
+	default:
+		delete(h, "Content-Length")
+		w.frameUnknown()
+	}
+	delete(h, "Connection")
+	delete(h, "Keep-Alive")
+}
+
+func (w *h1Writer) frameUnknown() {
+	if w.v10 {
+		w.close = true // the end of the body is the end of the connection
+		return
+	}
+	w.chunked = true
+}
+
+func (w *h1Writer) writeHead(code int) {
+	bw := w.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
+	bw.WriteByte(' ')
+	bw.WriteString(http.StatusText(code))
+	bw.WriteString("\r\n")
+	var arr [32]string
+	keys := arr[:0]
+	for k := range w.h {
+		if !strings.HasPrefix(k, http.TrailerPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range w.h[k] {
+			writeField(bw, k, v)
+		}
+	}
+	if w.chunked {
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if w.close && w.status >= 200 {
+		bw.WriteString("Connection: close\r\n")
+	}
+	bw.WriteString("\r\n")
+}
+
+func writeField(bw *bufio.Writer, k, v string) {
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	if strings.ContainsAny(v, "\r\n") {
+		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+	}
+	bw.WriteString(strings.TrimSpace(v))
+	bw.WriteString("\r\n")
+}
+
+func headerHasToken(vals []string, tok string) bool {
+	for _, v := range vals {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), tok) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errBodyLength = errors.New("proxy: response body longer than its Content-Length")
+
+// Write writes body bytes with the response's framing.
+func (w *h1Writer) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	switch {
+	case w.hijacked:
+		return 0, http.ErrHijacked
+	case w.err != nil:
+		return 0, w.err
+	case w.noBody:
+		return 0, http.ErrBodyNotAllowed
+	case len(p) == 0:
+		return 0, nil
+	}
+	var err error
+	if w.clen >= 0 && w.n+int64(len(p)) > w.clen {
+		p, err = p[:w.clen-w.n], errBodyLength
+	}
+	if w.chunked {
+		w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(len(p)), 16))
+		w.bw.WriteString("\r\n")
+	}
+	n, werr := w.bw.Write(p)
+	w.n += int64(n)
+	if w.chunked && werr == nil {
+		w.bw.WriteString("\r\n")
+		// A body of unknown length may be a stream: pass it on now.
+		werr = w.bw.Flush()
+	}
+	if werr != nil {
+		w.err = werr
+		return n, werr
+	}
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// ReadFrom copies a body without a buffer of its own: a body of known
+// length is read straight into the connection's write buffer.
+func (w *h1Writer) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.chunked || w.clen < 0 || w.noBody || w.hijacked || w.err != nil {
+		return w.copyVia(r)
+	}
+	var total int64
+	for w.n < w.clen {
+		if w.bw.Available() == 0 {
+			if err := w.bw.Flush(); err != nil {
+				w.err = err
+				return total, err
+			}
+		}
+		buf := w.bw.AvailableBuffer()
+		buf = buf[:min(int64(cap(buf)), w.clen-w.n)]
+		n, err := r.Read(buf)
+		if n > 0 {
+			w.bw.Write(buf[:n]) // already in place: only the length moves
+			w.n += int64(n)
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (w *h1Writer) copyVia(r io.Reader) (int64, error) {
+	bp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bp)
+	var total int64
+	for {
+		n, err := r.Read(*bp)
+		if n > 0 {
+			m, werr := w.Write((*bp)[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Flush sends what is buffered.
+func (w *h1Writer) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.hijacked || w.err != nil {
+		return
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = err
+	}
+}
+
+// Hijack hands the connection over after a 101 response (the engine's
+// WebSocket relay). Reads refresh the idle deadline.
+func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.hijacked {
+		return nil, nil, http.ErrHijacked
+	}
+	if err := w.bw.Flush(); err != nil {
+		return nil, nil, err
+	}
+	w.hijacked = true
+	if w.onSwitch != nil {
+		w.onSwitch()
+	}
+	c := &idleConn{Conn: w.c, d: w.dw.d}
+	w.c.SetWriteDeadline(time.Time{})
+	return c, bufio.NewReadWriter(w.br, bufio.NewWriter(c)), nil
+}
+
+// finish ends the response: the last chunk and trailers, then a flush.
+// It reports whether the connection can carry another request.
+func (w *h1Writer) finish() (bool, error) {
+	if w.hijacked {
+		return false, nil
+	}
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err == nil && w.chunked {
+		w.bw.WriteString("0\r\n")
+		for _, k := range w.trailers {
+			for _, v := range w.h[k] {
+				writeField(w.bw, k, v)
+			}
+		}
+		for k, vs := range w.h {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+				for _, v := range vs {
+					writeField(w.bw, name, v)
+				}
+			}
+		}
+		w.bw.WriteString("\r\n")
+	}
+	if w.err == nil {
+		w.err = w.bw.Flush()
+	}
+	if w.clen >= 0 && w.n != w.clen && !w.noBody {
+		return false, errors.Join(w.err, errors.New("proxy: response body shorter than its Content-Length"))
+	}
+	return w.err == nil && !w.close, w.err
+}
+
+// idleConn is a hijacked client connection whose reads have the idle
+// deadline.
+type idleConn struct {
+	net.Conn
+	d   time.Duration
+	set time.Time
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(c.set) > c.d/8 {
+		c.Conn.SetReadDeadline(now.Add(c.d))
+		c.set = now
+	}
+	return c.Conn.Read(p)
+}
