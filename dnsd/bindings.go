@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -22,6 +23,11 @@ type Bindings struct {
 	n     int
 	fifo  []bindRef // insertion order ring, len == max
 	head  int       // next slot to overwrite
+
+	// removed counts bindings dropped (evicted or expired); a cache hit
+	// that bound the same addresses under the same count knows they are
+	// still there.
+	removed atomic.Uint64
 }
 
 type bindKey struct {
@@ -83,6 +89,7 @@ func (b *Bindings) evictSlot() {
 		if _, ok := names[ref.name]; ok {
 			delete(names, ref.name)
 			b.n--
+			b.removed.Add(1)
 		}
 		if len(names) == 0 {
 			delete(b.byKey, ref.key)
@@ -146,6 +153,7 @@ func (b *Bindings) Sweep(now time.Time) {
 			if !now.Before(exp) {
 				delete(names, name)
 				b.n--
+				b.removed.Add(1)
 			}
 		}
 		if len(names) == 0 {
@@ -161,6 +169,28 @@ func (b *Bindings) record(sandbox, qname string, rrs []dns.RR, now time.Time) {
 	b.each(sandbox, qname, rrs, func(h *dns.RR_Header) time.Time {
 		return now.Add(time.Duration(h.Ttl)*time.Second + b.grace)
 	})
+}
+
+// bindMark remembers that a cached answer's addresses were bound for a
+// sandbox until a time, while the ledger had dropped a given number of
+// bindings.
+type bindMark struct {
+	sandbox string
+	until   time.Time
+	removed uint64
+}
+
+// recordHit binds a cached entry's addresses for sandbox until until (plus
+// grace), unless this sandbox bound them less than a second short of that
+// and the ledger dropped nothing since: every cache hit would otherwise
+// take the ledger's lock to write what it already holds.
+func (b *Bindings) recordHit(e *entry, sandbox, qname string, until time.Time) {
+	removed := b.removed.Load()
+	if m := e.bound.Load(); m != nil && m.sandbox == sandbox && m.removed == removed && !m.until.Before(until.Add(-time.Second)) {
+		return
+	}
+	b.recordFor(sandbox, qname, e.msg.Answer, until)
+	e.bound.Store(&bindMark{sandbox: sandbox, until: until, removed: removed})
 }
 
 // recordFor binds the addresses of rrs until until (plus grace).

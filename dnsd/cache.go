@@ -1,6 +1,8 @@
 package dnsd
 
 import (
+	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -30,23 +32,51 @@ type entry struct {
 	upstream string
 	stored   time.Time
 	expires  time.Time
+	bound    atomic.Pointer[bindMark] // the last sandbox whose bindings a hit recorded
 }
 
-// cache is a bounded LRU of filtered answers with TTL-based expiry.
+// cache is a bounded LRU of filtered answers with TTL-based expiry. It is
+// split into shards by name, each an LRU with its own lock, so the UDP
+// readers on different cores do not queue on one lock for every hit.
 type cache struct {
-	lru                    *lru.Cache[cacheKey, *entry]
+	shards                 []*lru.Cache[cacheKey, *entry]
+	seed                   maphash.Seed
 	minTTL, maxTTL, negTTL time.Duration
 }
+
+// cacheShards is how many LRUs the cache is split into (when it holds at
+// least that many entries per shard).
+const cacheShards = 16
 
 func newCache(size int, minTTL, maxTTL, negTTL time.Duration) *cache {
 	if size < 0 {
 		return nil
 	}
-	l, err := lru.New[cacheKey, *entry](size)
-	if err != nil {
-		return nil
+	n := cacheShards
+	if size < 64*n {
+		n = 1 // small caches keep exact LRU order
 	}
-	return &cache{lru: l, minTTL: minTTL, maxTTL: maxTTL, negTTL: negTTL}
+	c := &cache{seed: maphash.MakeSeed(), minTTL: minTTL, maxTTL: maxTTL, negTTL: negTTL}
+	for i := range n {
+		per := size / n
+		if i < size%n {
+			per++
+		}
+		l, err := lru.New[cacheKey, *entry](max(per, 1))
+		if err != nil {
+			return nil
+		}
+		c.shards = append(c.shards, l)
+	}
+	return c
+}
+
+// shard is the LRU that holds k.
+func (c *cache) shard(k cacheKey) *lru.Cache[cacheKey, *entry] {
+	if len(c.shards) == 1 {
+		return c.shards[0]
+	}
+	return c.shards[(maphash.String(c.seed, k.name)+uint64(k.qtype))%uint64(len(c.shards))]
 }
 
 // get returns a copy of a live entry's answer with TTLs aged.
@@ -54,12 +84,12 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
 	if c == nil {
 		return nil, nil
 	}
-	e, ok := c.lru.Get(k)
+	e, ok := c.shard(k).Get(k)
 	if !ok {
 		return nil, nil
 	}
 	if !now.Before(e.expires) {
-		c.lru.Remove(k)
+		c.shard(k).Remove(k)
 		return nil, nil
 	}
 	m := e.msg.Copy()
@@ -96,7 +126,7 @@ func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, no
 			e.qnameLen -= 12
 		}
 	}
-	c.lru.Add(k, e)
+	c.shard(k).Add(k, e)
 }
 
 // lookup returns a live entry without copying it.
@@ -104,7 +134,7 @@ func (c *cache) lookup(k cacheKey, now time.Time) *entry {
 	if c == nil {
 		return nil
 	}
-	e, ok := c.lru.Get(k)
+	e, ok := c.shard(k).Get(k)
 	if !ok || !now.Before(e.expires) {
 		return nil
 	}
@@ -144,7 +174,7 @@ func (s *Server) cacheLookup(q *query) bool {
 	if o := q.req.IsEdns0(); o != nil {
 		q.ckey.do, q.ckey.edns = o.Do(), true
 	}
-	now := time.Now()
+	now := q.start
 	if e := s.cache.lookup(q.ckey, now); e != nil {
 		limit := 0
 		if q.udp {

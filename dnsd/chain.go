@@ -47,6 +47,13 @@ type query struct {
 	wire    *[]byte
 	hit     *entry
 	answers []string
+
+	// rec, when set, is storage for the event's DNS record (the UDP reader
+	// keeps one per pooled packet: emitters must not retain events).
+	rec *audit.DNS
+	// scratch, when set, is storage for an error answer (also the UDP
+	// reader's, per packet).
+	scratch *answerScratch
 }
 
 // step is one link of the handler chain. It returns false to stop the
@@ -74,7 +81,13 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 }
 
 func (s *Server) newQuery(w dns.ResponseWriter, req *dns.Msg) *query {
-	q := &query{ctx: s.ctx, start: time.Now(), w: w, req: req}
+	return s.initQuery(new(query), w, req)
+}
+
+// initQuery readies q (possibly reused storage) for req.
+func (s *Server) initQuery(q *query, w dns.ResponseWriter, req *dns.Msg) *query {
+	rec, scratch := q.rec, q.scratch
+	*q = query{ctx: s.ctx, start: time.Now(), w: w, req: req, rec: rec, scratch: scratch}
 	if uw, ok := w.(*udpWriter); ok {
 		q.udp, q.src = true, uw.src.Addr()
 	} else {
@@ -188,17 +201,51 @@ func (s *Server) identify(q *query) bool {
 // refusal builds an error answer with an optional RFC 8914 Extended DNS
 // Error (only when the client speaks EDNS).
 func refusal(req *dns.Msg, rcode int, ede uint16, text string) *dns.Msg {
-	m := new(dns.Msg)
-	m.SetRcode(req, rcode)
-	m.RecursionAvailable = true
+	return new(answerScratch).refusal(req, rcode, ede, text)
+}
+
+// answerScratch is storage for an error answer, reused by the UDP reader
+// for every query a pooled packet carries.
+type answerScratch struct {
+	msg   dns.Msg
+	q     [1]dns.Question
+	opt   dns.OPT
+	ede   dns.EDNS0_EDE
+	opts  [1]dns.EDNS0
+	extra [1]dns.RR
+}
+
+// refusal fills the scratch answer (see the function refusal) and returns it.
+func (a *answerScratch) refusal(req *dns.Msg, rcode int, ede uint16, text string) *dns.Msg {
+	m := &a.msg
+	*m = dns.Msg{}
+	m.Id, m.Response, m.Opcode, m.Rcode, m.RecursionAvailable = req.Id, true, req.Opcode, rcode, true
+	if m.Opcode == dns.OpcodeQuery {
+		m.RecursionDesired, m.CheckingDisabled = req.RecursionDesired, req.CheckingDisabled
+	}
+	if len(req.Question) > 0 {
+		a.q[0] = req.Question[0]
+		m.Question = a.q[:]
+	}
 	if o := req.IsEdns0(); o != nil {
-		opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: dns.DefaultMsgSize}}
+		a.opt = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: dns.DefaultMsgSize}}
 		if ede != 0 || text != "" {
-			opt.Option = append(opt.Option, &dns.EDNS0_EDE{InfoCode: ede, ExtraText: text})
+			a.ede = dns.EDNS0_EDE{InfoCode: ede, ExtraText: text}
+			a.opts[0] = &a.ede
+			a.opt.Option = a.opts[:]
 		}
-		m.Extra = append(m.Extra, opt)
+		a.extra[0] = &a.opt
+		m.Extra = a.extra[:]
 	}
 	return m
+}
+
+// refuse is refusal in the query's scratch answer when it has one.
+func (q *query) refuse(rcode int, ede uint16, text string) *dns.Msg {
+	if q.scratch == nil {
+		return refusal(q.req, rcode, ede, text)
+	}
+	return q.scratch.refusal(q.req, rcode, ede, text)
 }
 
 // servfail answers an upstream failure.
@@ -247,7 +294,8 @@ var _ dns.Handler = (*Server)(nil)
 
 // event builds the audit record for q.
 func (s *Server) event(q *query) audit.Event {
-	ev := audit.New(audit.KindDNS, q.sb.ID)
+	now := time.Now()
+	ev := audit.Event{Schema: audit.SchemaVersion, Time: now.UTC(), Kind: audit.KindDNS, Sandbox: q.sb.ID}
 	v := q.verdict
 	switch {
 	case q.reason != "":
@@ -262,13 +310,17 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), s.rules.get(v.Rule, policies.Rule.String), v.Category, v.WouldDeny, v.Reason
 		ev.Reason = joinReason(ev.Reason, q.strip.reason)
 	}
-	d := &audit.DNS{
+	d := q.rec
+	if d == nil {
+		d = new(audit.DNS)
+	}
+	*d = audit.DNS{
 		QName:     q.name,
 		QType:     dns.Type(q.qtype).String(),
 		RCode:     dns.RcodeToString[q.resp.Rcode],
 		Stripped:  q.strip.addrs,
 		Upstream:  q.upstream,
-		LatencyUS: time.Since(q.start).Microseconds(),
+		LatencyUS: now.Sub(q.start).Microseconds(),
 		CacheHit:  q.cacheHit,
 		Guard:     q.guard,
 		Client:    s.clients.get(q.src, netip.Addr.String),

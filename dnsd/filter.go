@@ -15,15 +15,16 @@ import (
 // guard, ECH removal, no AAAA without IPv6), caches it, then caps TTLs and
 // records the bindings, for fresh and cached answers alike.
 func (s *Server) filterStep(q *query) bool {
-	now := time.Now()
+	now := q.start
 	if !q.cacheHit {
+		now = time.Now() // after the upstream's answer
 		q.strip = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
 		s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 	}
 	if q.hit != nil {
 		// The packed answer's TTLs were aged and capped; bind for as long.
 		ttl := min(q.hit.expires.Sub(now), s.cfg.AnswerTTL)
-		s.bindings.recordFor(q.sb.ID, q.name, q.resp.Answer, now.Add(ttl))
+		s.bindings.recordHit(q.hit, q.sb.ID, q.name, now.Add(ttl))
 		return true
 	}
 	capTTL(q.resp, uint32(s.cfg.AnswerTTL/time.Second))

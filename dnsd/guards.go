@@ -19,6 +19,15 @@ const (
 	GuardParent      = "names_per_parent"
 )
 
+// guardText is the Extended DNS Error text of each guard's denial.
+var guardText = map[string]string{
+	GuardLabelLength: "exfiltration guard: " + GuardLabelLength,
+	GuardNameLength:  "exfiltration guard: " + GuardNameLength,
+	GuardRate:        "exfiltration guard: " + GuardRate,
+	GuardRateSecond:  "exfiltration guard: " + GuardRateSecond,
+	GuardParent:      "exfiltration guard: " + GuardParent,
+}
+
 const (
 	guardWindow      = time.Minute
 	maxParentsPerBox = 4096 // parent domains tracked per sandbox per window
@@ -69,12 +78,12 @@ func (s *Server) guardStep(q *query) bool {
 	cfg := q.sb.Policy.DNS()
 	q.guard = checkLengths(q.name, cfg.MaxLabel, cfg.MaxName)
 	if q.guard == "" {
-		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, limits{qpm: cfg.QueriesPerMinute, qps: cfg.QueriesPerSecond, perParent: cfg.NamesPerParent}, time.Now())
+		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, limits{qpm: cfg.QueriesPerMinute, qps: cfg.QueriesPerSecond, perParent: cfg.NamesPerParent}, q.start)
 	}
 	if q.guard == "" {
 		return true
 	}
-	q.resp = s.blockAnswer(q, "exfiltration guard: "+q.guard)
+	q.resp = s.blockAnswer(q, guardText[q.guard])
 	return false
 }
 

@@ -46,6 +46,10 @@ type recorder struct {
 }
 
 func (r *recorder) Emit(e audit.Event) {
+	if e.DNS != nil { // emitters must not retain events: dnsd reuses the record
+		d := *e.DNS
+		e.DNS = &d
+	}
 	r.mu.Lock()
 	r.evs = append(r.evs, e)
 	r.mu.Unlock()

@@ -21,14 +21,14 @@ func (s *Server) decide(q *query) bool {
 		case "dns.qtypes":
 			// The name may exist: REFUSED, not NXDOMAIN, so the client's
 			// negative cache does not hide its other types.
-			q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "query type not allowed")
+			q.resp = q.refuse(dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "query type not allowed")
 		case "dns.max_label":
 			q.guard = GuardLabelLength
 		case "dns.max_name":
 			q.guard = GuardNameLength
 		}
 		if q.resp == nil {
-			q.resp = s.blockAnswer(q, "blocked by policy: "+q.verdict.Rule.Name)
+			q.resp = s.blockAnswer(q, s.blockTexts.get(q.verdict.Rule.Name, blockText))
 		}
 		return false
 	}
@@ -41,6 +41,8 @@ func resolves(a policies.Action) bool {
 	return a == policies.ActionAllow || a == policies.ActionAudit || a == policies.ActionAsk
 }
 
+func blockText(rule string) string { return "blocked by policy: " + rule }
+
 // blockAnswer is the policy's answer to a denied name: NXDOMAIN (default)
 // or REFUSED, with the Extended DNS Error "Blocked".
 func (s *Server) blockAnswer(q *query, text string) *dns.Msg {
@@ -48,7 +50,7 @@ func (s *Server) blockAnswer(q *query, text string) *dns.Msg {
 	if q.sb.Policy.DNS().Block == policies.BlockRefused {
 		rcode = dns.RcodeRefused
 	}
-	return refusal(q.req, rcode, dns.ExtendedErrorCodeBlocked, text)
+	return q.refuse(rcode, dns.ExtendedErrorCodeBlocked, text)
 }
 
 func levelFor(verdict string) slog.Level {

@@ -39,7 +39,9 @@ type Server struct {
 	servers4  strMemo[netip.AddrPort]
 	serverAny strMemo[net.Addr]
 	rules     strMemo[policies.Rule]
-	bindings  *Bindings
+	// EDE texts of policy denials, per rule name.
+	blockTexts strMemo[string]
+	bindings   *Bindings
 
 	ctx    context.Context
 	cancel context.CancelFunc

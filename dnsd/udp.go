@@ -10,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
+
+	"airlock/audit"
 )
 
 // dnsd reads IPv4 UDP itself instead of through dns.Server: one reader per
@@ -40,6 +42,15 @@ type packet struct {
 	// instead of sending it; queued says an answer is waiting there.
 	batched, queued bool
 	bufs            [1][]byte
+
+	// Storage reused for every query this packet carries, so answering
+	// from the cache or denying allocates no request, query or event record.
+	to      net.UDPAddr // the reply's destination, for sendmmsg
+	toIP    [4]byte
+	msg     dns.Msg
+	q       query
+	rec     audit.DNS
+	scratch answerScratch
 }
 
 var packetPool = sync.Pool{New: func() any { return &packet{out: make([]byte, 0, 1232)} }}
@@ -96,6 +107,18 @@ func (w *udpWriter) Close() error        { return nil }
 func (w *udpWriter) TsigStatus() error   { return nil }
 func (w *udpWriter) TsigTimersOnly(bool) {}
 func (w *udpWriter) Hijack()             {}
+
+// replyAddr is the query's source as a *net.UDPAddr, in the packet's own
+// storage (no allocation per reply).
+func (p *packet) replyAddr() *net.UDPAddr {
+	a := p.src.Addr()
+	if !a.Is4() {
+		return net.UDPAddrFromAddrPort(p.src)
+	}
+	p.toIP = a.As4()
+	p.to = net.UDPAddr{IP: p.toIP[:], Port: int(p.src.Port())}
+	return &p.to
+}
 
 // parsePktinfo returns the destination address from an IP_PKTINFO
 // control message (ipi_addr, the address in the packet's header).
@@ -176,7 +199,7 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 					oob = (*udpWriter)(p).replyOOB()
 				}
 				p.bufs[0] = p.out
-				out = append(out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: net.UDPAddrFromAddrPort(p.src)})
+				out = append(out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
 			}
 		}
 		for sent := 0; sent < len(out); {
@@ -195,12 +218,13 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 // goroutine of their own, which then owns p (false), so a slow upstream
 // never holds the socket.
 func (s *Server) handlePacket(p *packet) bool {
-	req := new(dns.Msg)
+	req := &p.msg
 	if err := req.Unpack(p.buf[:p.n]); err != nil {
 		s.formErr(p, err)
 		return true
 	}
-	q := s.newQuery((*udpWriter)(p), req)
+	p.q.rec, p.q.scratch = &p.rec, &p.scratch
+	q := s.initQuery(&p.q, (*udpWriter)(p), req)
 	if s.serveQuick(q) {
 		return true
 	}
