@@ -87,7 +87,7 @@ func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
 	s := &splicedConn{f: f, client: c, up: up}
 	p.trackSplice(s)
 	defer p.untrackSplice(s)
-	reason := pipe(c, up, p.tunnelIdle())
+	reason := tunnel(f, c, up, p.tunnelIdle())
 	if v, ok := s.closedBy(); ok {
 		f.verdict = v
 		return reasonReload

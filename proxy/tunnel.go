@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A spliced tunnel between two TCP sockets moves bulk bytes with splice(2)
+// (socket to pipe to socket, no copy through user space) and small
+// messages with plain reads and writes (fewer system calls than a splice).
+// A direction waits for bytes in a read into a small buffer, never inside
+// splice: Go's splice holds a pipe (two descriptors) for as long as it
+// waits, and an idle tunnel must cost two sockets, not six descriptors.
+
+// tunnel copies bytes both ways between the client and upstream until both
+// directions end, counting them into f. The bytes the sniffer read are
+// replayed first. When both ends are TCP sockets the copy is zero-copy
+// (splice); otherwise it falls back to pipe. It returns the close reason.
+func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
+	ct, pre, ok := underTCP(client)
+	ut, ok2 := up.(*net.TCPConn)
+	if !ok || !ok2 {
+		return pipe(client, up, idle)
+	}
+	// The sniffed bytes were counted when the sniffer read them.
+	for _, b := range pre {
+		ut.SetWriteDeadline(time.Now().Add(idle))
+		if _, err := ut.Write(b); err != nil {
+			return "reset"
+		}
+	}
+	ut.SetWriteDeadline(time.Time{})
+	t := &tcpTunnel{idle: idle}
+	t.touch()
+	errc := make(chan error, 1)
+	go func() { errc <- t.half(ut, ct, &f.up) }()
+	err := t.half(ct, ut, &f.down)
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	switch {
+	case err == nil:
+		return "done"
+	case isTimeout(err):
+		return "idle-timeout"
+	}
+	return "reset"
+}
+
+// underTCP finds the TCP socket under the proxy's connection wrappers and
+// the bytes they still hold for replay, in order. ok is false when some
+// wrapper is not known to be transparent.
+func underTCP(c net.Conn) (tc *net.TCPConn, pre [][]byte, ok bool) {
+	for range 8 {
+		switch w := c.(type) {
+		case *net.TCPConn:
+			return w, pre, true
+		case *prefixConn:
+			if len(w.pre) > 0 {
+				pre = append(pre, w.pre)
+			}
+			c = w.Conn
+		case *countConn:
+			c = w.Conn
+		default:
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}
+
+// tcpTunnel is the state both directions of one tunnel share: when bytes
+// last moved either way. A direction idle past its deadline while the
+// other one streams is not idle.
+type tcpTunnel struct {
+	idle time.Duration
+	last atomic.Int64 // unix nanoseconds of the last bytes moved either way
+}
+
+func (t *tcpTunnel) touch() { t.last.Store(time.Now().UnixNano()) }
+
+func (t *tcpTunnel) idleFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, t.last.Load()))
+}
+
+// half copies src to dst until src ends, then half-closes dst; on an error
+// it closes both so the other direction ends too. Bytes moved are added to
+// n.
+func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) error {
+	err := t.copy(dst, src, n)
+	if err == nil {
+		dst.CloseWrite()
+		return nil
+	}
+	src.Close()
+	dst.Close()
+	return err
+}
+
+func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
+	small := make([]byte, smallBuf)
+	var set time.Time
+	for {
+		// Refresh the idle deadline at most a few times per idle period:
+		// a timer update per read costs more than the copy itself.
+		if now := time.Now(); now.Sub(set) > t.idle/8 {
+			src.SetReadDeadline(now.Add(t.idle))
+			set = now
+		}
+		k, rerr := src.Read(small)
+		if k > 0 {
+			n.Add(int64(k))
+			t.touch()
+			if _, err := dst.Write(small[:k]); err != nil {
+				return err
+			}
+		}
+		switch {
+		case rerr == nil && k == len(small):
+			// A full read: bulk bytes are queued; move them with splice.
+			eof, err := t.bulk(dst, src, n)
+			if err != nil || eof {
+				return err
+			}
+		case errors.Is(rerr, io.EOF):
+			return nil
+		case rerr != nil && isTimeout(rerr) && t.idleFor(time.Now()) < t.idle:
+			set = time.Time{} // the other direction is busy: not idle
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// bulk splices what src has queued to dst, and keeps doing so while more
+// bulk arrives. It returns to the caller (the small read) when src queues
+// less than a small buffer's worth, so no pipe is held while idle. eof
+// reports that src ended.
+func (t *tcpTunnel) bulk(dst, src *net.TCPConn, n *atomic.Int64) (eof bool, err error) {
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	for {
+		avail, eof, err := queued(rc)
+		if err != nil || eof {
+			return eof, err
+		}
+		if avail < smallBuf {
+			return false, nil
+		}
+		src.SetReadDeadline(time.Now().Add(t.idle))
+		w, err := io.CopyN(dst, src, int64(avail))
+		n.Add(w)
+		t.touch()
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// queued reports how many bytes the socket has queued for reading without
+// waiting, or that it is at end of stream.
+func queued(rc syscall.RawConn) (avail int, eof bool, err error) {
+	var ierr error
+	cerr := rc.Control(func(fd uintptr) {
+		avail, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+		if ierr != nil || avail > 0 {
+			return
+		}
+		var b [1]byte
+		k, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case perr == unix.EAGAIN || perr == unix.EINTR:
+		case perr != nil:
+			ierr = perr
+		case k == 0:
+			eof = true
+		default:
+			avail = 1 // arrived between the two calls: let the read take it
+		}
+	})
+	if cerr != nil {
+		return 0, false, cerr
+	}
+	return avail, eof, ierr
+}
