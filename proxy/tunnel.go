@@ -39,11 +39,10 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	t := &tcpTunnel{idle: idle}
 	t.touch()
 	errc := make(chan error, 1)
-	go func() { errc <- t.half(ut, ct, &f.up) }()
-	err := t.half(ct, ut, &f.down)
-	if err2 := <-errc; err == nil {
-		err = err2
-	}
+	go func() { t.half(ut, ct, &f.up); errc <- nil }()
+	t.half(ct, ut, &f.down)
+	<-errc
+	err := t.firstErr()
 	switch {
 	case err == nil:
 		return "done"
@@ -81,6 +80,16 @@ func underTCP(c net.Conn) (tc *net.TCPConn, pre [][]byte, ok bool) {
 type tcpTunnel struct {
 	idle time.Duration
 	last atomic.Int64 // unix nanoseconds of the last bytes moved either way
+	err  atomic.Pointer[error]
+}
+
+// firstErr is the error that ended the tunnel: the first one either
+// direction saw (the other then sees its socket closed).
+func (t *tcpTunnel) firstErr() error {
+	if e := t.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (t *tcpTunnel) touch() { t.last.Store(time.Now().UnixNano()) }
@@ -90,17 +99,17 @@ func (t *tcpTunnel) idleFor(now time.Time) time.Duration {
 }
 
 // half copies src to dst until src ends, then half-closes dst; on an error
-// it closes both so the other direction ends too. Bytes moved are added to
-// n.
-func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) error {
+// it records the error and closes both so the other direction ends too.
+// Bytes moved are added to n.
+func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) {
 	err := t.copy(dst, src, n)
 	if err == nil {
 		dst.CloseWrite()
-		return nil
+		return
 	}
+	t.err.CompareAndSwap(nil, &err)
 	src.Close()
 	dst.Close()
-	return err
 }
 
 func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
