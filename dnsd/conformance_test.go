@@ -1,6 +1,7 @@
 package dnsd
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -122,5 +123,21 @@ func TestQTypesFromPolicy(t *testing.T) {
 	}
 	if r := askFrom(t, "udp", "127.0.0.2", h.udp, "ok.example.test", dns.TypeAAAA); r.Rcode != dns.RcodeRefused {
 		t.Errorf("AAAA, not in the policy's qtypes: %s", dns.RcodeToString[r.Rcode])
+	}
+}
+
+// Upstream queries leave from many random source ports, not a fixed few:
+// 64 forwarded names use at least 16 distinct ports.
+func TestUpstreamSourcePortsVary(t *testing.T) {
+	w := newWorld(t)
+	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), nil)
+	for i := range 64 {
+		h.ask(t, "udp", fmt.Sprintf("p%d.example.test", i), dns.TypeA)
+	}
+	w.mu.Lock()
+	n := len(w.ports)
+	w.mu.Unlock()
+	if n < 16 {
+		t.Errorf("64 upstream queries came from %d source ports", n)
 	}
 }

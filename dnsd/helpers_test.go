@@ -73,6 +73,7 @@ type world struct {
 	zone    map[string][]dns.RR // "name/TYPE" -> answer
 	nx      map[string]bool     // names answered NXDOMAIN with an SOA
 	seen    []string            // "name/TYPE" of every query received, in order
+	ports   map[int]bool        // source ports of UDP queries
 	delay   time.Duration
 	tcOnUDP bool // answer UDP with TC set and no records
 	addr    string
@@ -160,6 +161,12 @@ func (w *world) serve(rw dns.ResponseWriter, r *dns.Msg) {
 	k := strings.ToLower(q.Name) + "/" + dns.Type(q.Qtype).String()
 	w.mu.Lock()
 	w.seen = append(w.seen, k)
+	if ua, ok := rw.RemoteAddr().(*net.UDPAddr); ok {
+		if w.ports == nil {
+			w.ports = map[int]bool{}
+		}
+		w.ports[ua.Port] = true
+	}
 	ans, nx, delay, tc := w.zone[k], w.nx[strings.ToLower(q.Name)], w.delay, w.tcOnUDP
 	w.mu.Unlock()
 	time.Sleep(delay)
