@@ -140,15 +140,22 @@ type dialTargets struct {
 	dialed func(netip.AddrPort)
 }
 
-// transportFor returns the sandbox's upstream transport. Its dialer only
-// dials the addresses the request's context carries; a request without
-// them cannot open a connection. Transports are per sandbox so that a
-// connection checked under one policy is never reused under another.
-func (p *Proxy) transportFor(sandboxID string) *http.Transport {
+// transportFor returns the sandbox's upstream. Its dialers only dial
+// the addresses the request carries; a request without them cannot open
+// a connection. Upstreams are per sandbox so that a connection checked
+// under one policy is never reused under another.
+func (p *Proxy) transportFor(sandboxID string) *upstream {
 	if t, ok := p.transports.Load(sandboxID); ok {
-		return t.(*http.Transport)
+		return t.(*upstream)
 	}
-	t := &http.Transport{
+	actual, _ := p.transports.LoadOrStore(sandboxID, newUpstream(p))
+	return actual.(*upstream)
+}
+
+// newTransport is the upstream transport for requests off the direct
+// path (bodies, upgrades).
+func (p *Proxy) newTransport() *http.Transport {
+	return &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.transportDial,
 		TLSClientConfig:        p.upstreamTLS(),
@@ -161,13 +168,11 @@ func (p *Proxy) transportFor(sandboxID string) *http.Transport {
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 1 << 20,
 	}
-	actual, _ := p.transports.LoadOrStore(sandboxID, t)
-	return actual.(*http.Transport)
 }
 
 // upstreamTLS verifies upstream servers against the configured roots.
 func (p *Proxy) upstreamTLS() *tls.Config {
-	return &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12}
+	return &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12, ClientSessionCache: p.sessions}
 }
 
 func (p *Proxy) transportDial(ctx context.Context, _, _ string) (net.Conn, error) {

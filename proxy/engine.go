@@ -252,7 +252,7 @@ func (c closer) Close() error { return c.c.Close() }
 // An upstream failure becomes the proxy's 502 refusal, so goproxy always
 // gets a response and the event names the failure.
 func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-	resp, err := x.sc.transport(x.p).RoundTrip(req)
+	resp, err := x.sc.transport(x.p).roundTrip(req, x.dt.addrs, x.sc.f)
 	if err != nil {
 		return x.p.upstreamError(&x.ev, req, err), nil
 	}

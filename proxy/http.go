@@ -30,11 +30,11 @@ type scope struct {
 	// pinned: the first request of a transparent plain-HTTP connection
 	// fixes host and port for the rest of the connection.
 	pinFirst bool
-	tr       *http.Transport // the sandbox's upstream transport, once looked up
+	tr       *upstream // the sandbox's upstream, once looked up
 }
 
-// transport returns the sandbox's upstream transport.
-func (sc *scope) transport(p *Proxy) *http.Transport {
+// transport returns the sandbox's upstream.
+func (sc *scope) transport(p *Proxy) *upstream {
 	if sc.tr == nil {
 		sc.tr = p.transportFor(sc.f.sb.ID)
 	}

@@ -164,7 +164,8 @@ type Proxy struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	transports sync.Map // sandbox id -> *http.Transport
+	transports sync.Map               // sandbox id -> *upstream
+	sessions   tls.ClientSessionCache // upstream TLS sessions, for resumption
 	// engine is the goproxy server every HTTP request goes through.
 	engine   *goproxy.ProxyHttpServer
 	limiters limiters
@@ -187,6 +188,7 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg: cfg, log: cfg.Logger, roots: roots, ctx: ctx, cancel: cancel,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+		sessions: tls.NewLRUClientSessionCache(1024),
 	}
 	p.engine = p.newEngine()
 	return p, nil

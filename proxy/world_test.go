@@ -151,6 +151,18 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 		io.WriteString(c, "echo: "+line)
 		return
 	}
+	if r.URL.Path == "/drop" {
+		// A response that keeps the connection by its headers, then the
+		// server closes it anyway (as servers do to idle connections).
+		c, brw, err := http.NewResponseController(rw).Hijack()
+		if err != nil {
+			return
+		}
+		brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\ndropped")
+		brw.Flush()
+		c.Close()
+		return
+	}
 	if r.URL.Path == "/big" {
 		rw.Header().Set("Content-Length", "1048576")
 		rw.Write(make([]byte, 1<<20))
