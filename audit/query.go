@@ -25,6 +25,10 @@ type Query struct {
 	Newest   bool      `json:"newest,omitempty"`    // with Limit: the newest records (still returned oldest first)
 }
 
+// ruleExpr is a record's rule: the store has no column for it (a rule
+// filter is rare and reads only the rows the other filters leave).
+const ruleExpr = `coalesce(json_extract(raw, '$.rule'), '')`
+
 // where renders the filter as SQL with its arguments.
 func (q *Query) where() (string, []any) {
 	var conds []string
@@ -33,7 +37,11 @@ func (q *Query) where() (string, []any) {
 	if q.Sandbox != "" {
 		add("sandbox = ?", q.Sandbox)
 	}
-	if q.Kind != "" {
+	switch {
+	case q.Kind == "":
+	case kindIsIndexed(q.Kind):
+		add("kind = ? AND "+kindIndexed, string(q.Kind))
+	default:
 		add("kind = ?", string(q.Kind))
 	}
 	switch v := strings.ToLower(q.Verdict); v {
@@ -49,16 +57,21 @@ func (q *Query) where() (string, []any) {
 		add("category = ? AND "+categoryIndexed, q.Category)
 	}
 	if q.Rule != "" {
-		add("(rule = ? OR substr(rule, 1, ?) = ?)", q.Rule, len(q.Rule)+2, q.Rule+" (")
+		add("("+ruleExpr+" = ? OR substr("+ruleExpr+", 1, ?) = ?)", q.Rule, len(q.Rule)+2, q.Rule+" (")
 	}
 	if q.Host != "" {
 		add("host GLOB ?", strings.ToLower(strings.TrimSuffix(q.Host, ".")))
 	}
+	// A time bound is also a seq bound, from the spans that can hold
+	// matching records (see spanRecords): the table and every index search
+	// by seq.
 	if !q.Since.IsZero() {
-		add("time >= ?", q.Since.UnixNano())
+		add("seq >= (SELECT coalesce(min(first), 9223372036854775807) FROM spans WHERE max_time >= ?) AND time >= ?",
+			q.Since.UnixNano(), q.Since.UnixNano())
 	}
 	if !q.Until.IsZero() {
-		add("time < ?", q.Until.UnixNano())
+		add("seq <= (SELECT coalesce(max(last), 0) FROM spans WHERE min_time < ?) AND time < ?",
+			q.Until.UnixNano(), q.Until.UnixNano())
 	}
 	if q.AfterSeq > 0 {
 		add("seq > ?", int64(q.AfterSeq))
@@ -181,7 +194,7 @@ func (s *Store) TopDestinations(ctx context.Context, q Query, n int) ([]TopRow, 
 func (s *Store) TopDenials(ctx context.Context, q Query, n int) ([]TopRow, error) {
 	where, args := q.where()
 	where = andCond(where, "(verdict = 'deny' OR would_deny)")
-	return s.top(ctx, `SELECT host, rule, max(category), count(*), count(*), count(DISTINCT sandbox), 0, 0
+	return s.top(ctx, `SELECT host, `+ruleExpr+` AS rule, max(category), count(*), count(*), count(DISTINCT sandbox), 0, 0
 		FROM events`+where+` GROUP BY host, rule ORDER BY count(*) DESC, host LIMIT ?`, append(args, n)...)
 }
 

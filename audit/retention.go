@@ -22,7 +22,7 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (int64, e
 	if r.MaxAge > 0 {
 		cutoff := now.Add(-r.MaxAge).UnixNano()
 		for {
-			n, err := s.deleteWhere(ctx, `time < ?`, cutoff)
+			n, err := s.deleteWhere(ctx, `time < ? AND seq <= (SELECT coalesce(max(last), 0) FROM spans WHERE min_time < ?)`, cutoff)
 			total += n
 			if err != nil || n < retentionChunk {
 				if err != nil {
@@ -40,6 +40,10 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (int64, e
 		}
 	}
 	if total > 0 {
+		// Spans wholly before the oldest record left are of no more use.
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM spans WHERE last < (SELECT min(seq) FROM events)`); err != nil {
+			return total, fmt.Errorf("audit: retention spans: %w", err)
+		}
 		if _, err := s.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
 			return total, fmt.Errorf("audit: retention vacuum: %w", err)
 		}
@@ -73,9 +77,9 @@ func (s *Store) pruneSize(ctx context.Context, maxBytes int64) (int64, error) {
 	return total, nil
 }
 
-func (s *Store) deleteWhere(ctx context.Context, cond string, arg any) (int64, error) {
+func (s *Store) deleteWhere(ctx context.Context, cond string, arg int64) (int64, error) {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE `+cond+
-		` ORDER BY seq LIMIT `+fmt.Sprint(retentionChunk)+`)`, arg)
+		` ORDER BY seq LIMIT `+fmt.Sprint(retentionChunk)+`)`, arg, arg)
 	if err != nil {
 		return 0, fmt.Errorf("audit: retention delete: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,36 +23,56 @@ const StoreFile = "audit.db"
 var ErrNoStore = errors.New("audit: no event store")
 
 // Store is the embedded SQLite event store: one row per record, the exact
-// JSONL record in raw, and indexed columns for the filters.
+// JSONL record in raw, and columns only for the indexed filters (rule and
+// id are read from raw when a query needs them).
 type Store struct {
 	path string
-	db   *sql.DB     // readers
-	w    *sql.DB     // the single writer connection; nil when read-only
-	ins  []*sql.Stmt // ins[i] inserts insertRows[i] rows at once
+	db   *sql.DB // readers
+	w    *sql.DB // the single writer connection; nil when read-only
+	ins  inserter
+	span span // the newest row of spans, extended by each insert
 }
+
+// storeLayout is the version of the table layout below, kept in meta under
+// "layout". Layout 1 (no such key) had an id and a rule column, composite
+// (column, time) indexes and a time index; OpenStore migrates it.
+const storeLayout = 2
 
 // insertRows are the row counts of the prepared multi-row INSERTs, largest
-// first (11 columns each, within SQLite's limit on bound parameters). A
-// batch is written with the largest that fit, so a batch of any size takes
-// few statement executions.
+// first (9 columns each, within SQLite's limit on bound parameters). A batch is written with the largest that fit, so a batch of
+// any size takes few statement executions.
 var insertRows = []int{256, 64, 16, 4, 1}
 
-const insertCols = `INSERT INTO events
-	(seq, time, kind, sandbox, id, verdict, category, rule, host, would_deny, raw) VALUES `
+const insertHead = `INSERT INTO events
+	(seq, time, kind, sandbox, verdict, category, host, would_deny, raw) VALUES `
 
 func insertSQL(rows int) string {
-	return insertCols + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?),", rows), ",")
+	return insertHead + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),", rows), ",")
 }
 
-// The verdict and category indexes are partial: most records are allowed
-// (and a verdict = 'allow' filter selects most of the store, where an index
-// does not help), and many have no category; leaving them out makes every
-// insert cheaper. A query uses a partial index only when its WHERE clause
-// repeats the index's condition, so Query.where adds it.
+// The kind, verdict and category indexes are partial. Most records are
+// dns, flow and http records, allowed, many without a category: a filter
+// on one of those values selects a large share of the store, where an
+// index does not beat reading the rows in seq order, and leaving them out
+// makes every insert cheaper. A query uses a partial index only when its
+// WHERE clause repeats the index's condition, so Query.where adds it.
 const (
+	kindIndexed     = `kind NOT IN ('dns', 'flow', 'http')`
 	verdictIndexed  = `verdict NOT IN ('', 'allow')`
 	categoryIndexed = `category != ''`
 )
+
+// kindIsIndexed reports whether records of kind k are in events_kind_rare.
+func kindIsIndexed(k Kind) bool { return k != KindDNS && k != KindFlow && k != KindHTTP }
+
+// Records are inserted in seq order and (almost) in time order, so the
+// table's rowid order is time order: instead of a time index on every
+// record, spans keeps one row per run of up to spanRecords records with
+// the least and greatest time in it. A time filter becomes a seq range
+// (the spans that can hold matching records) that the table and the other
+// indexes (which end in the rowid) search directly; records out of time
+// order stay correct, they only widen a span.
+const spanRecords = 4096
 
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,22 +81,23 @@ CREATE TABLE IF NOT EXISTS events (
 	time       INTEGER NOT NULL,
 	kind       TEXT NOT NULL,
 	sandbox    TEXT NOT NULL,
-	id         TEXT NOT NULL,
 	verdict    TEXT NOT NULL,
 	category   TEXT NOT NULL,
-	rule       TEXT NOT NULL,
 	host       TEXT NOT NULL,
 	would_deny INTEGER NOT NULL,
 	raw        BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_time     ON events (time);
-CREATE INDEX IF NOT EXISTS events_sandbox  ON events (sandbox, time);
-CREATE INDEX IF NOT EXISTS events_kind     ON events (kind, time);
-DROP INDEX IF EXISTS events_verdict;
-DROP INDEX IF EXISTS events_category;
-CREATE INDEX IF NOT EXISTS events_verdict_rare ON events (verdict, time) WHERE ` + verdictIndexed + `;
-CREATE INDEX IF NOT EXISTS events_category_set ON events (category, time) WHERE ` + categoryIndexed + `;
-CREATE INDEX IF NOT EXISTS events_host     ON events (host);
+CREATE TABLE IF NOT EXISTS spans (
+	first    INTEGER PRIMARY KEY,
+	last     INTEGER NOT NULL,
+	min_time INTEGER NOT NULL,
+	max_time INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_sandbox      ON events (sandbox);
+CREATE INDEX IF NOT EXISTS events_host         ON events (host);
+CREATE INDEX IF NOT EXISTS events_kind_rare    ON events (kind) WHERE ` + kindIndexed + `;
+CREATE INDEX IF NOT EXISTS events_verdict_rare ON events (verdict) WHERE ` + verdictIndexed + `;
+CREATE INDEX IF NOT EXISTS events_category_set ON events (category) WHERE ` + categoryIndexed + `;
 `
 
 func dsn(path string, readOnly bool) string {
@@ -130,20 +152,98 @@ func OpenStore(path string) (*Store, error) {
 }
 
 func (s *Store) init() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("audit: create store schema in %s: %w", s.path, err)
+	}
+	layout, err := readLayout(ctx, s.w)
+	if err != nil {
+		return fmt.Errorf("audit: store %s: %w", s.path, err)
+	}
+	switch {
+	case layout == 1:
+		if err := s.migrate1(ctx); err != nil {
+			return err
+		}
+	case layout > storeLayout:
+		return fmt.Errorf("audit: store %s has table layout %d, newer than this airlock's (%d)", s.path, layout, storeLayout)
+	}
 	if _, err := s.w.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("audit: create store schema in %s: %w", s.path, err)
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta VALUES ('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
+	if _, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta VALUES ('schema', ?), ('layout', ?)`,
+		fmt.Sprint(SchemaVersion), fmt.Sprint(storeLayout)); err != nil {
 		return fmt.Errorf("audit: store meta: %w", err)
 	}
-	for _, n := range insertRows {
-		st, err := s.w.PrepareContext(ctx, insertSQL(n))
+	err = s.w.QueryRowContext(ctx, `SELECT first, last, min_time, max_time FROM spans ORDER BY first DESC LIMIT 1`).
+		Scan(&s.span.first, &s.span.last, &s.span.minTime, &s.span.maxTime)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("audit: store spans: %w", err)
+	}
+	return nil
+}
+
+// querier is what readLayout needs of a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readLayout returns the store's table layout: the meta value, else 1 when
+// the events table is the first layout's (it has a rule column), else 0
+// (a new store).
+func readLayout(ctx context.Context, db querier) (int, error) {
+	var v string
+	err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'layout'`).Scan(&v)
+	if err == nil {
+		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("audit: prepare insert: %w", err)
+			return 0, fmt.Errorf("table layout %q is not a number", v)
 		}
-		s.ins = append(s.ins, st)
+		return n, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) && !strings.Contains(err.Error(), "no such table") {
+		return 0, fmt.Errorf("read table layout: %w", err)
+	}
+	var old int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('events') WHERE name = 'rule'`).Scan(&old); err != nil {
+		return 0, fmt.Errorf("read table layout: %w", err)
+	}
+	if old > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// migrate1 rewrites a layout 1 store in the current layout, in one
+// transaction: the records and their seq numbers are kept as they are.
+func (s *Store) migrate1(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("audit: migrate store %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	steps := []string{
+		`ALTER TABLE events RENAME TO events_layout1`,
+		`DROP INDEX IF EXISTS events_time`, `DROP INDEX IF EXISTS events_sandbox`,
+		`DROP INDEX IF EXISTS events_kind`, `DROP INDEX IF EXISTS events_verdict`,
+		`DROP INDEX IF EXISTS events_category`, `DROP INDEX IF EXISTS events_verdict_rare`,
+		`DROP INDEX IF EXISTS events_category_set`, `DROP INDEX IF EXISTS events_host`,
+		schema,
+		`INSERT INTO events (seq, time, kind, sandbox, verdict, category, host, would_deny, raw)
+			SELECT seq, time, kind, sandbox, verdict, category, host, would_deny, raw FROM events_layout1 ORDER BY seq`,
+		`INSERT INTO spans (first, last, min_time, max_time)
+			SELECT min(seq), max(seq), min(time), max(time) FROM events GROUP BY (seq - 1) / ` + strconv.Itoa(spanRecords),
+		`DROP TABLE events_layout1`,
+		`INSERT OR REPLACE INTO meta VALUES ('layout', '` + strconv.Itoa(storeLayout) + `')`,
+	}
+	for _, q := range steps {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("audit: migrate store %s from table layout 1: %w", s.path, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("audit: migrate store %s from table layout 1: %w", s.path, err)
 	}
 	return nil
 }
@@ -160,6 +260,16 @@ func OpenStoreReadOnly(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: open store: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	layout, err := readLayout(ctx, db)
+	if err == nil && layout != 0 && layout != storeLayout {
+		err = fmt.Errorf("table layout %d, this airlock reads layout %d; opening it for writing (airlock serve) migrates an older one", layout, storeLayout)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("audit: store %s: %w", path, err)
+	}
 	return &Store{path: path, db: db}, nil
 }
 
@@ -169,10 +279,10 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store. It is safe on a partly opened store.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range s.ins {
-		errs = append(errs, st.Close())
-	}
 	if s.w != nil {
+		if c, err := s.w.Conn(context.Background()); err == nil {
+			errs = append(errs, c.Raw(func(any) error { return s.ins.close() }), c.Close())
+		}
 		errs = append(errs, s.w.Close())
 	}
 	if s.db != nil {
@@ -183,45 +293,18 @@ func (s *Store) Close() error {
 
 // insert writes lines in one transaction. On error nothing is written.
 func (s *Store) insert(ctx context.Context, lines []line) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	c, err := s.w.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("audit: store begin: %w", err)
+		return fmt.Errorf("audit: store connection: %w", err)
 	}
-	if err := s.insertAll(ctx, tx, lines); err != nil {
-		tx.Rollback()
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		next, err := s.ins.write(ctx, dc, lines, s.span)
+		if err == nil {
+			s.span = next
+		}
 		return err
-	}
-	if err := tx.Commit(); err != nil {
-		tx.Rollback()
-		return fmt.Errorf("audit: store commit: %w", err)
-	}
-	return nil
-}
-
-func (s *Store) insertAll(ctx context.Context, tx *sql.Tx, lines []line) error {
-	args := make([]any, 0, 11*insertRows[0])
-	stmts := make([]*sql.Stmt, len(s.ins))
-	for len(lines) > 0 {
-		i := 0
-		for insertRows[i] > len(lines) {
-			i++
-		}
-		if stmts[i] == nil {
-			stmts[i] = tx.StmtContext(ctx, s.ins[i])
-		}
-		n, st := insertRows[i], stmts[i]
-		args = args[:0]
-		for i := range lines[:n] {
-			r := lines[i].rec
-			args = append(args, int64(lines[i].seq), r.time, string(r.kind), r.sandbox, r.id,
-				r.verdict, r.category, r.rule, r.host, r.wouldDeny, lines[i].raw)
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("audit: store insert seq %d..%d: %w", lines[0].seq, lines[n-1].seq, err)
-		}
-		lines = lines[n:]
-	}
-	return nil
+	})
 }
 
 // last returns the newest record, to continue the chain after a restart.
