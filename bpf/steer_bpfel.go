@@ -50,7 +50,8 @@ type steerSbxStats struct {
 	EventsSuppressed uint64
 	EventsLost       uint64
 	WindowStart      uint64
-	WindowEvents     uint64
+	WindowEvents     uint32
+	WindowTick       uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -90,7 +90,8 @@ struct sbx_stats {
 	__u64 events_suppressed; // drops counted but not reported (rate limit)
 	__u64 events_lost; // drops whose event did not fit in the ring buffer
 	__u64 window_start; // coarse ns: start of this CPU's event window
-	__u64 window_events; // events this CPU reported in the window
+	__u32 window_events; // events this CPU reported in the window
+	__u32 window_tick; // low bits of jiffies when window_start was last checked
 };
 
 struct drop_event {
@@ -206,29 +207,25 @@ struct l4ports {
 	__be16 dport;
 };
 
-// What the program learned about the packet so far; kept small because it
-// is initialised for every packet. The drop event is built only when one is
-// reported.
-struct pkt {
-	const struct sbx_config *cfg;
-	struct sbx_stats *st;
-	__u32 ifindex;
-	__u32 sandbox;
-	__be32 src4; // IPv4 or ARP sender
-	__be32 dst4; // IPv4 or ARP target
-	__u16 ethertype; // host order
-	__u16 sport; // host order
-	__u16 dport; // host order
-	__u8 proto;
-	__u8 family;
-};
+// The drop path. Hot paths only name a reason and jump to one shared block
+// that counts the drop; the event, when the per-CPU budget allows one, is
+// built out of line by parsing the packet again (emit_drop), so no packet
+// path carries bookkeeping for a report it rarely makes.
 
 // allow_event spends this CPU's budget (per-CPU data: no atomics needed).
-static __always_inline int allow_event(struct sbx_stats *st, __u64 now)
+// The coarse clock only moves when jiffies do, so it is read (a helper call)
+// only on the first drop of a tick; later drops in the same tick cost an
+// inlined load of jiffies.
+static __always_inline int allow_event(struct sbx_stats *st)
 {
-	if (now - st->window_start > event_window_ns) {
-		st->window_start = now;
-		st->window_events = 0;
+	__u32 tick = bpf_jiffies64();
+	if (tick != st->window_tick) {
+		st->window_tick = tick;
+		__u64 now = bpf_ktime_get_coarse_ns();
+		if (now - st->window_start > event_window_ns) {
+			st->window_start = now;
+			st->window_events = 0;
+		}
 	}
 	if (st->window_events >= event_budget)
 		return 0;
@@ -236,64 +233,138 @@ static __always_inline int allow_event(struct sbx_stats *st, __u64 now)
 	return 1;
 }
 
-static __always_inline int drop6(struct pkt *p, __u8 reason, const struct ipv6hdr_t *ip6)
+// mac_eq compares 6-byte addresses with one 2-byte and one 4-byte load
+// each. Some land unaligned (the Ethernet source at offset 6, the 4-byte
+// half of sbx_config.mac at 22); the verifier accepts that for a privileged
+// program on a host with efficient unaligned access, and the JIT turns it
+// into plain moves.
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 {
-	if (reason < R_MAX)
-		p->st->dropped[reason]++;
-	__u64 now = bpf_ktime_get_coarse_ns();
-	if (!allow_event(p->st, now)) {
-		p->st->events_suppressed++;
-		return TC_ACT_SHOT;
+	return *(const __u16 *)a == *(const __u16 *)b &&
+	       *(const __u32 *)(a + 2) == *(const __u32 *)(b + 2);
+}
+
+// fill_l3 records what the program had learned about the packet when it
+// dropped it for reason: the same fields, parsed the same way, that the
+// checks before that drop had read (ports only once the IPv4 header was
+// accepted, never from a fragment's payload).
+static __always_inline void fill_l3(struct drop_event *ev, struct __sk_buff *skb,
+				    const struct sbx_config *cfg, __u32 reason)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr_t *eth = data;
+	if (!cfg || reason == R_VLAN || (void *)(eth + 1) > end)
+		return;
+	ev->ethertype = bpf_ntohs(eth->proto);
+	if (reason == R_ETHERTYPE)
+		return;
+	if (reason == R_SPOOFED_MAC && cfg->check_mac && !mac_eq(eth->src, cfg->mac))
+		return;
+
+	void *l3 = eth + 1;
+	if (eth->proto == bpf_htons(ETH_P_ARP)) {
+		struct arphdr_t *a = l3;
+		if ((void *)(a + 1) > end)
+			return;
+		__builtin_memcpy(ev->src, a->spa, 4);
+		__builtin_memcpy(ev->dst, a->tpa, 4);
+		ev->dport = bpf_ntohs(a->op);
+		return;
 	}
-	struct drop_event *ev = bpf_ringbuf_reserve(&alk_events, sizeof(*ev), 0);
-	if (!ev) {
-		p->st->events_lost++;
-		return TC_ACT_SHOT;
-	}
-	__builtin_memset(ev, 0, sizeof(*ev));
-	ev->ts_ns = now;
-	ev->sandbox = p->sandbox;
-	ev->ifindex = p->ifindex;
-	ev->ethertype = p->ethertype;
-	ev->sport = p->sport;
-	ev->dport = p->dport;
-	ev->proto = p->proto;
-	ev->reason = reason;
-	ev->family = p->family;
-	if (ip6) {
+	if (eth->proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr_t *ip6 = l3;
+		if ((void *)(ip6 + 1) > end)
+			return;
+		ev->family = 6;
+		ev->proto = ip6->nexthdr;
 		__builtin_memcpy(ev->src, ip6->saddr, 16);
 		__builtin_memcpy(ev->dst, ip6->daddr, 16);
-	} else {
-		__builtin_memcpy(ev->src, &p->src4, 4);
-		__builtin_memcpy(ev->dst, &p->dst4, 4);
+		return;
 	}
+	if (eth->proto != bpf_htons(ETH_P_IP))
+		return;
+	struct iphdr_t *ip = l3;
+	if ((void *)(ip + 1) > end)
+		return;
+	ev->family = 4;
+	ev->proto = ip->protocol;
+	__builtin_memcpy(ev->src, &ip->saddr, 4);
+	__builtin_memcpy(ev->dst, &ip->daddr, 4);
+	if (ip->ver_ihl != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) || ip->saddr != cfg->addr)
+		return;
+	__u8 *l4 = (void *)(ip + 1);
+	if (ip->protocol == PROTO_ICMP) {
+		if ((void *)(l4 + 2) <= end)
+			ev->dport = l4[0]; // the ICMP type
+		return;
+	}
+	if (ip->protocol != PROTO_TCP && ip->protocol != PROTO_UDP)
+		return;
+	struct l4ports *ports = (void *)l4;
+	if ((void *)(ports + 1) > end)
+		return;
+	ev->sport = bpf_ntohs(ports->sport);
+	ev->dport = bpf_ntohs(ports->dport);
+}
+
+// emit_drop reports one drop into the ring buffer; 0 when it did not fit.
+static __noinline int emit_drop(struct __sk_buff *skb, const struct sbx_config *cfg,
+				__u32 sandbox, __u32 reason)
+{
+	struct drop_event *ev = bpf_ringbuf_reserve(&alk_events, sizeof(*ev), 0);
+	if (!ev)
+		return 0;
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->ts_ns = bpf_ktime_get_coarse_ns();
+	ev->sandbox = sandbox;
+	ev->ifindex = skb->ifindex;
+	ev->reason = reason;
+	fill_l3(ev, skb, cfg, reason);
 	bpf_ringbuf_submit(ev, 0);
+	return 1;
+}
+
+// drop counts a drop of reason against the sandbox of cfg (sandbox 0 for an
+// interface without configuration) and reports it within the budget.
+static __always_inline int drop(struct __sk_buff *skb, const struct sbx_config *cfg,
+				__u32 reason)
+{
+	__u32 sandbox = cfg ? cfg->sandbox : 0;
+	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
+	if (!st)
+		return TC_ACT_SHOT;
+	if (reason < R_MAX)
+		st->dropped[reason]++;
+	if (!allow_event(st))
+		st->events_suppressed++;
+	else if (!emit_drop(skb, cfg, sandbox, reason))
+		st->events_lost++;
 	return TC_ACT_SHOT;
 }
 
-static __always_inline int drop(struct pkt *p, __u8 reason)
-{
-	return drop6(p, reason, 0);
-}
+// A verdict of classify: a drop reason in the low byte, or R_NONE there and
+// the pass kind above it.
+#define VERDICT_PASS(kind) (((kind) << 8) | R_NONE)
+#define VERDICT_DROP(reason) (reason)
 
-static __always_inline int pass(struct __sk_buff *skb, struct pkt *p, int kind)
+// pass counts a passed packet and sets the steering mark.
+static __always_inline int pass(struct __sk_buff *skb, const struct sbx_config *cfg, __u32 kind)
 {
+	__u32 sandbox = cfg->sandbox;
+	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
+	if (!st)
+		return TC_ACT_SHOT;
 	if (kind < P_MAX)
-		p->st->passed[kind]++;
+		st->passed[kind]++;
 	skb->mark = steer_mark;
 	return TC_ACT_OK;
 }
 
-static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
-{
-	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
-	       a[5] == b[5];
-}
-
-// assign hands skb to the socket in slot (or the fallback slot when it is
-// empty) and drops when neither holds one: fail closed.
-static __always_inline int assign_slot(struct __sk_buff *skb, struct pkt *p, __u32 slot,
-				       __u32 fallback, int kind, __u8 missing)
+// assign_slot hands skb to the socket in slot (or the fallback slot when it
+// is empty); a verdict to drop when neither holds one: fail closed.
+static __always_inline __u32 assign_slot(struct __sk_buff *skb, __u32 slot, __u32 fallback,
+					 __u32 kind, __u32 missing)
 {
 	struct bpf_sock *sk = bpf_map_lookup_elem(&alk_sockets, &slot);
 	if (!sk && fallback != slot) {
@@ -301,147 +372,109 @@ static __always_inline int assign_slot(struct __sk_buff *skb, struct pkt *p, __u
 		kind = P_TCP_PROXY;
 	}
 	if (!sk)
-		return drop(p, missing);
+		return VERDICT_DROP(missing);
 	long err = bpf_sk_assign(skb, sk, 0);
 	bpf_sk_release(sk);
 	if (err)
-		return drop(p, R_ASSIGN);
-	return pass(skb, p, kind);
+		return VERDICT_DROP(R_ASSIGN);
+	return VERDICT_PASS(kind);
 }
 
-static __always_inline int do_tcp(struct __sk_buff *skb, struct pkt *p, struct iphdr_t *ip,
-				  struct l4ports *ports)
+// do_tcp steers a TCP segment whose IPv4 and TCP headers were checked.
+static __always_inline __u32 do_tcp(struct __sk_buff *skb, const struct sbx_config *cfg,
+				    struct iphdr_t *ip, struct l4ports *ports)
 {
-	struct bpf_sock_tuple t; // only the 12 bytes of t.ipv4 are passed and read
-	t.ipv4.saddr = ip->saddr;
-	t.ipv4.daddr = ip->daddr;
-	t.ipv4.sport = ports->sport;
-	t.ipv4.dport = ports->dport;
+	// saddr, daddr, sport, dport lie back to back in the packet, exactly
+	// the layout of bpf_sock_tuple.ipv4 (no IP options: ver_ihl is 0x45).
+	struct bpf_sock_tuple *t = (void *)&ip->saddr;
 
 	// A flow a proxy-side socket already owns (request, established,
 	// TIME_WAIT) stays with it. A host listener is never a target.
-	struct bpf_sock *sk = bpf_skc_lookup_tcp(skb, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0);
+	struct bpf_sock *sk = bpf_skc_lookup_tcp(skb, t, sizeof(t->ipv4), BPF_F_CURRENT_NETNS, 0);
 	if (sk) {
 		if (sk->state != BPF_TCP_LISTEN) {
 			long err = bpf_sk_assign(skb, sk, 0);
 			bpf_sk_release(sk);
 			if (err)
-				return drop(p, R_ASSIGN);
-			return pass(skb, p, P_TCP_OWNED);
+				return VERDICT_DROP(R_ASSIGN);
+			return VERDICT_PASS(P_TCP_OWNED);
 		}
 		bpf_sk_release(sk);
 	}
 
-	__u16 dport = p->dport;
-	if (dport == p->cfg->dns_port)
-		return assign_slot(skb, p, SLOT_DNS_TCP, SLOT_DNS_TCP, P_TCP_DNS, R_NO_DNS);
-	if (p->cfg->proxy_port && dport == p->cfg->proxy_port && ip->daddr == p->cfg->gateway)
-		return assign_slot(skb, p, SLOT_EXPLICIT, SLOT_PROXY, P_TCP_EXPLICIT, R_NO_PROXY);
-	return assign_slot(skb, p, SLOT_PROXY, SLOT_PROXY, P_TCP_PROXY, R_NO_PROXY);
+	__u16 dport = bpf_ntohs(ports->dport);
+	if (dport == cfg->dns_port)
+		return assign_slot(skb, SLOT_DNS_TCP, SLOT_DNS_TCP, P_TCP_DNS, R_NO_DNS);
+	if (cfg->proxy_port && dport == cfg->proxy_port && ip->daddr == cfg->gateway)
+		return assign_slot(skb, SLOT_EXPLICIT, SLOT_PROXY, P_TCP_EXPLICIT, R_NO_PROXY);
+	return assign_slot(skb, SLOT_PROXY, SLOT_PROXY, P_TCP_PROXY, R_NO_PROXY);
 }
 
-static __always_inline int do_ipv4(struct __sk_buff *skb, struct pkt *p, void *l3, void *end)
+static __always_inline __u32 do_ipv4(struct __sk_buff *skb, const struct sbx_config *cfg,
+				     void *l3, void *end)
 {
 	struct iphdr_t *ip = l3;
 	if ((void *)(ip + 1) > end)
-		return drop(p, R_MALFORMED);
-	p->family = 4;
-	p->proto = ip->protocol;
-	p->src4 = ip->saddr;
-	p->dst4 = ip->daddr;
-	if ((ip->ver_ihl >> 4) != 4)
-		return drop(p, R_MALFORMED);
-	if (ip->ver_ihl != 0x45)
-		return drop(p, R_IP_OPTIONS);
+		return VERDICT_DROP(R_MALFORMED);
+	if (ip->ver_ihl != 0x45) {
+		if ((ip->ver_ihl >> 4) != 4)
+			return VERDICT_DROP(R_MALFORMED);
+		return VERDICT_DROP(R_IP_OPTIONS);
+	}
 	if (ip->frag_off & bpf_htons(0x3fff))
-		return drop(p, R_FRAGMENT);
-	if (ip->saddr != p->cfg->addr)
-		return drop(p, R_SPOOFED_SRC);
+		return VERDICT_DROP(R_FRAGMENT);
+	if (ip->saddr != cfg->addr)
+		return VERDICT_DROP(R_SPOOFED_SRC);
 
 	void *l4 = ip + 1;
-	if (ip->protocol == PROTO_ICMP) {
-		if (l4 + 2 <= end)
-			p->dport = ((__u8 *)l4)[0]; // the ICMP type
-		return drop(p, R_ICMP);
-	}
-	if (ip->protocol != PROTO_TCP && ip->protocol != PROTO_UDP)
-		return drop(p, R_PROTOCOL);
-
 	struct l4ports *ports = l4;
-	if ((void *)(ports + 1) > end)
-		return drop(p, R_MALFORMED);
-	p->sport = bpf_ntohs(ports->sport);
-	p->dport = bpf_ntohs(ports->dport);
-
 	if (ip->protocol == PROTO_TCP) {
-		if (l4 + 20 > end)
-			return drop(p, R_MALFORMED);
-		return do_tcp(skb, p, ip, ports);
+		if (l4 + 20 > end) // the whole header: ports + 1 is inside it
+			return VERDICT_DROP(R_MALFORMED);
+		return do_tcp(skb, cfg, ip, ports);
 	}
-	if (l4 + 8 > end)
-		return drop(p, R_MALFORMED);
-	if (p->dport != p->cfg->dns_port)
-		return drop(p, R_UDP);
-	return assign_slot(skb, p, SLOT_DNS_UDP, SLOT_DNS_UDP, P_UDP_DNS, R_NO_DNS);
+	if (ip->protocol == PROTO_UDP) {
+		if (l4 + 8 > end)
+			return VERDICT_DROP(R_MALFORMED);
+		if (bpf_ntohs(ports->dport) != cfg->dns_port)
+			return VERDICT_DROP(R_UDP);
+		return assign_slot(skb, SLOT_DNS_UDP, SLOT_DNS_UDP, P_UDP_DNS, R_NO_DNS);
+	}
+	if (ip->protocol == PROTO_ICMP)
+		return VERDICT_DROP(R_ICMP);
+	return VERDICT_DROP(R_PROTOCOL);
 }
 
-static __always_inline int do_arp(struct __sk_buff *skb, struct pkt *p, void *l3, void *end)
+static __always_inline __u32 do_arp(const struct sbx_config *cfg, void *l3, void *end)
 {
 	struct arphdr_t *a = l3;
 	if ((void *)(a + 1) > end)
-		return drop(p, R_MALFORMED);
+		return VERDICT_DROP(R_MALFORMED);
 	__be32 spa, tpa;
 	__builtin_memcpy(&spa, a->spa, 4);
 	__builtin_memcpy(&tpa, a->tpa, 4);
-	p->src4 = spa;
-	p->dst4 = tpa;
-	p->dport = bpf_ntohs(a->op);
 	if (a->htype != bpf_htons(1) || a->ptype != bpf_htons(ETH_P_IP) || a->hlen != 6 ||
 	    a->plen != 4)
-		return drop(p, R_ARP);
-	if (spa != p->cfg->addr)
-		return drop(p, R_SPOOFED_SRC);
-	if (p->cfg->check_mac && !mac_eq(a->sha, p->cfg->mac))
-		return drop(p, R_SPOOFED_MAC);
-	if (tpa != p->cfg->gateway)
-		return drop(p, R_ARP);
+		return VERDICT_DROP(R_ARP);
+	if (spa != cfg->addr)
+		return VERDICT_DROP(R_SPOOFED_SRC);
+	if (cfg->check_mac && !mac_eq(a->sha, cfg->mac))
+		return VERDICT_DROP(R_SPOOFED_MAC);
+	if (tpa != cfg->gateway)
+		return VERDICT_DROP(R_ARP);
 	if (a->op != bpf_htons(1) && a->op != bpf_htons(2))
-		return drop(p, R_ARP);
-	// ARP is not steered: no mark, just pass.
-	p->st->passed[P_ARP]++;
-	return TC_ACT_OK;
-}
-
-static __always_inline int do_ipv6(struct pkt *p, void *l3, void *end)
-{
-	struct ipv6hdr_t *ip6 = l3;
-	if ((void *)(ip6 + 1) > end)
-		return drop(p, R_IPV6);
-	p->family = 6;
-	p->proto = ip6->nexthdr;
-	return drop6(p, R_IPV6, ip6);
+		return VERDICT_DROP(R_ARP);
+	return VERDICT_PASS(P_ARP);
 }
 
 #define PULL_LEN 54 // Ethernet + IPv4 + TCP without options
 
-SEC("tc")
-int alk_steer(struct __sk_buff *skb)
+// classify decides one frame: a drop reason, or R_NONE with the pass kind
+// (the socket already assigned).
+static __always_inline __u32 classify(struct __sk_buff *skb, const struct sbx_config *cfg)
 {
-	struct pkt p = {};
-	__u32 ifindex = skb->ifindex;
-	__u32 slot = ifindex % FAST_SLOTS;
-	p.cfg = bpf_map_lookup_elem(&alk_fastcfg, &slot);
-	if (!p.cfg || p.cfg->ifindex != ifindex)
-		p.cfg = bpf_map_lookup_elem(&alk_config, &ifindex);
-	p.ifindex = ifindex;
-	p.sandbox = p.cfg ? p.cfg->sandbox : 0;
-	p.st = bpf_map_lookup_elem(&alk_stats, &p.sandbox);
-	if (!p.st)
-		return TC_ACT_SHOT;
-	if (!p.cfg)
-		return drop(&p, R_NO_CONFIG);
 	if (skb->vlan_present)
-		return drop(&p, R_VLAN);
+		return VERDICT_DROP(R_VLAN);
 
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
@@ -453,20 +486,46 @@ int alk_steer(struct __sk_buff *skb)
 
 	struct ethhdr_t *eth = data;
 	if ((void *)(eth + 1) > end)
-		return drop(&p, R_MALFORMED);
-	p.ethertype = bpf_ntohs(eth->proto);
-	if (p.cfg->check_mac && !mac_eq(eth->src, p.cfg->mac))
-		return drop(&p, R_SPOOFED_MAC);
+		return VERDICT_DROP(R_MALFORMED);
+	if (cfg->check_mac && !mac_eq(eth->src, cfg->mac))
+		return VERDICT_DROP(R_SPOOFED_MAC);
 
 	switch (eth->proto) {
 	case bpf_htons(ETH_P_IP):
-		return do_ipv4(skb, &p, eth + 1, end);
+		return do_ipv4(skb, cfg, eth + 1, end);
 	case bpf_htons(ETH_P_ARP):
-		return do_arp(skb, &p, eth + 1, end);
+		return do_arp(cfg, eth + 1, end);
 	case bpf_htons(ETH_P_IPV6):
-		return do_ipv6(&p, eth + 1, end);
+		return VERDICT_DROP(R_IPV6);
 	}
-	return drop(&p, R_ETHERTYPE);
+	return VERDICT_DROP(R_ETHERTYPE);
+}
+
+SEC("tc")
+int alk_steer(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 slot = ifindex % FAST_SLOTS;
+	const struct sbx_config *cfg = bpf_map_lookup_elem(&alk_fastcfg, &slot);
+	if (!cfg || cfg->ifindex != ifindex)
+		cfg = bpf_map_lookup_elem(&alk_config, &ifindex);
+	if (!cfg)
+		return drop(skb, cfg, R_NO_CONFIG);
+
+	__u32 v = classify(skb, cfg);
+	if (v & 0xff)
+		return drop(skb, cfg, v & 0xff);
+	__u32 kind = v >> 8;
+	if (kind == P_ARP) {
+		// ARP is not steered: no mark, just pass.
+		__u32 sandbox = cfg->sandbox;
+		struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
+		if (!st)
+			return TC_ACT_SHOT;
+		st->passed[P_ARP]++;
+		return TC_ACT_OK;
+	}
+	return pass(skb, cfg, kind);
 }
 
 // alk_empty is the baseline for the cost benchmark.
