@@ -61,7 +61,6 @@ func benchBranch(b *testing.B, prog, empty *ebpf.Program, frame []byte) {
 	}
 	b.StopTimer()
 	pm, bm := medianSample(progs), medianSample(bases)
-	b.Logf("DEBUG prog %v base %v", progs, bases)
 	b.ReportMetric(pm.cpuNs, "ns/pkt")
 	b.ReportMetric(bm.cpuNs, "empty-ns/pkt")
 	b.ReportMetric(pm.cpuNs/bm.cpuNs, "x-empty")
