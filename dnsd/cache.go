@@ -106,16 +106,21 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
 	return m, e
 }
 
-// put stores a filtered answer if it is cacheable.
-func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, now time.Time) {
+// put stores a filtered answer if it is cacheable and returns its entry
+// (nil if not stored). The entry keeps m itself when own (the caller must
+// not change m after), else a copy.
+func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, now time.Time, own bool) *entry {
 	if c == nil {
-		return
+		return nil
 	}
 	ttl, ok := c.lifetime(m)
 	if !ok {
-		return
+		return nil
 	}
-	e := &entry{msg: m.Copy(), strip: strip, upstream: upstream, stored: now, expires: now.Add(ttl)}
+	if !own {
+		m = m.Copy()
+	}
+	e := &entry{msg: m, strip: strip, upstream: upstream, stored: now, expires: now.Add(ttl)}
 	for _, rr := range e.msg.Answer {
 		e.answers = append(e.answers, rrValue(rr))
 	}
@@ -127,6 +132,7 @@ func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, no
 		}
 	}
 	c.shard(k).Add(k, e)
+	return e
 }
 
 // lookup returns a live entry without copying it.
@@ -190,6 +196,7 @@ func (s *Server) cacheLookup(q *query) bool {
 	if m == nil {
 		return true
 	}
+	m.Question = q.req.Question // the client's spelling
 	q.resp, q.cacheHit, q.strip, q.upstream = m, true, e.strip, e.upstream
 	return true
 }

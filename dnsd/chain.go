@@ -32,6 +32,8 @@ type query struct {
 	guardScope string // the parent names_per_parent counted under, when it tripped
 
 	resp     *dns.Msg // the answer to write, nil until a step sets it
+	// respOwned: resp is an upstream answer no other query shares.
+	respOwned bool
 	ckey     cacheKey
 	cacheHit bool
 	upstream string

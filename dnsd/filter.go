@@ -19,7 +19,14 @@ func (s *Server) filterStep(q *query) bool {
 	if !q.cacheHit {
 		now = time.Now() // after the upstream's answer
 		q.strip = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
-		s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
+		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now, q.respOwned)
+		if e != nil && s.serveEntry(q, e, now) {
+			return true // written from the entry's packed answer, like a hit
+		}
+		if e != nil && e.msg == q.resp {
+			q.resp = q.resp.Copy() // the entry's now: change a copy
+		}
+		q.resp.Question = q.req.Question
 	}
 	if q.hit != nil {
 		// The packed answer's TTLs were aged and capped; bind for as long.
@@ -29,6 +36,24 @@ func (s *Server) filterStep(q *query) bool {
 	}
 	capTTL(q.resp, uint32(s.cfg.AnswerTTL/time.Second))
 	s.bindings.record(q.sb.ID, q.name, q.resp.Answer, now)
+	return true
+}
+
+// serveEntry answers q from a cache entry's packed answer (aged, capped
+// TTLs, the client's ID and spelling) and binds its addresses; false when
+// the packed form does not fit the query.
+func (s *Server) serveEntry(q *query, e *entry, now time.Time) bool {
+	limit := 0
+	if q.udp {
+		limit = udpSize(q.req)
+	}
+	w := hitWire(e, q.req, now, uint32(s.cfg.AnswerTTL/time.Second), limit)
+	if w == nil {
+		return false
+	}
+	q.wire, q.hit, q.answers = w, e, e.answers
+	ttl := min(e.expires.Sub(now), s.cfg.AnswerTTL)
+	s.bindings.recordHit(e, q.sb.ID, q.name, now.Add(ttl))
 	return true
 }
 

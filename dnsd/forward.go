@@ -71,12 +71,16 @@ type result struct {
 	msg      *dns.Msg
 	upstream string
 	err      error
+	// own: msg went to this query alone (no identical query joined), which
+	// may change it instead of copying it.
+	own bool
 }
 
 // call is one in-flight exchange that identical queries wait on.
 type call struct {
-	done chan struct{}
-	res  result
+	done   chan struct{}
+	res    result
+	joined int // queries waiting on it besides the one that made it (under forwarder.mu)
 }
 
 // forwarder sends queries upstream with retries and coalesces identical
@@ -103,16 +107,21 @@ func (s *Server) forward(q *query) bool {
 		q.resp = servfail(q.req)
 		return false
 	}
-	q.resp = reply(q.req, res.msg)
+	q.resp, q.respOwned = reply(q.req, res.msg, res.own), res.own
 	return true
 }
 
 // reply turns an upstream answer into the answer to req: the client's ID
-// and question, no upstream EDNS options.
-func reply(req, up *dns.Msg) *dns.Msg {
-	m := up.Copy()
+// and question, no upstream EDNS options. It changes up itself when own,
+// and then keeps up's question (the same as req's but for letter case, in
+// storage of its own: the answer may be cached); the caller writes req's.
+func reply(req, up *dns.Msg, own bool) *dns.Msg {
+	m := up
+	if !own {
+		m = up.Copy()
+		m.Question = req.Question
+	}
 	m.Id = req.Id
-	m.Question = req.Question
 	m.Authoritative = false
 	m.RecursionDesired = req.RecursionDesired
 	m.RecursionAvailable = true
@@ -137,6 +146,7 @@ func dropOPT(rrs []dns.RR) []dns.RR {
 func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) result {
 	f.mu.Lock()
 	if c, ok := f.calls[k]; ok {
+		c.joined++
 		f.mu.Unlock()
 		select {
 		case <-c.done:
@@ -152,9 +162,12 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) resul
 	c.res = f.exchange(ctx, k, f.upstreamsFor(p), cd)
 	f.mu.Lock()
 	delete(f.calls, k)
+	own := c.joined == 0 // nobody joins once the call is out of the map
 	f.mu.Unlock()
 	close(c.done)
-	return c.res
+	res := c.res
+	res.own = own
+	return res
 }
 
 func (f *forwarder) upstreamsFor(p Policy) []Upstream {
