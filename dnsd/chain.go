@@ -31,18 +31,18 @@ type query struct {
 	guard      string // the exfiltration guard that tripped, "" if none
 	guardScope string // the parent names_per_parent counted under, when it tripped
 
-	resp     *dns.Msg // the answer to write, nil until a step sets it
+	resp *dns.Msg // the answer to write, nil until a step sets it
 	// respOwned: resp is an upstream answer no other query shares.
 	respOwned bool
-	ckey     cacheKey
-	cacheHit bool
-	upstream string
-	strip    stripInfo // what the answer filter removed
-	reason   string    // why the query was refused outside the policy (malformed, unknown source)
-	rule     string    // the rule of that refusal (RuleMalformed, ...)
-	local    net.Addr  // the server address when there is no writer (unparsed TCP messages)
-	err      error
-	udp      bool
+	ckey      cacheKey
+	cacheHit  bool
+	upstream  string
+	strip     stripInfo // what the answer filter removed
+	reason    string    // why the query was refused outside the policy (malformed, unknown source)
+	rule      string    // the rule of that refusal (RuleMalformed, ...)
+	local     net.Addr  // the server address when there is no writer (unparsed TCP messages)
+	err       error
+	udp       bool
 
 	// A fast cache hit: wire is the packed answer to write; resp and
 	// answers are the shared entry's and must not be changed.
