@@ -1,10 +1,8 @@
 package audit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -82,16 +80,15 @@ func encode(e Event) (*record, error) {
 // chainRoom is the room chainLine needs after a body for seq and prev_hash.
 const chainRoom = len(`,"seq":18446744073709551615,"prev_hash":""}`) + 64
 
-// marshalBody encodes e as json.Marshal does, into a buffer with room for
-// chainLine to append seq and prev_hash in place: the event is encoded
-// once and its bytes are the stream line and the store's raw column.
+// marshalBody encodes e as encoding/json does (appendEvent), into a
+// buffer with room for chainLine to append seq and prev_hash in place: the
+// event is encoded once and its bytes are the stream line and the store's
+// raw column.
 func marshalBody(e *Event) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, 512))
-	if err := json.NewEncoder(buf).Encode(e); err != nil {
+	b, err := appendEvent(make([]byte, 0, 512), e)
+	if err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	b = b[:len(b)-1] // Encode's newline
 	if cap(b)-len(b) < chainRoom {
 		b = append(make([]byte, 0, len(b)+chainRoom), b...)
 	}
