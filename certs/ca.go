@@ -44,6 +44,7 @@ type CA struct {
 	certPEM []byte
 	key     *ecdsa.PrivateKey
 	leafKey *ecdsa.PrivateKey
+	tmpl    *leafTemplate
 	cache   *leafCache
 }
 
@@ -231,8 +232,12 @@ func (ca *CA) install(cert *x509.Certificate, certPEM []byte, key *ecdsa.Private
 	if err != nil {
 		return fmt.Errorf("certs: generate leaf key: %w", err)
 	}
+	tmpl, err := newLeafTemplate(cert, key, leafKey)
+	if err != nil {
+		return err
+	}
 	ca.mu.Lock()
-	ca.cert, ca.certPEM, ca.key, ca.leafKey = cert, certPEM, key, leafKey
+	ca.cert, ca.certPEM, ca.key, ca.leafKey, ca.tmpl = cert, certPEM, key, leafKey, tmpl
 	ca.mu.Unlock()
 	return nil
 }

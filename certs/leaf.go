@@ -1,13 +1,10 @@
 package certs
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -103,27 +100,15 @@ func validName(name string) error {
 
 func (ca *CA) mint(name string) (*tls.Certificate, error) {
 	ca.mu.RLock()
-	parent, key, leafKey := ca.cert, ca.key, ca.leafKey
+	tmpl, leafKey := ca.tmpl, ca.leafKey
 	ca.mu.RUnlock()
-	now := time.Now()
+	parent := tmpl.parent
+	now := time.Now().Truncate(time.Second)
 	notAfter := now.Add(leafValidity)
 	if notAfter.After(parent.NotAfter) {
 		notAfter = parent.NotAfter
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if ip := net.ParseIP(strings.Trim(name, "[]")); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{name}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &leafKey.PublicKey, key)
+	der, err := tmpl.sign(name, serial(), now.Add(-time.Hour), notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("certs: mint %q: %w", name, err)
 	}
