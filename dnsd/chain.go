@@ -26,6 +26,7 @@ type query struct {
 	sb         Sandbox
 	known      bool
 	name       string // lower-case, fully qualified
+	lname      string // the name in lower case when the reader parsed it already
 	qtype      uint16
 	verdict    policies.Verdict
 	guard      string // the exfiltration guard that tripped, "" if none
@@ -167,34 +168,37 @@ func addrOf(a net.Addr) netip.Addr {
 // identify finds the sandbox and checks the message shape.
 func (s *Server) identify(q *query) bool {
 	if len(q.req.Question) > 0 {
-		q.name = strings.ToLower(dns.Fqdn(q.req.Question[0].Name))
+		q.name = q.lname
+		if q.name == "" {
+			q.name = strings.ToLower(dns.Fqdn(q.req.Question[0].Name))
+		}
 		q.qtype = q.req.Question[0].Qtype
 	}
 	sb, ok := s.cfg.Identifier.Identify(q.src)
 	if !ok || sb.Policy == nil {
 		q.rule, q.reason = RuleUnknownSource, "unknown source"
-		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "unknown source")
+		q.resp = q.refuse(dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "unknown source")
 		return false
 	}
 	q.sb, q.known = sb, true
 	if q.req.Response || q.req.Opcode != dns.OpcodeQuery {
 		q.rule, q.reason = RuleMalformed, "not a query"
-		q.resp = refusal(q.req, dns.RcodeNotImplemented, 0, "")
+		q.resp = q.refuse(dns.RcodeNotImplemented, 0, "")
 		return false
 	}
 	if len(q.req.Question) != 1 {
 		q.rule, q.reason = RuleMalformed, "question count"
-		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
+		q.resp = q.refuse(dns.RcodeFormatError, 0, "")
 		return false
 	}
 	if q.req.Question[0].Qclass != dns.ClassINET {
 		q.rule, q.reason = RuleQClass, "class "+dns.Class(q.req.Question[0].Qclass).String()
-		q.resp = refusal(q.req, dns.RcodeRefused, dns.ExtendedErrorCodeNotSupported, "only class IN")
+		q.resp = q.refuse(dns.RcodeRefused, dns.ExtendedErrorCodeNotSupported, "only class IN")
 		return false
 	}
 	if _, ok := dns.IsDomainName(q.name); !ok || strings.Contains(q.name, "..") {
 		q.rule, q.reason = RuleMalformed, "malformed name"
-		q.resp = refusal(q.req, dns.RcodeFormatError, 0, "")
+		q.resp = q.refuse(dns.RcodeFormatError, 0, "")
 		return false
 	}
 	return true

@@ -48,6 +48,7 @@ type packet struct {
 	to      net.UDPAddr // the reply's destination, for sendmmsg
 	toIP    [4]byte
 	msg     dns.Msg
+	st      reqStore
 	q       query
 	rec     audit.DNS
 	scratch answerScratch
@@ -154,19 +155,17 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	}
 	local := pc.LocalAddr()
 	bc := ipv4.NewPacketConn(pc)
-	in := make([]ipv4.Message, udpBatch)
+	rd := newMMsgReader(rc)
+	tab := make(names)
 	out := make([]ipv4.Message, 0, udpBatch)
 	pkts := make([]*packet, udpBatch)
 	for {
-		for i := range in {
+		for i := range pkts {
 			if pkts[i] == nil {
 				pkts[i] = packetPool.Get().(*packet)
 			}
-			p := pkts[i]
-			p.bufs[0] = p.buf[:]
-			in[i] = ipv4.Message{Buffers: p.bufs[:], OOB: p.oob[:]}
 		}
-		n, err := bc.ReadBatch(in, 0)
+		n, err := rd.readBatch(pkts)
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -179,17 +178,16 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 		}
 		out = out[:0]
 		for i := 0; i < n; i++ {
-			p, m := pkts[i], &in[i]
-			ua, ok := m.Addr.(*net.UDPAddr)
-			if !ok || m.N < 12 || m.N == len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
+			p := pkts[i]
+			size, oobn, src, ok := rd.msg(i)
+			if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
 				continue // short, oversized, or a response: drop, never reflect
 			}
-			p.pc, p.local, p.n = pc, local, m.N
-			p.src = ua.AddrPort()
-			p.src = netip.AddrPortFrom(p.src.Addr().Unmap(), p.src.Port())
-			p.dst = parsePktinfo(p.oob[:m.NN])
+			p.pc, p.local, p.n = pc, local, size
+			p.src = src
+			p.dst = parsePktinfo(p.oob[:min(oobn, len(p.oob))])
 			p.batched, p.queued = true, false
-			if !s.handlePacket(p) {
+			if !s.handlePacket(p, tab) {
 				pkts[i] = nil // a goroutine owns it now
 				continue
 			}
@@ -217,14 +215,18 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 // on the reading goroutine and reports true; cache misses go to a
 // goroutine of their own, which then owns p (false), so a slow upstream
 // never holds the socket.
-func (s *Server) handlePacket(p *packet) bool {
+func (s *Server) handlePacket(p *packet, tab names) bool {
 	req := &p.msg
-	if err := req.Unpack(p.buf[:p.n]); err != nil {
-		s.formErr(p, err)
-		return true
+	lname, fast := tab.fastParse(p.buf[:p.n], req, &p.st)
+	if !fast {
+		if err := req.Unpack(p.buf[:p.n]); err != nil {
+			s.formErr(p, err)
+			return true
+		}
 	}
 	p.q.rec, p.q.scratch = &p.rec, &p.scratch
 	q := s.initQuery(&p.q, (*udpWriter)(p), req)
+	q.lname = lname
 	if s.serveQuick(q) {
 		return true
 	}
