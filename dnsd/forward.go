@@ -15,9 +15,10 @@ import (
 // upstreamUDPSize is the EDNS buffer size dnsd advertises upstream.
 const upstreamUDPSize = 1232
 
-// exchanger sends one query to one upstream.
+// exchanger sends one query to one upstream and waits for the answer
+// until deadline (or until ctx ends).
 type exchanger interface {
-	exchange(ctx context.Context, m *dns.Msg, u Upstream) (*dns.Msg, error)
+	exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error)
 }
 
 // netExchanger is the real exchanger: UDP (a fresh socket, so a random
@@ -33,14 +34,19 @@ func newNetExchanger() *netExchanger {
 	return &netExchanger{tcp: dns.Client{Net: "tcp"}, udps: make(map[string]*udpUpstream)}
 }
 
-func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream) (*dns.Msg, error) {
+func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error) {
 	if u.TLS != nil {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
 		c := dns.Client{Net: "tcp-tls", TLSConfig: u.TLS}
 		r, _, err := c.ExchangeContext(ctx, m, u.Addr)
 		return r, err
 	}
-	r, err := x.udp(u.Addr).exchange(ctx, m)
+	// UDP waits on a pooled timer: no context per query.
+	r, err := x.udp(u.Addr).exchange(ctx, m, deadline)
 	if err == nil && r.Truncated {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
 		m.Id = dns.Id()
 		r, _, err = x.tcp.ExchangeContext(ctx, m, u.Addr)
 	}
@@ -195,8 +201,7 @@ func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd
 	if len(ups) == 0 {
 		return result{err: errNoUpstream}
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
+	end := time.Now().Add(f.timeout)
 	m := new(dns.Msg)
 	m.SetQuestion(k.name, k.qtype)
 	m.CheckingDisabled = cd
@@ -204,11 +209,17 @@ func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd
 	start := int(f.rr.Add(1))
 	var last result
 	for i := 0; ctx.Err() == nil && i < 3*len(ups); i++ {
+		now := time.Now()
+		if !now.Before(end) {
+			break
+		}
 		u := ups[(start+i)%len(ups)]
-		actx, acancel := context.WithTimeout(ctx, f.attempt)
 		m.Id = dns.Id()
-		r, err := f.x.exchange(actx, m, u)
-		acancel()
+		dl := now.Add(f.attempt)
+		if dl.After(end) {
+			dl = end
+		}
+		r, err := f.x.exchange(ctx, m, u, dl)
 		last = result{msg: r, upstream: u.String(), err: err}
 		if err == nil {
 			err = checkAnswer(m, r)
@@ -223,6 +234,9 @@ func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd
 	}
 	if last.err == nil {
 		last.err = ctx.Err()
+	}
+	if last.err == nil {
+		last.err = context.DeadlineExceeded
 	}
 	return last
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ type Server struct {
 	blockTexts strMemo[string]
 	bindings   *Bindings
 
+	slowq       chan *packet // cache misses for idle workers (unbuffered)
+	slowWorkers atomic.Int32
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -67,6 +71,7 @@ func New(cfg Config) (*Server, error) {
 		cache:    newCache(cfg.CacheSize, cfg.MinTTL, cfg.MaxTTL, cfg.NegativeTTL),
 		bindings: NewBindings(cfg.BindingsSize, cfg.BindingsGrace),
 		pcs:      append([]net.PacketConn(nil), cfg.PacketConns...),
+		slowq:    make(chan *packet),
 		lns:      append([]net.Listener(nil), cfg.Listeners...),
 	}
 	s.fwd = &forwarder{x: newNetExchanger(), timeout: cfg.Timeout, attempt: cfg.AttemptTimeout,

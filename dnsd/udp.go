@@ -231,11 +231,47 @@ func (s *Server) handlePacket(p *packet, tab names) bool {
 		return true
 	}
 	p.batched = false
-	go func() {
-		s.finishSlow(q)
-		packetPool.Put(p)
-	}()
+	s.dispatchSlow(p)
 	return false
+}
+
+// maxSlowWorkers bounds the goroutines kept waiting for cache misses.
+const maxSlowWorkers = 256
+
+// dispatchSlow hands a cache miss to an idle worker, or starts one: workers
+// stay for the next miss (their stacks already grown), up to
+// maxSlowWorkers; beyond that a goroutine serves one miss and ends, so a
+// slow upstream never holds up the reader.
+func (s *Server) dispatchSlow(p *packet) {
+	select {
+	case s.slowq <- p:
+		return
+	default:
+	}
+	if s.slowWorkers.Add(1) <= maxSlowWorkers {
+		go s.slowWorker(p)
+		return
+	}
+	s.slowWorkers.Add(-1)
+	go s.finishPacket(p)
+}
+
+func (s *Server) slowWorker(p *packet) {
+	defer s.slowWorkers.Add(-1)
+	for {
+		s.finishPacket(p)
+		select {
+		case p = <-s.slowq:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// finishPacket answers a cache miss and returns its packet to the pool.
+func (s *Server) finishPacket(p *packet) {
+	s.finishSlow(&p.q)
+	packetPool.Put(p)
 }
 
 // formErr answers a message that does not parse with FORMERR when its

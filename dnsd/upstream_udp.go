@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -119,7 +120,7 @@ func (s *upSock) release(id uint16) {
 }
 
 // exchange sends m (with a fresh random ID) and waits for its answer.
-func (u *udpUpstream) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+func (u *udpUpstream) exchange(ctx context.Context, m *dns.Msg, deadline time.Time) (*dns.Msg, error) {
 	s, err := u.take()
 	if err != nil {
 		return nil, err
@@ -142,8 +143,16 @@ func (u *udpUpstream) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 	if _, err := s.c.Write(b); err != nil {
 		return nil, err
 	}
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(time.Until(deadline))
+	defer func() {
+		t.Stop()
+		timerPool.Put(t)
+	}()
 	for {
 		select {
+		case <-t.C:
+			return nil, context.DeadlineExceeded
 		case r := <-ch:
 			if checkAnswer(m, r) == nil {
 				return r, nil
@@ -157,6 +166,14 @@ func (u *udpUpstream) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 		}
 	}
 }
+
+// timerPool holds stopped timers for upstream waits (since Go 1.23 a
+// Reset timer never delivers a stale expiry).
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // close closes every socket in use.
 func (u *udpUpstream) close() {
