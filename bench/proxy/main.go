@@ -23,6 +23,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"os"
@@ -160,6 +161,13 @@ func origin(args []string) error {
 	big := make([]byte, 1<<20)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/small", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "13")
+		io.WriteString(w, "hello, bench\n")
+	})
+	mux.HandleFunc("/close", func(w http.ResponseWriter, _ *http.Request) {
+		// The short body on a connection the origin closes after it: a
+		// proxy cannot reuse its upstream connection for the next request.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Content-Length", "13")
 		io.WriteString(w, "hello, bench\n")
 	})
@@ -505,14 +513,20 @@ func rssMiB(pid int) float64 {
 	return 0
 }
 
-// snis makes one request per new connection through the proxy's MITM,
-// each to a different server name (so a leaf is minted for each), then the
-// same number to one cached name, and reports both latency distributions.
+// snis measures what minting a leaf adds to a new MITM connection: it
+// opens 2n new connections through the proxy, paced (one every -interval,
+// open loop, so the load generator never saturates the machine), taking
+// turns between a server name never seen before (the proxy mints a leaf)
+// and one cached name (minted before the run). Every request asks the
+// origin to close its connection, so both kinds also pay the same new
+// upstream connection and handshake; the difference between the two
+// distributions is the mint.
 func snis(args []string) error {
 	fs := flag.NewFlagSet("snis", flag.ExitOnError)
 	via := fs.String("proxy", "", "proxy address")
 	port := fs.Int("port", 0, "origin port")
-	n := fs.Int("n", 1000, "unique names")
+	n := fs.Int("n", 1000, "unique names (and as many cached-name connections)")
+	interval := fs.Duration("interval", 5*time.Millisecond, "time between connection starts")
 	caFiles := fs.String("ca", "", "comma-separated CA PEM files")
 	fs.Parse(args)
 	roots := x509.NewCertPool()
@@ -527,26 +541,68 @@ func snis(args []string) error {
 	tr := &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: roots, CurvePreferences: []tls.CurveID{tls.X25519}}}
 	cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	run := func(name func(int) string) ([]time.Duration, int) {
-		var lat []time.Duration
-		errs := 0
-		for i := range *n {
-			t0 := time.Now()
-			resp, err := cl.Get(fmt.Sprintf("https://%s:%d/small", name(i), *port))
-			if err != nil {
-				errs++
-				continue
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			lat = append(lat, time.Since(t0))
+	// get returns the whole request's time and its TLS handshake's (with
+	// the proxy, after CONNECT: where a mint happens).
+	get := func(name string) (time.Duration, time.Duration, error) {
+		var hs0, hs1 time.Time
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			TLSHandshakeStart: func() { hs0 = time.Now() },
+			TLSHandshakeDone:  func(tls.ConnectionState, error) { hs1 = time.Now() },
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://%s:%d/close", name, *port), nil)
+		t0 := time.Now()
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, 0, err
 		}
-		slices.Sort(lat)
-		return lat, errs
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return 0, 0, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0), hs1.Sub(hs0), nil
 	}
+	const cached = "cached.sni.example.test"
+	if _, _, err := get(cached); err != nil { // mint it before the run
+		return err
+	}
+	var (
+		mu               sync.Mutex
+		uniq, same       []time.Duration // whole requests
+		uniqTLS, sameTLS []time.Duration // their TLS handshakes with the proxy
+		e1, e2           int
+		wg               sync.WaitGroup
+	)
 	stamp := time.Now().UnixNano()
-	uniq, e1 := run(func(i int) string { return fmt.Sprintf("n%d-%d.sni.example.test", stamp, i) })
-	same, e2 := run(func(int) string { return "cached.sni.example.test" })
+	tick := time.NewTicker(*interval)
+	defer tick.Stop()
+	for i := range 2 * *n {
+		<-tick.C
+		unique := i%2 == 0
+		name := cached
+		if unique {
+			name = fmt.Sprintf("n%d-%d.sni.example.test", stamp, i/2)
+		}
+		wg.Go(func() {
+			d, hs, err := get(name)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && unique:
+				e1++
+			case err != nil:
+				e2++
+			case unique:
+				uniq, uniqTLS = append(uniq, d), append(uniqTLS, hs)
+			default:
+				same, sameTLS = append(same, d), append(sameTLS, hs)
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range [][]time.Duration{uniq, same, uniqTLS, sameTLS} {
+		slices.Sort(l)
+	}
 	pct := func(l []time.Duration, q int) float64 {
 		if len(l) == 0 {
 			return 0
@@ -554,7 +610,10 @@ func snis(args []string) error {
 		return float64(l[len(l)*q/100].Microseconds())
 	}
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"interval_us":   interval.Microseconds(),
 		"unique_p50_us": pct(uniq, 50), "unique_p99_us": pct(uniq, 99), "unique_errors": e1,
 		"cached_p50_us": pct(same, 50), "cached_p99_us": pct(same, 99), "cached_errors": e2,
+		"unique_tls_p50_us": pct(uniqTLS, 50), "unique_tls_p99_us": pct(uniqTLS, 99),
+		"cached_tls_p50_us": pct(sameTLS, 50), "cached_tls_p99_us": pct(sameTLS, 99),
 	})
 }
