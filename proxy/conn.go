@@ -96,7 +96,7 @@ func (p *Proxy) transparent(ctx context.Context, f *flow, c net.Conn) string {
 		return p.handleTLS(ctx, f, s.conn, s.hello, "")
 	case sniffHTTP:
 		f.handling = "inspect"
-		sc := &scope{f: f, scheme: "http", pinFirst: true}
+		sc := p.newScope(f, "http", "", 0, true)
 		return p.serveHTTP1(ctx, sc, s.conn, nil)
 	}
 	return p.opaque(ctx, f, s.conn, s.kind)
@@ -293,7 +293,7 @@ func parseProxyBasic(h string) (user, pass string, ok bool) {
 func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) string {
 	if req.Method != http.MethodConnect {
 		f.handling = "inspect"
-		sc := &scope{f: f, scheme: "http"}
+		sc := p.newScope(f, "http", "", 0, false)
 		return p.serveHTTP1(ctx, sc, &bufConn{Conn: c, br: br}, &firstReq{req, head})
 	}
 	return p.connect(ctx, f, c, br, req)
@@ -331,7 +331,7 @@ func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Read
 		return p.handleTLS(ctx, f, s.conn, s.hello, host)
 	case sniffHTTP:
 		f.handling = "inspect"
-		sc := &scope{f: f, scheme: "http", host: host, port: port}
+		sc := p.newScope(f, "http", host, port, false)
 		return p.serveHTTP1(ctx, sc, s.conn, nil)
 	}
 	if f.verdict.Cat != nil && f.verdict.Cat.Inspect {

@@ -85,6 +85,9 @@ func (p *Proxy) newEngine() *goproxy.ProxyHttpServer {
 	gp.Verbose = false
 	gp.KeepHeader = true // hop-by-hop handling is ours (onPrepare, onResponse)
 	gp.KeepAcceptEncoding = true
+	// The response writers start with an empty header; keeping it lets
+	// the HTTP/1.1 writer reuse its header storage across responses.
+	gp.KeepDestinationHeaders = true
 	gp.Tr = &http.Transport{Proxy: nil, DialContext: refuseDial, TLSClientConfig: p.upstreamTLS()}
 	gp.ConnectDial = func(string, string) (net.Conn, error) { return nil, errEngineDial }
 	gp.ConnectDialWithReq = func(*http.Request, string, string) (net.Conn, error) { return nil, errEngineDial }
@@ -219,7 +222,7 @@ func (p *Proxy) onLimit(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 func (p *Proxy) onPrepare(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	x := ctx.UserData.(*exch)
 	f := x.sc.f
-	p.outRequest(req, x.sc.scheme, x.host, x.port, x.upgrade)
+	p.outRequest(req, x.sc, x.host, x.port, x.upgrade)
 	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
 		return req, resp
 	}
@@ -252,7 +255,7 @@ func (c closer) Close() error { return c.c.Close() }
 // An upstream failure becomes the proxy's 502 refusal, so goproxy always
 // gets a response and the event names the failure.
 func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-	resp, err := x.sc.transport(x.p).roundTrip(req, x.dt.addrs, x.sc.f)
+	resp, err := x.sc.tr.roundTrip(req, x.dt.addrs, x.sc.f)
 	if err != nil {
 		return x.p.upstreamError(&x.ev, req, err), nil
 	}

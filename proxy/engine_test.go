@@ -87,3 +87,36 @@ func TestRequestsFlowThroughGoproxy(t *testing.T) {
 		t.Errorf("origin saw %d requests, want %d", got, len(want))
 	}
 }
+
+// TestH2ConcurrentStreams: the streams of one HTTP/2 connection are
+// served at once (each its own engine request) and each gets its own
+// response. Run with -race, it also checks they share no mutable state.
+func TestH2ConcurrentStreams(t *testing.T) {
+	e := newEnv(t)
+	c := e.transparentClient(e.worldDst(), true)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			path := fmt.Sprintf("/s%d", i)
+			resp, err := c.Get(e.url("docs.example.test", path))
+			if err != nil {
+				errs <- err
+				return
+			}
+			body := readAll(resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != 200 || !strings.HasSuffix(body, " "+path) {
+				errs <- fmt.Errorf("%s: %s %d %q", path, resp.Proto, resp.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(e.w.requests()); n != 16 {
+		t.Fatalf("origin saw %d requests, want 16", n)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -23,136 +25,210 @@ var errHeadTooLarge = errors.New("request head too large")
 
 // rawHead is what the strict head scanner learned.
 type rawHead struct {
-	bytes   []byte
 	host    string // the Host header ("" when absent)
 	hasHost bool
 	clen    int64 // -1 when absent
 	chunked bool
 }
 
+var crlfcrlf = []byte("\r\n\r\n")
+
 // readHead reads one request head (request line and header fields up to
-// the empty line), at most max bytes, and checks its framing strictly:
-// CRLF line ends only, no obs-fold, no control bytes, at most one
-// Content-Length (digits only), Transfer-Encoding only as a single
-// "chunked", never both, at most one Host.
-func readHead(br *bufio.Reader, max int) (*rawHead, error) {
-	h := &rawHead{clen: -1}
+// and with the empty line), at most max bytes. A head the reader already
+// holds whole is taken in one piece; otherwise it is read line by line,
+// each line ended by CRLF.
+func readHead(br *bufio.Reader, max int) (string, error) {
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		if i := bytes.Index(b, crlfcrlf); i >= 0 && i+4 <= max {
+			s := string(b[:i+4])
+			br.Discard(i + 4)
+			return s, nil
+		}
+	}
 	var buf []byte
-	first := true
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(buf)+len(line) > max || errors.Is(err, bufio.ErrBufferFull) {
-			return nil, errHeadTooLarge
+			return "", errHeadTooLarge
 		}
 		if err != nil {
 			if len(buf) == 0 && len(line) == 0 {
-				return nil, err
+				return "", err
 			}
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return "", err
 		}
 		buf = append(buf, line...)
 		if !bytes.HasSuffix(line, []byte("\r\n")) {
-			return nil, fmt.Errorf("%w: line not ended by CRLF", errFraming)
+			return "", fmt.Errorf("%w: line not ended by CRLF", errFraming)
 		}
-		content := line[:len(line)-2]
-		if first {
-			first = false
-			if err := checkRequestLine(content); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if len(content) == 0 {
-			h.bytes = buf
-			return h, nil
-		}
-		if err := h.field(content); err != nil {
-			return nil, err
+		if len(line) == 2 {
+			return string(buf), nil
 		}
 	}
 }
 
-func checkRequestLine(l []byte) error {
-	parts := bytes.Split(l, []byte(" "))
-	if len(parts) != 3 || len(parts[0]) == 0 || len(parts[1]) == 0 {
-		return fmt.Errorf("%w: bad request line", errFraming)
+// parseHead checks a request head strictly — CRLF line ends only, no
+// obs-fold, no control bytes, at most one Content-Length (digits only),
+// Transfer-Encoding only as a single "chunked", never both, at most one
+// Host — and builds the request from it. Header names and values are
+// substrings of s: one allocation holds the whole head.
+func parseHead(s string) (*http.Request, *rawHead, error) {
+	h := &rawHead{clen: -1}
+	line, rest, _ := strings.Cut(s, "\r\n")
+	method, target, proto, err := requestLine(line)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, c := range parts[0] {
-		if !isTokenChar(c) {
-			return fmt.Errorf("%w: bad method", errFraming)
+	n := strings.Count(rest, "\r\n")
+	hdr := make(http.Header, n)
+	vals := make([]string, n)
+	for i := 0; ; i++ {
+		line, rest, _ = strings.Cut(rest, "\r\n")
+		if line == "" {
+			break
+		}
+		key, value, err := h.field(line)
+		if err != nil {
+			return nil, nil, err
+		}
+		if prev, ok := hdr[key]; ok {
+			hdr[key] = append(prev, value)
+		} else {
+			vals[i] = value
+			hdr[key] = vals[i : i+1 : i+1]
 		}
 	}
-	for _, c := range parts[1] {
-		if c <= ' ' || c == 0x7f {
-			return fmt.Errorf("%w: bad request target", errFraming)
-		}
+	if rest != "" {
+		return nil, nil, fmt.Errorf("%w: bytes after the head", errFraming)
 	}
-	if v := string(parts[2]); v != "HTTP/1.1" && v != "HTTP/1.0" {
-		return fmt.Errorf("%w: unsupported version %q", errFraming, v)
+	req := &http.Request{Method: method, RequestURI: target, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, Header: hdr}
+	if proto == "HTTP/1.0" {
+		req.ProtoMinor = 0
 	}
-	return nil
+	if req.URL, err = requestURL(method, target); err != nil {
+		return nil, nil, err
+	}
+	req.Host = req.URL.Host
+	if req.Host == "" {
+		req.Host = h.host
+	}
+	delete(hdr, "Host")
+	req.Close = shouldClose(req.ProtoMinor, hdr["Connection"])
+	return req, h, nil
 }
 
-func (h *rawHead) field(l []byte) error {
+// requestLine splits and checks "METHOD target HTTP/1.x".
+func requestLine(l string) (method, target, proto string, err error) {
+	method, r, ok1 := strings.Cut(l, " ")
+	target, proto, ok2 := strings.Cut(r, " ")
+	if !ok1 || !ok2 || method == "" || target == "" || strings.Contains(proto, " ") {
+		return "", "", "", fmt.Errorf("%w: bad request line", errFraming)
+	}
+	for i := 0; i < len(method); i++ {
+		if !isTokenChar(method[i]) {
+			return "", "", "", fmt.Errorf("%w: bad method", errFraming)
+		}
+	}
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c == 0x7f {
+			return "", "", "", fmt.Errorf("%w: bad request target", errFraming)
+		}
+	}
+	if proto != "HTTP/1.1" && proto != "HTTP/1.0" {
+		return "", "", "", fmt.Errorf("%w: unsupported version %q", errFraming, proto)
+	}
+	return method, target, proto, nil
+}
+
+// requestURL parses the request target as net/http does: origin form,
+// absolute form, "*", or CONNECT's authority form.
+func requestURL(method, target string) (*url.URL, error) {
+	authority := method == http.MethodConnect && !strings.HasPrefix(target, "/")
+	raw := target
+	if authority {
+		raw = "http://" + target
+	}
+	u, err := url.ParseRequestURI(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bad request target: %v", errFraming, err)
+	}
+	if authority {
+		u.Scheme = ""
+	}
+	return u, nil
+}
+
+// shouldClose reports whether the client wants the connection closed
+// after this request (HTTP/1.0 unless it asks to keep it).
+func shouldClose(minor int, conn []string) bool {
+	if headerHasToken(conn, "close") {
+		return true
+	}
+	return minor == 0 && !headerHasToken(conn, "keep-alive")
+}
+
+func (h *rawHead) field(l string) (string, string, error) {
 	if l[0] == ' ' || l[0] == '\t' {
-		return fmt.Errorf("%w: obs-fold", errFraming)
+		return "", "", fmt.Errorf("%w: obs-fold", errFraming)
 	}
-	colon := bytes.IndexByte(l, ':')
+	colon := strings.IndexByte(l, ':')
 	if colon <= 0 {
-		return fmt.Errorf("%w: header without colon", errFraming)
+		return "", "", fmt.Errorf("%w: header without colon", errFraming)
 	}
 	name := l[:colon]
-	for _, c := range name {
-		if !isTokenChar(c) {
-			return fmt.Errorf("%w: bad header name %q", errFraming, name)
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return "", "", fmt.Errorf("%w: bad header name %q", errFraming, name)
 		}
 	}
-	value := bytes.Trim(l[colon+1:], " \t")
-	for _, c := range value {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return fmt.Errorf("%w: control byte in %s", errFraming, name)
+	value := strings.Trim(l[colon+1:], " \t")
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return "", "", fmt.Errorf("%w: control byte in %s", errFraming, name)
 		}
 	}
-	switch strings.ToLower(string(name)) {
-	case "content-length":
+	key := textproto.CanonicalMIMEHeaderKey(name)
+	switch key {
+	case "Content-Length":
 		if h.clen >= 0 {
-			return fmt.Errorf("%w: duplicate Content-Length", errFraming)
+			return "", "", fmt.Errorf("%w: duplicate Content-Length", errFraming)
 		}
 		n, err := parseContentLength(value)
 		if err != nil {
-			return err
+			return "", "", err
 		}
 		h.clen = n
-	case "transfer-encoding":
-		if h.chunked || !strings.EqualFold(string(value), "chunked") {
-			return fmt.Errorf("%w: Transfer-Encoding %q", errFraming, value)
+	case "Transfer-Encoding":
+		if h.chunked || !strings.EqualFold(value, "chunked") {
+			return "", "", fmt.Errorf("%w: Transfer-Encoding %q", errFraming, value)
 		}
 		h.chunked = true
-	case "host":
+	case "Host":
 		if h.hasHost {
-			return fmt.Errorf("%w: duplicate Host", errFraming)
+			return "", "", fmt.Errorf("%w: duplicate Host", errFraming)
 		}
-		h.hasHost, h.host = true, string(value)
+		h.hasHost, h.host = true, value
 	}
 	if h.chunked && h.clen >= 0 {
-		return fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errFraming)
+		return "", "", fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errFraming)
 	}
-	return nil
+	return key, value, nil
 }
 
-func parseContentLength(v []byte) (int64, error) {
+func parseContentLength(v string) (int64, error) {
 	if len(v) == 0 || len(v) > 18 {
 		return 0, fmt.Errorf("%w: bad Content-Length", errFraming)
 	}
-	for _, c := range v {
-		if c < '0' || c > '9' {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < '0' || c > '9' {
 			return 0, fmt.Errorf("%w: bad Content-Length %q", errFraming, v)
 		}
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: bad Content-Length", errFraming)
 	}
@@ -163,18 +239,21 @@ func parseContentLength(v []byte) (int64, error) {
 // reads from br exactly as framed; the caller must drain or discard the
 // connection before the next request.
 func readRequest(br *bufio.Reader, max int) (*http.Request, *rawHead, error) {
-	h, err := readHead(br, max)
+	s, err := readHead(br, max)
 	if err != nil {
 		return nil, nil, err
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(h.bytes)))
+	req, h, err := parseHead(s)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", errFraming, err)
+		return nil, nil, err
 	}
-	if req.ProtoMajor == 1 && req.ProtoMinor == 1 && !h.hasHost {
+	if req.ProtoMinor == 1 && !h.hasHost {
 		return nil, nil, fmt.Errorf("%w: HTTP/1.1 request without Host", errFraming)
 	}
-	req.TransferEncoding = nil
+	if req.ProtoMinor == 0 && h.chunked {
+		// RFC 9112 6.1: faulty framing in an HTTP/1.0 message.
+		return nil, nil, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 request", errFraming)
+	}
 	switch {
 	case h.chunked:
 		req.ContentLength = -1

@@ -86,9 +86,17 @@ func putH1Writer(w *h1Writer) {
 	if w.hijacked {
 		return // the hijacker owns the buffers now
 	}
-	w.bw.Reset(&w.dw)
-	clear(w.h)
-	*w = h1Writer{h: w.h, bw: w.bw}
+	// Keep the header's keys and value arrays for the next response
+	// (the engine appends into them), unless a response brought many.
+	h := w.h
+	if len(h) > 32 {
+		h = make(http.Header, 16)
+	} else {
+		for k, v := range h {
+			h[k] = v[:0]
+		}
+	}
+	*w = h1Writer{h: h, bw: w.bw}
 	h1Pool.Put(w)
 }
 
@@ -165,8 +173,8 @@ func (w *h1Writer) writeHead(code int) {
 	bw.WriteString("\r\n")
 	var arr [32]string
 	keys := arr[:0]
-	for k := range w.h {
-		if !strings.HasPrefix(k, http.TrailerPrefix) {
+	for k, vs := range w.h {
+		if len(vs) > 0 && !strings.HasPrefix(k, http.TrailerPrefix) {
 			keys = append(keys, k)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,15 +31,30 @@ type scope struct {
 	// pinned: the first request of a transparent plain-HTTP connection
 	// fixes host and port for the rest of the connection.
 	pinFirst bool
-	tr       *upstream // the sandbox's upstream, once looked up
+	tr       *upstream // the sandbox's upstream
+
+	// The upstream URL host and Host header of a fixed destination.
+	urlHost, hostHead string
 }
 
-// transport returns the sandbox's upstream.
-func (sc *scope) transport(p *Proxy) *upstream {
-	if sc.tr == nil {
-		sc.tr = p.transportFor(sc.f.sb.ID)
+// newScope is the scope of a connection's requests. An HTTP/2 scope is
+// shared by concurrent streams: nothing in it changes after this, except
+// the destination a transparent plain-HTTP connection's first request
+// pins (HTTP/1.1 only, one request at a time).
+func (p *Proxy) newScope(f *flow, scheme, host string, port uint16, pinFirst bool) *scope {
+	sc := &scope{f: f, scheme: scheme, host: host, port: port, pinFirst: pinFirst, tr: p.transportFor(f.sb.ID)}
+	if host != "" {
+		sc.urlHost, sc.hostHead = hostPort(host, port), authorityFor(host, port, scheme)
 	}
-	return sc.tr
+	return sc
+}
+
+// outNames returns the upstream URL host and Host header for host:port.
+func (sc *scope) outNames(host string, port uint16) (string, string) {
+	if sc.urlHost != "" && host == sc.host && port == sc.port {
+		return sc.urlHost, sc.hostHead
+	}
+	return hostPort(host, port), authorityFor(host, port, sc.scheme)
 }
 
 // maxSwapBody bounds a request body buffered to swap sentinels.
@@ -258,11 +274,10 @@ func addrDeny(v policies.Verdict, err error) policies.Verdict {
 // place: the approved name as URL host (so upstream TLS verifies that
 // name), hop-by-hop headers removed (a WebSocket upgrade is kept), no
 // Expect, and no Go default User-Agent.
-func (p *Proxy) outRequest(out *http.Request, scheme, host string, port uint16, upgrade string) {
+func (p *Proxy) outRequest(out *http.Request, sc *scope, host string, port uint16, upgrade string) {
 	out.RequestURI = ""
-	out.URL.Scheme = scheme
-	out.URL.Host = hostPort(host, port)
-	out.Host = authorityFor(host, port, scheme)
+	out.URL.Scheme = sc.scheme
+	out.URL.Host, out.Host = sc.outNames(host, port)
 	out.Close = false
 	upValue := ""
 	if upgrade != "" {
@@ -323,11 +338,9 @@ func (c *countReader) Read(p []byte) (int, error) {
 // the category's injected credential after every client value is gone.
 func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, host string, v policies.Verdict) *http.Response {
 	sec := p.cfg.Secrets
-	allowed := map[string]bool{}
+	var allowed []string
 	if v.Cat != nil {
-		for _, n := range v.Cat.Sentinels {
-			allowed[n] = true
-		}
+		allowed = v.Cat.Sentinels
 	}
 	if sec != nil {
 		phs := sec.Placeholders(sandboxID)
@@ -339,10 +352,10 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			if ph.Value == "" {
 				continue
 			}
-			if !allowed[ph.Name] && bytes.Contains(body, []byte(ph.Value)) {
+			if !slices.Contains(allowed, ph.Name) && bytes.Contains(body, []byte(ph.Value)) {
 				return p.secretEgress(ev, req, ph.Name)
 			}
-			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, allowed[ph.Name], v); resp != nil {
+			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, slices.Contains(allowed, ph.Name), v); resp != nil {
 				return resp
 			}
 		}

@@ -28,7 +28,7 @@ func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h He
 	if err != nil {
 		return "tls-handshake-failed"
 	}
-	sc := &scope{f: f, scheme: "https", host: name, port: f.port}
+	sc := p.newScope(f, "https", name, f.port, false)
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		return p.serveH2(ctx, sc, tc)
 	}
@@ -116,8 +116,11 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 // more reports whether the connection can carry another request.
 func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) (string, bool) {
 	clientClose := req.Close
-	sig := &signalBody{rc: req.Body, closed: make(chan struct{})}
-	req.Body = sig
+	var sig *signalBody
+	if req.Body != http.NoBody {
+		sig = &signalBody{rc: req.Body, closed: make(chan struct{})}
+		req.Body = sig
+	}
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
 		// The proxy, not the upstream, asks for the body: once the
 		// request was allowed and the body is read.
@@ -140,7 +143,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		return "done", false
 	}
 	c.SetWriteDeadline(time.Time{})
-	if !sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10) {
+	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10)) {
 		return "body-unread", false
 	}
 	return "", true
