@@ -325,15 +325,12 @@ static __noinline int emit_drop(struct __sk_buff *skb, const struct sbx_config *
 	return 1;
 }
 
-// drop counts a drop of reason against the sandbox of cfg (sandbox 0 for an
-// interface without configuration) and reports it within the budget.
+// drop counts a drop of reason in st (the counters of cfg's sandbox, or of
+// sandbox 0 for an interface without configuration) and reports it within
+// the budget.
 static __always_inline int drop(struct __sk_buff *skb, const struct sbx_config *cfg,
-				__u32 reason)
+				struct sbx_stats *st, __u32 sandbox, __u32 reason)
 {
-	__u32 sandbox = cfg ? cfg->sandbox : 0;
-	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
-	if (!st)
-		return TC_ACT_SHOT;
 	if (reason < R_MAX)
 		st->dropped[reason]++;
 	if (!allow_event(st))
@@ -347,19 +344,6 @@ static __always_inline int drop(struct __sk_buff *skb, const struct sbx_config *
 // the pass kind above it.
 #define VERDICT_PASS(kind) (((kind) << 8) | R_NONE)
 #define VERDICT_DROP(reason) (reason)
-
-// pass counts a passed packet and sets the steering mark.
-static __always_inline int pass(struct __sk_buff *skb, const struct sbx_config *cfg, __u32 kind)
-{
-	__u32 sandbox = cfg->sandbox;
-	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
-	if (!st)
-		return TC_ACT_SHOT;
-	if (kind < P_MAX)
-		st->passed[kind]++;
-	skb->mark = steer_mark;
-	return TC_ACT_OK;
-}
 
 // assign_slot hands skb to the socket in slot (or the fallback slot when it
 // is empty); a verdict to drop when neither holds one: fail closed.
@@ -509,23 +493,24 @@ int alk_steer(struct __sk_buff *skb)
 	const struct sbx_config *cfg = bpf_map_lookup_elem(&alk_fastcfg, &slot);
 	if (!cfg || cfg->ifindex != ifindex)
 		cfg = bpf_map_lookup_elem(&alk_config, &ifindex);
+	// The counters are looked up first: the lookup's chain of loads then
+	// overlaps the parsing instead of trailing the verdict.
+	__u32 sandbox = cfg ? cfg->sandbox : 0;
+	struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
+	if (!st)
+		return TC_ACT_SHOT;
 	if (!cfg)
-		return drop(skb, cfg, R_NO_CONFIG);
+		return drop(skb, cfg, st, sandbox, R_NO_CONFIG);
 
 	__u32 v = classify(skb, cfg);
 	if (v & 0xff)
-		return drop(skb, cfg, v & 0xff);
+		return drop(skb, cfg, st, sandbox, v & 0xff);
 	__u32 kind = v >> 8;
-	if (kind == P_ARP) {
-		// ARP is not steered: no mark, just pass.
-		__u32 sandbox = cfg->sandbox;
-		struct sbx_stats *st = bpf_map_lookup_elem(&alk_stats, &sandbox);
-		if (!st)
-			return TC_ACT_SHOT;
-		st->passed[P_ARP]++;
-		return TC_ACT_OK;
-	}
-	return pass(skb, cfg, kind);
+	if (kind < P_MAX)
+		st->passed[kind]++;
+	if (kind != P_ARP) // ARP is not steered: no mark, just pass.
+		skb->mark = steer_mark;
+	return TC_ACT_OK;
 }
 
 // alk_empty is the baseline for the cost benchmark.
