@@ -189,14 +189,14 @@ func (b *Bindings) recordHit(e *entry, sandbox, qname string, until time.Time) {
 	if m := e.bound.Load(); m != nil && m.sandbox == sandbox && m.removed == removed && !m.until.Before(until.Add(-time.Second)) {
 		return
 	}
-	b.recordFor(sandbox, qname, e.msg.Answer, until)
-	e.bound.Store(&bindMark{sandbox: sandbox, until: until, removed: removed})
-}
-
-// recordFor binds the addresses of rrs until until (plus grace).
-func (b *Bindings) recordFor(sandbox, qname string, rrs []dns.RR, until time.Time) {
 	exp := until.Add(b.grace)
-	b.each(sandbox, qname, rrs, func(*dns.RR_Header) time.Time { return exp })
+	for _, a := range e.addrs {
+		b.Add(sandbox, qname, a.addr, exp)
+		if !strings.EqualFold(a.owner, qname) {
+			b.Add(sandbox, a.owner, a.addr, exp)
+		}
+	}
+	e.bound.Store(&bindMark{sandbox: sandbox, until: until, removed: removed})
 }
 
 func (b *Bindings) each(sandbox, qname string, rrs []dns.RR, expiry func(*dns.RR_Header) time.Time) {

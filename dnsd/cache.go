@@ -2,6 +2,7 @@ package dnsd
 
 import (
 	"hash/maphash"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -21,11 +22,14 @@ type cacheKey struct {
 	edns   bool // the client sent OPT (the packed answer carries one)
 }
 
-// entry is one filtered answer.
+// entry is one filtered answer, kept packed only (a parsed message per
+// entry would double the cache's memory and the pointers the collector
+// walks). Read-only once stored.
 type entry struct {
-	msg      *dns.Msg // read-only once stored
-	wire     []byte   // msg packed; nil when it did not pack
-	ttls     []uint16 // offsets of the TTLs in wire
+	wire     []byte      // the answer packed
+	rcode    int         // its rcode (for events)
+	addrs    []entryAddr // its address records (for the bindings)
+	ttls     []uint16    // offsets of the TTLs in wire
 	qnameLen int      // wire length of the question name
 	answers  []string // for events
 	strip    stripInfo
@@ -33,6 +37,12 @@ type entry struct {
 	stored   time.Time
 	expires  time.Time
 	bound    atomic.Pointer[bindMark] // the last sandbox whose bindings a hit recorded
+}
+
+// entryAddr is an address record of a cached answer.
+type entryAddr struct {
+	owner string // the record's name
+	addr  netip.Addr
 }
 
 // cache is a bounded LRU of filtered answers with TTL-based expiry. It is
@@ -92,7 +102,11 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
 		c.shard(k).Remove(k)
 		return nil, nil
 	}
-	m := e.msg.Copy()
+	m := new(dns.Msg)
+	if m.Unpack(e.wire) != nil {
+		c.shard(k).Remove(k)
+		return nil, nil
+	}
 	age := uint32(now.Sub(e.stored) / time.Second)
 	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 		for _, rr := range sec {
@@ -106,10 +120,9 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, *entry) {
 	return m, e
 }
 
-// put stores a filtered answer if it is cacheable and returns its entry
-// (nil if not stored). The entry keeps m itself when own (the caller must
-// not change m after), else a copy.
-func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, now time.Time, own bool) *entry {
+// put stores a filtered answer, packed, if it is cacheable (and packs),
+// and returns its entry (nil if not stored). m is not kept.
+func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, now time.Time) *entry {
 	if c == nil {
 		return nil
 	}
@@ -117,18 +130,28 @@ func (c *cache) put(k cacheKey, m *dns.Msg, strip stripInfo, upstream string, no
 	if !ok {
 		return nil
 	}
-	if !own {
-		m = m.Copy()
+	w, err := m.Pack()
+	if err != nil {
+		return nil
 	}
-	e := &entry{msg: m, strip: strip, upstream: upstream, stored: now, expires: now.Add(ttl)}
-	for _, rr := range e.msg.Answer {
+	offs, err := ttlOffsets(w)
+	if err != nil {
+		return nil
+	}
+	e := &entry{wire: w, ttls: offs, rcode: m.Rcode, strip: strip, upstream: upstream, stored: now, expires: now.Add(ttl)}
+	e.qnameLen, _ = skipName(w, 12)
+	e.qnameLen -= 12
+	for _, rr := range m.Answer {
 		e.answers = append(e.answers, rrValue(rr))
-	}
-	if w, err := e.msg.Pack(); err == nil {
-		if offs, err := ttlOffsets(w); err == nil {
-			e.wire, e.ttls = w, offs
-			e.qnameLen, _ = skipName(w, 12)
-			e.qnameLen -= 12
+		switch rr := rr.(type) {
+		case *dns.A:
+			if a, ok := netip.AddrFromSlice(rr.A); ok {
+				e.addrs = append(e.addrs, entryAddr{rr.Hdr.Name, a})
+			}
+		case *dns.AAAA:
+			if a, ok := netip.AddrFromSlice(rr.AAAA); ok {
+				e.addrs = append(e.addrs, entryAddr{rr.Hdr.Name, a})
+			}
 		}
 	}
 	c.shard(k).Add(k, e)
@@ -187,7 +210,7 @@ func (s *Server) cacheLookup(q *query) bool {
 			limit = udpSize(q.req)
 		}
 		if q.wire = hitWire(e, q.req, now, uint32(s.cfg.AnswerTTL/time.Second), limit); q.wire != nil {
-			q.resp, q.cacheHit, q.strip, q.upstream, q.answers = e.msg, true, e.strip, e.upstream, e.answers
+			q.resp, q.cacheHit, q.strip, q.upstream, q.answers = nil, true, e.strip, e.upstream, e.answers
 			q.hit = e
 			return true
 		}

@@ -323,7 +323,7 @@ func (s *Server) event(q *query) audit.Event {
 	*d = audit.DNS{
 		QName:     q.name,
 		QType:     dns.Type(q.qtype).String(),
-		RCode:     dns.RcodeToString[q.resp.Rcode],
+		RCode:     dns.RcodeToString[q.rcode()],
 		Stripped:  q.strip.addrs,
 		Upstream:  q.upstream,
 		LatencyUS: now.Sub(q.start).Microseconds(),
@@ -349,6 +349,14 @@ func (s *Server) event(q *query) audit.Event {
 	}
 	ev.DNS = d
 	return ev
+}
+
+// rcode is the rcode of the answer q gets.
+func (q *query) rcode() int {
+	if q.hit != nil {
+		return q.hit.rcode
+	}
+	return q.resp.Rcode
 }
 
 // serverString formats a listener's address, memoised for the pointer

@@ -19,12 +19,9 @@ func (s *Server) filterStep(q *query) bool {
 	if !q.cacheHit {
 		now = time.Now() // after the upstream's answer
 		q.strip = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
-		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now, q.respOwned)
+		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 		if e != nil && s.serveEntry(q, e, now) {
 			return true // written from the entry's packed answer, like a hit
-		}
-		if e != nil && e.msg == q.resp {
-			q.resp = q.resp.Copy() // the entry's now: change a copy
 		}
 		q.resp.Question = q.req.Question
 	}
