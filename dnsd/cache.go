@@ -30,8 +30,8 @@ type entry struct {
 	rcode    int         // its rcode (for events)
 	addrs    []entryAddr // its address records (for the bindings)
 	ttls     []uint16    // offsets of the TTLs in wire
-	qnameLen int      // wire length of the question name
-	answers  []string // for events
+	qnameLen int         // wire length of the question name
+	answers  []string    // for events
 	strip    stripInfo
 	upstream string
 	stored   time.Time
