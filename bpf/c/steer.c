@@ -350,8 +350,11 @@ static __always_inline int drop(struct __sk_buff *skb, const struct sbx_config *
 static __always_inline __u32 assign_slot(struct __sk_buff *skb, __u32 slot, __u32 fallback,
 					 __u32 kind, __u32 missing)
 {
+	// Decided before the lookup: slot's address escapes to the helper, and
+	// the compiler would read it back from the stack afterwards.
+	int has_fallback = fallback != slot;
 	struct bpf_sock *sk = bpf_map_lookup_elem(&alk_sockets, &slot);
-	if (!sk && fallback != slot) {
+	if (!sk && has_fallback) {
 		sk = bpf_map_lookup_elem(&alk_sockets, &fallback);
 		kind = P_TCP_PROXY;
 	}
@@ -474,7 +477,9 @@ static __always_inline __u32 classify(struct __sk_buff *skb, const struct sbx_co
 	if (cfg->check_mac && !mac_eq(eth->src, cfg->mac))
 		return VERDICT_DROP(R_SPOOFED_MAC);
 
-	switch (eth->proto) {
+	// One 2-byte load (ethhdr_t is packed: eth->proto would be read a byte
+	// at a time).
+	switch (*(__be16 *)((void *)eth + 12)) {
 	case bpf_htons(ETH_P_IP):
 		return do_ipv4(skb, cfg, eth + 1, end);
 	case bpf_htons(ETH_P_ARP):
