@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -14,9 +16,10 @@ import (
 // A spliced tunnel between two TCP sockets moves bulk bytes with splice(2)
 // (socket to pipe to socket, no copy through user space) and small
 // messages with plain reads and writes (fewer system calls than a splice).
-// A direction waits for bytes in a read into a small buffer, never inside
-// splice: Go's splice holds a pipe (two descriptors) for as long as it
-// waits, and an idle tunnel must cost two sockets, not six descriptors.
+// A direction waits for readability holding neither a buffer (it borrows
+// one from a pool once bytes are there) nor a pipe (it never waits inside
+// splice: Go's splice holds a pipe, two descriptors, for as long as it
+// waits): an idle tunnel costs its two sockets and two parked goroutines.
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
@@ -56,14 +59,19 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 // the bytes they still hold for replay, in order. ok is false when some
 // wrapper is not known to be transparent.
 func underTCP(c net.Conn) (tc *net.TCPConn, pre [][]byte, ok bool) {
+	var pcs []*prefixConn
 	for range 8 {
 		switch w := c.(type) {
 		case *net.TCPConn:
+			for _, p := range pcs {
+				p.pre = nil // the tunnel replays them; do not keep them for its life
+			}
 			return w, pre, true
 		case *prefixConn:
 			if len(w.pre) > 0 {
 				pre = append(pre, w.pre)
 			}
+			pcs = append(pcs, w)
 			c = w.Conn
 		case *countConn:
 			c = w.Conn
@@ -113,7 +121,10 @@ func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) {
 }
 
 func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
-	small := make([]byte, smallBuf)
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
 	var set time.Time
 	for {
 		// Refresh the idle deadline at most a few times per idle period:
@@ -122,16 +133,22 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
 			src.SetReadDeadline(now.Add(t.idle))
 			set = now
 		}
-		k, rerr := src.Read(small)
+		buf, k, rerr := readPooled(rc)
 		if k > 0 {
 			n.Add(int64(k))
 			t.touch()
-			if _, err := dst.Write(small[:k]); err != nil {
-				return err
+			_, werr := dst.Write((*buf)[:k])
+			if werr != nil {
+				tunnelBufs.Put(buf)
+				return werr
 			}
 		}
+		full := buf != nil && k == len(*buf)
+		if buf != nil {
+			tunnelBufs.Put(buf)
+		}
 		switch {
-		case rerr == nil && k == len(small):
+		case rerr == nil && full:
 			// A full read: bulk bytes are queued; move them with splice.
 			eof, err := t.bulk(dst, src, n)
 			if err != nil || eof {
@@ -145,6 +162,57 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
 			return rerr
 		}
 	}
+}
+
+// tunnelBufs lend a read buffer only while bytes are there to copy: a
+// direction waiting for its peer holds none.
+var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBuf); return &b }}
+
+// tunnelBuf is one TLS record, the most a small message is.
+const tunnelBuf = 16 << 10
+
+// readPooled waits until src is readable (holding no buffer), then reads
+// into a pooled buffer it returns with the count; the caller puts it back.
+// At end of stream it returns io.EOF.
+func readPooled(rc syscall.RawConn) (*[]byte, int, error) {
+	var (
+		buf  *[]byte
+		k    int
+		rerr error
+	)
+	err := rc.Read(func(fd uintptr) bool {
+		if buf == nil {
+			buf = tunnelBufs.Get().(*[]byte)
+		}
+		for {
+			k, rerr = syscall.Read(int(fd), *buf)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			tunnelBufs.Put(buf)
+			buf = nil
+			return false // wait for readability
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		rerr = err
+	case rerr != nil:
+		rerr = os.NewSyscallError("read", rerr)
+	case k == 0:
+		rerr = io.EOF
+	}
+	if k < 0 {
+		k = 0
+	}
+	if rerr != nil && k == 0 && buf != nil {
+		tunnelBufs.Put(buf)
+		buf = nil
+	}
+	return buf, k, rerr
 }
 
 // bulk splices what src has queued to dst, and keeps doing so while more
@@ -161,7 +229,7 @@ func (t *tcpTunnel) bulk(dst, src *net.TCPConn, n *atomic.Int64) (eof bool, err 
 		if err != nil || eof {
 			return eof, err
 		}
-		if avail < smallBuf {
+		if avail < tunnelBuf {
 			return false, nil
 		}
 		src.SetReadDeadline(time.Now().Add(t.idle))
