@@ -2,6 +2,7 @@ package dnsd
 
 import (
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,19 +145,36 @@ func (b *Bindings) Len() int {
 	return b.n
 }
 
-// Sweep removes expired entries.
+// sweepChunk is how many bindings Sweep looks at before it lets others
+// take the lock: a ledger of 200,000 bindings swept in one go would hold up
+// every query that records a binding for tens of milliseconds.
+const sweepChunk = 512
+
+// Sweep removes expired entries, a chunk at a time. Bindings added or
+// removed while it yields may be visited or not: the next sweep gets them.
 func (b *Bindings) Sweep(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k, names := range b.byKey {
+	seen := 0
+	yield := func() {
+		if seen++; seen%sweepChunk == 0 {
+			b.mu.Unlock()
+			runtime.Gosched()
+			b.mu.Lock()
+		}
+	}
+	for k := range b.byKey {
+		yield()
+		names := b.byKey[k]
 		for name, exp := range names {
-			if !now.Before(exp) {
+			yield() // names may be emptied meanwhile; deleting from it is then a no-op
+			if _, ok := names[name]; ok && !now.Before(exp) {
 				delete(names, name)
 				b.n--
 				b.removed.Add(1)
 			}
 		}
-		if len(names) == 0 {
+		if len(b.byKey[k]) == 0 {
 			delete(b.byKey, k)
 		}
 	}

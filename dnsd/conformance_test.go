@@ -141,3 +141,38 @@ func TestUpstreamSourcePortsVary(t *testing.T) {
 		t.Errorf("64 upstream queries came from %d source ports", n)
 	}
 }
+
+// Sweep yields the lock every sweepChunk bindings; with queries adding
+// bindings meanwhile it still removes every expired one and keeps the
+// count right.
+func TestBindingsSweepInChunks(t *testing.T) {
+	b := NewBindings(100000, 0)
+	now := time.Now()
+	a1, a2 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	for i := range 5000 {
+		exp := now.Add(-time.Second) // expired
+		if i%2 == 0 {
+			exp = now.Add(time.Hour)
+		}
+		b.Add("sb", fmt.Sprintf("n%d.example.test", i), a1, exp)
+		b.Add("sb", fmt.Sprintf("k%d.example.test", i), netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), exp)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			b.Add("sb", fmt.Sprintf("late%d.example.test", i), a2, now.Add(time.Hour))
+		}
+	}()
+	b.Sweep(now)
+	<-done
+	all := b.All()
+	if len(all) != 5000+2000 || b.Len() != len(all) {
+		t.Fatalf("after sweep: %d live bindings, Len %d; want %d", len(all), b.Len(), 7000)
+	}
+	for _, x := range all {
+		if !x.Expires.After(now) {
+			t.Fatalf("expired binding kept: %+v", x)
+		}
+	}
+}
