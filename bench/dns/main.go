@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -126,5 +127,25 @@ func runDNSD(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { fmt.Fprintf(os.Stderr, "dnsd: %d events\n", ev.n.Load()) }()
+	go memReport(ctx)
 	return s.Serve(ctx)
+}
+
+// memReport prints the Go heap on SIGUSR1, after a collection, so the
+// script can set RSS against the live heap: "mem live=N goal=N stacks=N
+// sys=N" in bytes.
+func memReport(ctx context.Context) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c:
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(os.Stderr, "mem live=%d goal=%d stacks=%d sys=%d\n", ms.HeapAlloc, ms.NextGC, ms.StackInuse, ms.Sys)
+		}
+	}
 }
