@@ -10,6 +10,9 @@
 #        ONLY="direct airlock-splice" bench/proxy.sh
 #   ONLY is a space-separated list of the parts to run (default: all):
 #   direct airlock-mitm airlock-splice squid-bump squid-splice idle snis
+#   SNI_INTERVAL (default 20ms) paces the unique-name run: one new
+#   connection per interval, so the load generator does not saturate the
+#   machine and the numbers show the mint, not a queue.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -245,7 +248,7 @@ if want idle; then
 	idle_out=$("$B" idle -proxy "127.0.0.1:$aport" -target "splice.example.test:$oport" -n "$IDLE_TUNNELS" -pid "$apid" -ca "$work/origin-ca.pem" || echo '{}')
 fi
 if want snis; then
-	echo "Airlock MITM, 1,000 unique server names, one new connection each, paced one connection every ${SNI_INTERVAL:=5ms},"
+	echo "Airlock MITM, 1,000 unique server names, one new connection each, paced one connection every ${SNI_INTERVAL:=20ms},"
 	echo "taking turns with a cached name; every request closes its upstream connection too (target: no spikes above 5 ms p99):"
 	sni_out=$("$B" snis -proxy "127.0.0.1:$aport" -port "$oport" -n 1000 -interval "$SNI_INTERVAL" -ca "$work/origin-ca.pem,$airlock_ca" || echo '{}')
 fi
