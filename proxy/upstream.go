@@ -130,7 +130,7 @@ func (u *upstream) exchange(uc *upConn, req *http.Request) (*http.Response, erro
 	}
 	uc.lr.N = upHeadMax
 	for range 8 {
-		resp, err := http.ReadResponse(uc.br, req)
+		resp, err := readUpResponse(uc.br, req)
 		if err != nil {
 			if uc.lr.N == upHeadMax && uc.br.Buffered() == 0 {
 				err = fmt.Errorf("%w: %v", errStale, err) // not a byte came back
