@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,15 +14,15 @@ import (
 
 // benchRounds is how many interleaved rounds BenchmarkProgram runs per
 // branch; it reports the median of each program.
-const benchRounds = 9
+const benchRounds = 11
 
 // BenchmarkProgram measures the steering program per branch with
 // BPF_PROG_TEST_RUN and, in the same loop, the empty program on the same
-// packet with the same repeat count. Each of benchRounds rounds runs both
-// programs once with b.N repeats inside the kernel (run with
-// -benchtime=1000000x or more), the order alternating between rounds so
-// drift hits both alike. It reports the medians: ns/pkt, empty-ns/pkt and
-// x-empty (their ratio; the kernel's own overhead makes absolute numbers
+// packet with the same repeat count. Each of benchRounds rounds runs every
+// program once with b.N repeats inside the kernel (run with
+// -benchtime=1000000x or more), the order rotating between rounds so drift
+// hits all alike. It reports the medians: ns/pkt, empty-ns/pkt and x-empty
+// (their ratio; the kernel's own overhead makes absolute numbers
 // VM-dependent).
 //
 // The time is this thread's CPU time across the BPF_PROG_TEST_RUN call
@@ -32,39 +33,87 @@ const benchRounds = 9
 // against milliseconds of repeats. kernel-ns/pkt is the kernel's figure for
 // the program's median round, as a cross-check.
 //
+// AIRLOCK_BENCH_BASE names another build of c/steer.c (for example a
+// previous revision's object: git show REV:bpf/steer_bpfel.o > base.o) to
+// run in the same rounds against the same maps; it adds base-ns/pkt and
+// base-x-empty, a before/after from one run.
+//
 // In these runs bpf_sk_assign fails (a test run is not at TC ingress), so
 // the TCP and DNS branches measure lookup, SOCKMAP and assign attempt plus
 // the drop accounting: an upper bound of the real path.
 func BenchmarkProgram(b *testing.B) {
 	requireRoot(b)
 	p := unitPath(b, true)
+	progs := []*ebpf.Program{p.objs.AlkSteer, p.objs.AlkEmpty}
+	if f := os.Getenv("AIRLOCK_BENCH_BASE"); f != "" {
+		progs = append(progs, loadBase(b, p, f))
+	}
 	for _, br := range branches() {
 		b.Run(strings.ReplaceAll(br.name, " ", "_"), func(b *testing.B) {
-			benchBranch(b, p.objs.AlkSteer, p.objs.AlkEmpty, br.frame)
+			m := benchBranch(b, progs, br.frame)
+			b.ReportMetric(m[0].cpuNs, "ns/pkt")
+			b.ReportMetric(m[1].cpuNs, "empty-ns/pkt")
+			b.ReportMetric(m[0].cpuNs/m[1].cpuNs, "x-empty")
+			b.ReportMetric(float64(m[0].kernel.Nanoseconds()), "kernel-ns/pkt")
+			if len(m) > 2 {
+				b.ReportMetric(m[2].cpuNs, "base-ns/pkt")
+				b.ReportMetric(m[2].cpuNs/m[1].cpuNs, "base-x-empty")
+			}
 		})
 	}
 }
 
-func benchBranch(b *testing.B, prog, empty *ebpf.Program, frame []byte) {
+// benchBranch runs every program benchRounds times on frame and returns
+// each one's median sample.
+func benchBranch(b *testing.B, progs []*ebpf.Program, frame []byte) []benchSample {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var progs, bases []benchSample
+	samples := make([][]benchSample, len(progs))
 	b.ResetTimer()
-	for i := range benchRounds {
-		if i%2 == 0 {
-			progs = append(progs, benchOnce(b, prog, frame, b.N))
-			bases = append(bases, benchOnce(b, empty, frame, b.N))
-		} else {
-			bases = append(bases, benchOnce(b, empty, frame, b.N))
-			progs = append(progs, benchOnce(b, prog, frame, b.N))
+	for r := range benchRounds {
+		for i := range progs {
+			j := (i + r) % len(progs)
+			samples[j] = append(samples[j], benchOnce(b, progs[j], frame, b.N))
 		}
 	}
 	b.StopTimer()
-	pm, bm := medianSample(progs), medianSample(bases)
-	b.ReportMetric(pm.cpuNs, "ns/pkt")
-	b.ReportMetric(bm.cpuNs, "empty-ns/pkt")
-	b.ReportMetric(pm.cpuNs/bm.cpuNs, "x-empty")
-	b.ReportMetric(float64(pm.kernel.Nanoseconds()), "kernel-ns/pkt")
+	medians := make([]benchSample, len(progs))
+	for i, s := range samples {
+		medians[i] = medianSample(s)
+	}
+	return medians
+}
+
+// loadBase loads alk_steer from the object file f against p's maps.
+func loadBase(b *testing.B, p *Path, f string) *ebpf.Program {
+	spec, err := ebpf.LoadCollectionSpec(f)
+	if err != nil {
+		b.Fatalf("AIRLOCK_BENCH_BASE: %v", err)
+	}
+	vars := map[string]any{
+		"steer_mark":      p.opts.Guard.Mark,
+		"event_budget":    p.opts.EventBudget,
+		"event_window_ns": uint64(p.opts.EventWindow.Nanoseconds()),
+	}
+	for name, v := range vars {
+		if sv, ok := spec.Variables[name]; ok {
+			if err := sv.Set(v); err != nil {
+				b.Fatalf("AIRLOCK_BENCH_BASE: set %s: %v", name, err)
+			}
+		}
+	}
+	var objs struct {
+		AlkSteer *ebpf.Program `ebpf:"alk_steer"`
+	}
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"alk_config": p.objs.AlkConfig, "alk_fastcfg": p.objs.AlkFastcfg,
+		"alk_sockets": p.objs.AlkSockets, "alk_stats": p.objs.AlkStats, "alk_events": p.objs.AlkEvents,
+	}})
+	if err != nil {
+		b.Fatalf("AIRLOCK_BENCH_BASE: load %s: %+v", f, err)
+	}
+	b.Cleanup(func() { objs.AlkSteer.Close() })
+	return objs.AlkSteer
 }
 
 // benchSample is one BPF_PROG_TEST_RUN call: CPU ns per repeat and the
