@@ -54,6 +54,8 @@ type query struct {
 	// rec, when set, is storage for the event's DNS record (the UDP reader
 	// keeps one per pooled packet: emitters must not retain events).
 	rec *audit.DNS
+	// socks, when set, are the UDP sockets of the worker running the query.
+	socks *workerSocks
 	// scratch, when set, is storage for an error answer (also the UDP
 	// reader's, per packet).
 	scratch *answerScratch

@@ -126,19 +126,31 @@ func TestQTypesFromPolicy(t *testing.T) {
 	}
 }
 
-// Upstream queries leave from many random source ports, not a fixed few:
-// 64 forwarded names use at least 16 distinct ports.
+// Upstream queries leave from source ports that change from query to
+// query, not from a fixed few: 128 forwarded names, one after the other,
+// use at least 8 distinct ports (a socket is replaced after 16 queries),
+// and most consecutive queries (each port is one of a few picked at
+// random) use different ones.
 func TestUpstreamSourcePortsVary(t *testing.T) {
 	w := newWorld(t)
 	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), nil)
-	for i := range 64 {
+	for i := range 128 {
 		h.ask(t, "udp", fmt.Sprintf("p%d.example.test", i), dns.TypeA)
 	}
 	w.mu.Lock()
-	n := len(w.ports)
+	ports := append([]int(nil), w.ports...)
 	w.mu.Unlock()
-	if n < 16 {
-		t.Errorf("64 upstream queries came from %d source ports", n)
+	distinct, changed := map[int]bool{}, 0
+	for i, p := range ports {
+		distinct[p] = true
+		if i > 0 && p != ports[i-1] {
+			changed++
+		}
+	}
+	// Picked at random among 4, the port changes with probability 3/4:
+	// 95 of 127 expected; fewer than 64 is 6 standard deviations off.
+	if len(ports) != 128 || len(distinct) < 8 || changed < 64 {
+		t.Errorf("128 upstream queries: %d distinct source ports, changed %d times: %v", len(distinct), changed, ports)
 	}
 }
 

@@ -16,9 +16,10 @@ import (
 const upstreamUDPSize = 1232
 
 // exchanger sends one query to one upstream and waits for the answer
-// until deadline (or until ctx ends).
+// until deadline (or until ctx ends). ws, when not nil, are the calling
+// worker's own UDP sockets.
 type exchanger interface {
-	exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error)
+	exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time, ws *workerSocks) (*dns.Msg, error)
 }
 
 // netExchanger is the real exchanger: UDP (a fresh socket, so a random
@@ -34,7 +35,7 @@ func newNetExchanger() *netExchanger {
 	return &netExchanger{tcp: dns.Client{Net: "tcp"}, udps: make(map[string]*udpUpstream)}
 }
 
-func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error) {
+func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time, ws *workerSocks) (*dns.Msg, error) {
 	if u.TLS != nil {
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -42,8 +43,15 @@ func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, dea
 		r, _, err := c.ExchangeContext(ctx, m, u.Addr)
 		return r, err
 	}
-	// UDP waits on a pooled timer: no context per query.
-	r, err := x.udp(u.Addr).exchange(ctx, m, deadline)
+	// UDP: on the worker's own socket, or the shared pool, waiting on a
+	// deadline: no context per query.
+	var r *dns.Msg
+	var err error
+	if ws != nil {
+		r, err = ws.exchange(ctx, u.Addr, m, deadline)
+	} else {
+		r, err = x.udp(u.Addr).exchange(ctx, m, deadline)
+	}
 	if err == nil && r.Truncated {
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -106,7 +114,7 @@ func (s *Server) forward(q *query) bool {
 	if q.cacheHit {
 		return true
 	}
-	res := s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled)
+	res := s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled, q.socks)
 	q.upstream = res.upstream
 	if res.err != nil {
 		q.err = res.err
@@ -149,7 +157,7 @@ func dropOPT(rrs []dns.RR) []dns.RR {
 }
 
 // do runs or joins the exchange for k.
-func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) result {
+func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *workerSocks) result {
 	f.mu.Lock()
 	if c, ok := f.calls[k]; ok {
 		c.joined++
@@ -165,7 +173,7 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) resul
 	f.calls[k] = c
 	f.mu.Unlock()
 
-	c.res = f.exchange(ctx, k, f.upstreamsFor(p), cd)
+	c.res = f.exchange(ctx, k, f.upstreamsFor(p), cd, ws)
 	f.mu.Lock()
 	delete(f.calls, k)
 	own := c.joined == 0 // nobody joins once the call is out of the map
@@ -197,7 +205,7 @@ var errNoUpstream = errors.New("no upstream configured")
 
 // exchange tries the upstreams in turn until one answers usefully or the
 // query's time budget is spent.
-func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd bool) result {
+func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd bool, ws *workerSocks) result {
 	if len(ups) == 0 {
 		return result{err: errNoUpstream}
 	}
@@ -219,7 +227,7 @@ func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd
 		if dl.After(end) {
 			dl = end
 		}
-		r, err := f.x.exchange(ctx, m, u, dl)
+		r, err := f.x.exchange(ctx, m, u, dl, ws)
 		last = result{msg: r, upstream: u.String(), err: err}
 		if err == nil {
 			err = checkAnswer(m, r)

@@ -73,7 +73,7 @@ type world struct {
 	zone    map[string][]dns.RR // "name/TYPE" -> answer
 	nx      map[string]bool     // names answered NXDOMAIN with an SOA
 	seen    []string            // "name/TYPE" of every query received, in order
-	ports   map[int]bool        // source ports of UDP queries
+	ports   []int               // source ports of UDP queries, in order
 	delay   time.Duration
 	tcOnUDP bool // answer UDP with TC set and no records
 	addr    string
@@ -162,10 +162,7 @@ func (w *world) serve(rw dns.ResponseWriter, r *dns.Msg) {
 	w.mu.Lock()
 	w.seen = append(w.seen, k)
 	if ua, ok := rw.RemoteAddr().(*net.UDPAddr); ok {
-		if w.ports == nil {
-			w.ports = map[int]bool{}
-		}
-		w.ports[ua.Port] = true
+		w.ports = append(w.ports, ua.Port)
 	}
 	ans, nx, delay, tc := w.zone[k], w.nx[strings.ToLower(q.Name)], w.delay, w.tcOnUDP
 	w.mu.Unlock()

@@ -258,8 +258,12 @@ func (s *Server) dispatchSlow(p *packet) {
 
 func (s *Server) slowWorker(p *packet) {
 	defer s.slowWorkers.Add(-1)
+	ws := &workerSocks{}
+	defer ws.close()
 	for {
+		p.q.socks = ws
 		s.finishPacket(p)
+		p = nil
 		select {
 		case p = <-s.slowq:
 		case <-s.ctx.Done():
