@@ -90,6 +90,7 @@ type Pipeline struct {
 	closing chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	ckDone  chan struct{} // the checkpointer stopped
 	once    sync.Once
 
 	gapMu             sync.Mutex
@@ -118,7 +119,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("audit: pipeline needs a state directory or a stream")
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
-		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), ckDone: make(chan struct{}),
 		lastReport: map[string]time.Time{}}
 	if err := p.open(); err != nil {
 		p.closeSinks()
@@ -126,6 +127,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	}
 	p.newSinks()
 	go p.run()
+	go p.checkpoints()
 	return p, nil
 }
 
@@ -293,6 +295,7 @@ func (p *Pipeline) Close() error {
 		close(p.stop)
 		p.emitMu.Unlock()
 		<-p.done
+		<-p.ckDone
 		for _, t := range p.tickers {
 			t.Stop()
 		}

@@ -29,6 +29,7 @@ type Store struct {
 	path string
 	db   *sql.DB // readers
 	w    *sql.DB // the single writer connection; nil when read-only
+	ck   *sql.DB // the checkpointer's connection; nil when read-only
 	ins  inserter
 	span span // the newest row of spans, extended by each insert
 }
@@ -122,6 +123,11 @@ func dsn(path string, readOnly bool) string {
 		// spilling to the WAL before the commit.
 		q.Add("_pragma", "temp_store(memory)")
 		q.Add("_pragma", "cache_size(-16384)")
+		// Checkpoints (copying the WAL into the database) run on their own
+		// connection and goroutine (Store.Checkpoint), off the writer's
+		// path; the writer checkpoints itself only if the WAL reaches
+		// ~64 MiB because they stopped.
+		q.Add("_pragma", "wal_autocheckpoint(16384)")
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + q.Encode()
@@ -148,6 +154,11 @@ func OpenStore(path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("audit: open store: %w", err)
 	}
+	if s.ck, err = sql.Open("sqlite", dsn(path, false)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("audit: open store: %w", err)
+	}
+	s.ck.SetMaxOpenConns(1)
 	return s, nil
 }
 
@@ -288,7 +299,23 @@ func (s *Store) Close() error {
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 	}
+	if s.ck != nil {
+		errs = append(errs, s.ck.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// Checkpoint copies what the WAL holds into the database file without
+// blocking the writer or readers (a passive checkpoint). The pipeline
+// calls it every checkpointEvery.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	if s.ck == nil {
+		return nil
+	}
+	if _, err := s.ck.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return fmt.Errorf("audit: store checkpoint: %w", err)
+	}
+	return nil
 }
 
 // insert writes lines in one transaction. On error nothing is written.

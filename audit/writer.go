@@ -25,11 +25,14 @@ type sinkLoop struct {
 	errs    *atomic.Uint64
 	failing atomic.Bool
 	tick    <-chan time.Time // retention, store only
+	pending []*batch         // reused by gather
+	lines   []line           // reused to join gathered batches
 }
 
 // sinkDepth bounds the batches waiting for a sink; beyond it the writer
-// waits, the queue fills, and producers drop (counted).
-const sinkDepth = 2
+// waits, the queue fills, and producers drop (counted). A sink takes all
+// that wait at once (gather).
+const sinkDepth = 8
 
 // run is the writer: it takes batches off the queue, places them in the
 // chain, and hands them to the sinks, which write concurrently.
@@ -134,7 +137,7 @@ func (p *Pipeline) sinkRun(s *sinkLoop) {
 			if !ok {
 				return
 			}
-			p.writeBatch(s, b)
+			p.writeBatches(s, s.gather(b))
 		case <-s.tick:
 			if !s.failing.Load() {
 				p.prune()
@@ -143,29 +146,69 @@ func (p *Pipeline) sinkRun(s *sinkLoop) {
 	}
 }
 
-// writeBatch writes b to one sink, retrying with backoff until it is
+// maxCoalesce bounds the lines a sink writes at once.
+const maxCoalesce = 16384
+
+// gather returns b and the batches already waiting behind it (up to
+// maxCoalesce lines): a sink that fell behind catches up in one big
+// transaction or write instead of many small ones.
+func (s *sinkLoop) gather(b *batch) []*batch {
+	bs, n := append(s.pending[:0], b), len(b.lines)
+	for n < maxCoalesce {
+		select {
+		case b, ok := <-s.in:
+			if !ok {
+				return bs
+			}
+			bs, n = append(bs, b), n+len(b.lines)
+		default:
+			return bs
+		}
+	}
+	return bs
+}
+
+// writeBatches writes bs to one sink, retrying with backoff until it is
 // written. Producers are not blocked meanwhile beyond EnqueueWait: the
 // queue fills and they drop (counted, and reported by a gap record).
-func (p *Pipeline) writeBatch(s *sinkLoop, b *batch) {
+func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
+	lines := bs[0].lines
+	if len(bs) > 1 {
+		lines = s.lines[:0]
+		for _, b := range bs {
+			lines = append(lines, b.lines...)
+		}
+		s.lines = lines
+	}
+	defer func() {
+		clear(s.lines)
+		s.lines = s.lines[:0]
+		clear(bs)
+		s.pending = bs[:0]
+	}()
 	done, wait := 0, p.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
-		n, err := s.write(b.lines[done:])
+		n, err := s.write(lines[done:])
 		done += n
-		if err == nil && done == len(b.lines) {
+		if err == nil && done == len(lines) {
 			if s.failing.Swap(false) {
-				p.log.Warn("audit: writes resumed", "sink", s.name, "first_seq", b.lines[0].seq)
+				p.log.Warn("audit: writes resumed", "sink", s.name, "first_seq", lines[0].seq)
 			}
-			p.batchDone(b)
+			for _, b := range bs {
+				p.batchDone(b)
+			}
 			return
 		}
 		s.errs.Add(1)
 		s.failing.Store(true)
-		p.report(s.name, err, attempt, len(b.lines)-done)
+		p.report(s.name, err, attempt, len(lines)-done)
 		if !p.sleep(wait) {
-			b.lost.Store(true)
 			p.log.Error("audit: closing with a failing sink: records lost", "sink", s.name,
-				"records", len(b.lines)-done, "first_seq", b.lines[done].seq, "last_seq", b.lines[len(b.lines)-1].seq)
-			p.batchDone(b)
+				"records", len(lines)-done, "first_seq", lines[done].seq, "last_seq", lines[len(lines)-1].seq)
+			for _, b := range bs {
+				b.lost.Store(true)
+				p.batchDone(b)
+			}
 			return
 		}
 		wait = min(wait*2, p.cfg.RetryMax)
@@ -273,5 +316,37 @@ func (p *Pipeline) newSinks() {
 	if p.out != nil {
 		p.sinks = append(p.sinks, &sinkLoop{name: "stream", in: make(chan *batch, sinkDepth),
 			write: p.out.write, errs: &p.streamErrs})
+	}
+}
+
+// checkpointEvery is how often the store's WAL is copied into the
+// database, off the writer's goroutine.
+const checkpointEvery = 100 * time.Millisecond
+
+// checkpoints runs the store's checkpoints until the pipeline stops. A
+// failure (disk full) is logged like a write failure; the writer's own
+// failures are what count.
+func (p *Pipeline) checkpoints() {
+	defer close(p.ckDone)
+	if p.store == nil {
+		return
+	}
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for attempt := 1; ; {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := p.store.Checkpoint(ctx)
+		cancel()
+		if err == nil {
+			attempt = 1
+			continue
+		}
+		p.report("checkpoint", err, attempt, 0)
+		attempt++
 	}
 }
