@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"slices"
@@ -118,5 +119,45 @@ func TestH2ConcurrentStreams(t *testing.T) {
 	}
 	if n := len(e.w.requests()); n != 16 {
 		t.Fatalf("origin saw %d requests, want 16", n)
+	}
+}
+
+// TestResponseFraming: what the HTTP/1.1 response writer sends for each
+// kind of upstream response — a length, chunks with a trailer, HEAD —
+// reaches the client intact, and the connection carries the next request.
+func TestResponseFraming(t *testing.T) {
+	e := newEnv(t)
+	tc, err := e.tlsThroughTransparent(e.worldDst(), "docs.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fmt.Sprintf("docs.example.test:%d", e.w.tlsPort)
+	br := bufio.NewReader(tc)
+	exchange := func(method, path string) *http.Response {
+		t.Helper()
+		fmt.Fprintf(tc, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n", method, path, host)
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp
+	}
+	resp := exchange("GET", "/stream")
+	body := readAll(resp.Body)
+	if body != "part one, part two" || len(resp.TransferEncoding) == 0 || resp.Trailer.Get("X-Sum") != "2 parts" {
+		t.Errorf("chunked: body %q, transfer encoding %v, trailer %v", body, resp.TransferEncoding, resp.Trailer)
+	}
+	resp = exchange("GET", "/fixed")
+	body = readAll(resp.Body)
+	if want := "origin GET " + host + " /fixed"; body != want || resp.ContentLength != int64(len(want)) {
+		t.Errorf("fixed: body %q, length %d", body, resp.ContentLength)
+	}
+	resp = exchange("HEAD", "/head")
+	if readAll(resp.Body) != "" || resp.StatusCode != 200 {
+		t.Errorf("HEAD: status %d", resp.StatusCode)
+	}
+	resp = exchange("GET", "/after-head")
+	if body := readAll(resp.Body); !strings.HasSuffix(body, "/after-head") {
+		t.Errorf("after HEAD: %q", body)
 	}
 }

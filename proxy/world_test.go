@@ -163,6 +163,15 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 		c.Close()
 		return
 	}
+	if r.URL.Path == "/stream" {
+		// No length: chunked, flushed in the middle, with a trailer.
+		rw.Header().Set("Trailer", "X-Sum")
+		io.WriteString(rw, "part one, ")
+		http.NewResponseController(rw).Flush()
+		io.WriteString(rw, "part two")
+		rw.Header().Set("X-Sum", "2 parts")
+		return
+	}
 	if r.URL.Path == "/big" {
 		rw.Header().Set("Content-Length", "1048576")
 		rw.Write(make([]byte, 1<<20))
