@@ -37,7 +37,7 @@ type h1Writer struct {
 	hijacked bool
 	trailers []string
 	err      error
-	onSwitch func() // called when the connection is hijacked
+	x        *exch // the request, whose event is written at a protocol switch
 }
 
 var (
@@ -338,8 +338,8 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.hijacked = true
-	if w.onSwitch != nil {
-		w.onSwitch()
+	if x := w.x; x != nil {
+		x.p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0)
 	}
 	c := &idleConn{Conn: w.c, d: w.dw.d}
 	w.c.SetWriteDeadline(time.Time{})

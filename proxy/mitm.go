@@ -132,7 +132,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	x, xreq := p.newExch(ctx, sc, req, head.host)
 	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
 	defer putH1Writer(w)
-	w.onSwitch = func() { p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0) }
+	w.x = x
 	p.engine.ServeHTTP(w, xreq)
 	more, err := w.finish()
 	p.finish(&x.ev, w.status, x.up.n, w.n)

@@ -29,9 +29,10 @@ type upstream struct {
 	p  *Proxy
 	tr *http.Transport
 
-	mu   sync.Mutex
-	idle map[upKey][]*upConn
-	n    int // idle connections in all lists
+	mu    sync.Mutex
+	idle  map[upKey][]*upConn // oldest first
+	n     int                 // idle connections in all lists
+	sweep *time.Timer         // closes connections idle too long
 }
 
 type upKey struct {
@@ -50,10 +51,13 @@ type upConn struct {
 }
 
 const (
-	upHeadMax     = 1 << 20 // a response head
-	upIdleTimeout = 90 * time.Second
-	upIOTimeout   = 5 * time.Minute // without progress, reading or writing
+	upHeadMax   = 1 << 20         // a response head
+	upIOTimeout = 5 * time.Minute // without progress, reading or writing
 )
+
+// upIdleTimeout is how long a pooled connection may stay idle (a
+// variable so that a test can shorten it).
+var upIdleTimeout = 90 * time.Second
 
 func newUpstream(p *Proxy) *upstream {
 	return &upstream{p: p, tr: p.newTransport(), idle: map[upKey][]*upConn{}}
@@ -64,6 +68,10 @@ func (u *upstream) CloseIdleConnections() {
 	u.mu.Lock()
 	idle := u.idle
 	u.idle, u.n = map[upKey][]*upConn{}, 0
+	if u.sweep != nil {
+		u.sweep.Stop()
+		u.sweep = nil
+	}
 	u.mu.Unlock()
 	for _, l := range idle {
 		for _, c := range l {
@@ -189,7 +197,11 @@ func (u *upstream) get(key upKey, targets []netip.AddrPort) (*upConn, bool) {
 			continue
 		}
 		l = slices.Delete(l, i, i+1)
-		u.idle[key] = l
+		if len(l) == 0 {
+			delete(u.idle, key)
+		} else {
+			u.idle[key] = l
+		}
 		u.n--
 		if time.Since(uc.idleAt) > upIdleTimeout {
 			go uc.c.Close()
@@ -213,7 +225,40 @@ func (u *upstream) put(key upKey, uc *upConn) {
 	}
 	u.idle[key] = append(l, uc)
 	u.n++
+	if u.sweep == nil {
+		u.sweep = time.AfterFunc(upIdleTimeout/2, u.reap)
+	}
 	u.mu.Unlock()
+}
+
+// reap closes the connections idle for longer than upIdleTimeout, and
+// runs again while any are left.
+func (u *upstream) reap() {
+	now := time.Now()
+	var dead []*upConn
+	u.mu.Lock()
+	for k, l := range u.idle {
+		i := 0
+		for i < len(l) && now.Sub(l[i].idleAt) > upIdleTimeout {
+			i++
+		}
+		dead = append(dead, l[:i]...)
+		u.n -= i
+		if i == len(l) {
+			delete(u.idle, k)
+		} else if i > 0 {
+			u.idle[k] = slices.Delete(l, 0, i)
+		}
+	}
+	if u.n > 0 && u.sweep != nil {
+		u.sweep.Reset(upIdleTimeout / 2)
+	} else {
+		u.sweep = nil
+	}
+	u.mu.Unlock()
+	for _, uc := range dead {
+		uc.c.Close()
+	}
 }
 
 // dial connects to the first reachable checked address and, for https,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestPooledUpstreamClosedByServer: the server closes a connection the
@@ -46,5 +47,35 @@ func TestUpstreamReuse(t *testing.T) {
 	}
 	if d := e.dials.list(); len(d) != 1 {
 		t.Fatalf("three requests dialed %d times: %v", len(d), d)
+	}
+}
+
+// TestIdleUpstreamReaped: pooled connections idle longer than the idle
+// timeout are closed even when no request comes for their host again.
+func TestIdleUpstreamReaped(t *testing.T) {
+	old := upIdleTimeout
+	upIdleTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { upIdleTimeout = old })
+	e := newEnv(t)
+	resp, err := e.transparentClient(e.worldDst(), false).Get(e.url("docs.example.test", "/idle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(resp.Body)
+	resp.Body.Close()
+	u := e.p.transportFor("sb1")
+	pooled := func() int {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return u.n
+	}
+	if pooled() != 1 {
+		t.Fatalf("%d connections pooled after a request, want 1", pooled())
+	}
+	for deadline := time.Now().Add(5 * time.Second); pooled() > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections still pooled", pooled())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
