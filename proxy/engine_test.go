@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/elazarl/goproxy"
+
+	"airlock/audit"
 )
 
 // TestRequestsFlowThroughGoproxy appends a request handler and a
@@ -160,4 +163,28 @@ func TestResponseFraming(t *testing.T) {
 	if body := readAll(resp.Body); !strings.HasSuffix(body, "/after-head") {
 		t.Errorf("after HEAD: %q", body)
 	}
+}
+
+// TestKeepAliveIdleTimeout: an inspected keep-alive connection that sends
+// nothing after a request is closed after the idle timeout, and its
+// close record says so.
+func TestKeepAliveIdleTimeout(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	tc, err := e.tlsThroughTransparent(e.worldDst(), "docs.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fmt.Sprintf("docs.example.test:%d", e.w.tlsPort)
+	for i := range 2 {
+		if resp := rawExchange(t, tc, "GET /k HTTP/1.1\r\nHost: "+host+"\r\n\r\n"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := tc.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("idle connection still open: read %d, %v", n, err)
+	}
+	e.ev.waitFor(t, "close record with idle-timeout", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindFlow && ev.Flow.Stage == "close" && ev.Flow.CloseReason == "idle-timeout"
+	})
 }

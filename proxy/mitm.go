@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -90,34 +91,57 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 	} else {
 		br = bufio.NewReaderSize(c, 16<<10)
 	}
+	// Deadlines are pushed back at most a few times per idle period (a
+	// timer update costs more than a small request): a keep-alive
+	// connection waits between idle*7/8 and idle for its next request.
+	var dl h1Deadlines
+	idle := p.cfg.IdleTimeout
 	for n := 0; ; n++ {
 		var req *http.Request
 		var head *rawHead
 		if n == 0 && first != nil {
 			req, head = first.req, first.head
 		} else {
-			c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+			if now := time.Now(); now.Sub(dl.rd) > idle/8 {
+				c.SetReadDeadline(now.Add(idle))
+				dl.rd = now
+			}
 			if _, err := br.Peek(1); err != nil {
 				return closeReason(err)
 			}
-			c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+			if !headBuffered(br) {
+				c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+				dl.rd = time.Time{}
+			}
 			var err error
 			req, head, err = readRequest(br, p.cfg.MaxHeaderBytes)
 			if err != nil {
 				return p.framingError(sc, c, err)
 			}
 		}
-		c.SetReadDeadline(time.Time{})
-		req.Body = &deadlineBody{rc: req.Body, c: c, d: p.cfg.IdleTimeout}
-		if reason, more := p.exchange(ctx, sc, c, br, req, head); !more {
+		if req.Body != http.NoBody {
+			req.Body = &deadlineBody{rc: req.Body, c: c, d: idle}
+			dl.rd = time.Time{}
+		}
+		if reason, more := p.exchange(ctx, sc, c, br, req, head, &dl); !more {
 			return reason
 		}
 	}
 }
 
+// h1Deadlines is when a connection's read and write deadlines were last
+// pushed back.
+type h1Deadlines struct{ rd, wr time.Time }
+
+// headBuffered reports whether a whole request head is already buffered.
+func headBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, crlfcrlf)
+}
+
 // exchange hands one request to the engine and writes its response;
 // more reports whether the connection can carry another request.
-func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) (string, bool) {
+func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead, dl *h1Deadlines) (string, bool) {
 	clientClose := req.Close
 	var sig *signalBody
 	if req.Body != http.NoBody {
@@ -132,9 +156,10 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	x, xreq := p.newExch(ctx, sc, req, head.host)
 	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
 	defer putH1Writer(w)
-	w.x = x
+	w.x, w.dw.set = x, dl.wr
 	p.engine.ServeHTTP(w, xreq)
 	more, err := w.finish()
+	dl.wr = w.dw.set
 	p.finish(&x.ev, w.status, x.up.n, w.n)
 	switch {
 	case w.hijacked:
@@ -145,7 +170,6 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		lingerClose(c)
 		return "done", false
 	}
-	c.SetWriteDeadline(time.Time{})
 	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10)) {
 		return "body-unread", false
 	}
