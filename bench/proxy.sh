@@ -33,7 +33,7 @@ want() { [[ " $ONLY " == *" $1 "* ]]; }
 # process may: to 65536 when it may raise the hard limit (CAP_SYS_RESOURCE),
 # else to the hard limit; then hold as many tunnels as fit, at most 10,000.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-max_tunnels=$(( ($(ulimit -n) - 40) / 2 ))
+max_tunnels=$(( ($(ulimit -n) - 64) / 2 ))
 IDLE_TUNNELS=${IDLE_TUNNELS:-$(( max_tunnels < 10000 ? max_tunnels : 10000 ))}
 CONNS=${CONNS:-"1 32"}
 work=$(mktemp -d /tmp/airlock-bench-proxy.XXXXXX)

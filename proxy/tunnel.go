@@ -40,10 +40,9 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	}
 	ut.SetWriteDeadline(time.Time{})
 	t := &tcpTunnel{idle: idle}
-	t.touch()
 	errc := make(chan error, 1)
-	go func() { t.half(ut, ct, &f.up); errc <- nil }()
-	t.half(ct, ut, &f.down)
+	go func() { t.half(ut, ct, &f.up, &f.down); errc <- nil }()
+	t.half(ct, ut, &f.down, &f.up)
 	<-errc
 	err := t.firstErr()
 	switch {
@@ -82,12 +81,9 @@ func underTCP(c net.Conn) (tc *net.TCPConn, pre [][]byte, ok bool) {
 	return nil, nil, false
 }
 
-// tcpTunnel is the state both directions of one tunnel share: when bytes
-// last moved either way. A direction idle past its deadline while the
-// other one streams is not idle.
+// tcpTunnel is the state both directions of one tunnel share.
 type tcpTunnel struct {
 	idle time.Duration
-	last atomic.Int64 // unix nanoseconds of the last bytes moved either way
 	err  atomic.Pointer[error]
 }
 
@@ -100,17 +96,11 @@ func (t *tcpTunnel) firstErr() error {
 	return nil
 }
 
-func (t *tcpTunnel) touch() { t.last.Store(time.Now().UnixNano()) }
-
-func (t *tcpTunnel) idleFor(now time.Time) time.Duration {
-	return now.Sub(time.Unix(0, t.last.Load()))
-}
-
 // half copies src to dst until src ends, then half-closes dst; on an error
 // it records the error and closes both so the other direction ends too.
-// Bytes moved are added to n.
-func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) {
-	err := t.copy(dst, src, n)
+// Bytes moved are added to n; other counts the opposite direction.
+func (t *tcpTunnel) half(dst, src *net.TCPConn, n, other *atomic.Int64) {
+	err := t.copy(dst, src, n, other)
 	if err == nil {
 		dst.CloseWrite()
 		return
@@ -120,23 +110,29 @@ func (t *tcpTunnel) half(dst, src *net.TCPConn, n *atomic.Int64) {
 	dst.Close()
 }
 
-func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
+// copy moves src to dst. A direction is idle when neither it nor the other
+// one moved a byte for the idle time: its read deadline is the idle time,
+// refreshed at most every idle/8 (a timer update per read costs more than
+// the copy), and when it fires while the byte counts moved, it is re-armed.
+func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 	rc, err := src.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var set time.Time
+	r := &rawReader{}
+	r.fn = r.read // one closure for the life of the direction
+	var (
+		set          time.Time
+		seen, seenOf int64
+	)
 	for {
-		// Refresh the idle deadline at most a few times per idle period:
-		// a timer update per read costs more than the copy itself.
 		if now := time.Now(); now.Sub(set) > t.idle/8 {
 			src.SetReadDeadline(now.Add(t.idle))
-			set = now
+			set, seen, seenOf = now, n.Load(), other.Load()
 		}
-		buf, k, rerr := readPooled(rc)
+		buf, k, rerr := r.next(rc)
 		if k > 0 {
 			n.Add(int64(k))
-			t.touch()
 			_, werr := dst.Write((*buf)[:k])
 			if werr != nil {
 				tunnelBufs.Put(buf)
@@ -156,8 +152,8 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n *atomic.Int64) error {
 			}
 		case errors.Is(rerr, io.EOF):
 			return nil
-		case rerr != nil && isTimeout(rerr) && t.idleFor(time.Now()) < t.idle:
-			set = time.Time{} // the other direction is busy: not idle
+		case rerr != nil && isTimeout(rerr) && (n.Load() != seen || other.Load() != seenOf):
+			set = time.Time{} // bytes moved within the idle time: not idle
 		case rerr != nil:
 			return rerr
 		}
@@ -171,32 +167,42 @@ var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBuf); retur
 // tunnelBuf is one TLS record, the most a small message is.
 const tunnelBuf = 16 << 10
 
-// readPooled waits until src is readable (holding no buffer), then reads
-// into a pooled buffer it returns with the count; the caller puts it back.
-// At end of stream it returns io.EOF.
-func readPooled(rc syscall.RawConn) (*[]byte, int, error) {
-	var (
-		buf  *[]byte
-		k    int
-		rerr error
-	)
-	err := rc.Read(func(fd uintptr) bool {
-		if buf == nil {
-			buf = tunnelBufs.Get().(*[]byte)
+// rawReader reads a socket through its RawConn so that no buffer is held
+// while it waits: the buffer is taken from the pool once the socket is
+// readable, and given back on EAGAIN.
+type rawReader struct {
+	fn   func(fd uintptr) bool
+	buf  *[]byte
+	k    int
+	rerr error
+}
+
+func (r *rawReader) read(fd uintptr) bool {
+	if r.buf == nil {
+		r.buf = tunnelBufs.Get().(*[]byte)
+	}
+	for {
+		r.k, r.rerr = syscall.Read(int(fd), *r.buf)
+		if r.rerr != syscall.EINTR {
+			break
 		}
-		for {
-			k, rerr = syscall.Read(int(fd), *buf)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			tunnelBufs.Put(buf)
-			buf = nil
-			return false // wait for readability
-		}
-		return true
-	})
+	}
+	if r.rerr == syscall.EAGAIN {
+		tunnelBufs.Put(r.buf)
+		r.buf = nil
+		return false // wait for readability
+	}
+	return true
+}
+
+// next waits until the socket is readable, then reads into a pooled
+// buffer it returns with the count; the caller puts the buffer back. At
+// end of stream it returns io.EOF.
+func (r *rawReader) next(rc syscall.RawConn) (*[]byte, int, error) {
+	r.buf, r.k, r.rerr = nil, 0, nil
+	err := rc.Read(r.fn)
+	buf, k, rerr := r.buf, max(r.k, 0), r.rerr
+	r.buf = nil
 	switch {
 	case err != nil:
 		rerr = err
@@ -204,9 +210,6 @@ func readPooled(rc syscall.RawConn) (*[]byte, int, error) {
 		rerr = os.NewSyscallError("read", rerr)
 	case k == 0:
 		rerr = io.EOF
-	}
-	if k < 0 {
-		k = 0
 	}
 	if rerr != nil && k == 0 && buf != nil {
 		tunnelBufs.Put(buf)
@@ -235,7 +238,6 @@ func (t *tcpTunnel) bulk(dst, src *net.TCPConn, n *atomic.Int64) (eof bool, err 
 		src.SetReadDeadline(time.Now().Add(t.idle))
 		w, err := io.CopyN(dst, src, int64(avail))
 		n.Add(w)
-		t.touch()
 		if errors.Is(err, io.EOF) {
 			return true, nil
 		}

@@ -3,9 +3,11 @@ package proxy
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -247,45 +249,75 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkTunnelRoundTrip is one small request and answer (a keep-alive
-// exchange) through a tunnel (tunnel), the user-space copy (pipe), and
-// none (direct), with process CPU time per round trip.
+// exchange) through a tunnel (splice), the user-space copy (userspace),
+// and none (direct), on 1 and on 32 connections at once, with process CPU
+// time per round trip.
 func BenchmarkTunnelRoundTrip(b *testing.B) {
-	for _, mode := range []string{"direct", "splice", "userspace"} {
-		b.Run(mode, func(b *testing.B) {
-			client, pc := tcpPair(b)
-			pu, server := tcpPair(b)
-			if mode == "direct" {
-				server = pc
-			} else {
-				f := &flow{}
-				cc := &countConn{Conn: pc, f: f}
-				if mode == "splice" {
-					go tunnel(f, cc, pu, time.Minute)
-				} else {
-					go pipe(cc, pu, time.Minute)
-				}
-			}
-			go func() {
-				buf := make([]byte, 200)
-				for {
-					if _, err := io.ReadFull(server, buf); err != nil {
-						return
-					}
-					if _, err := server.Write(buf); err != nil {
-						return
+	for _, conns := range []int{1, 32} {
+		for _, mode := range []string{"direct", "splice", "userspace"} {
+			b.Run(fmt.Sprintf("c=%d/%s", conns, mode), func(b *testing.B) {
+				roundTrips := func(c *net.TCPConn, next func() bool) {
+					msg := make([]byte, 200)
+					for next() {
+						c.Write(msg)
+						if _, err := io.ReadFull(c, msg); err != nil {
+							b.Error(err)
+							return
+						}
 					}
 				}
-			}()
-			msg := make([]byte, 200)
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for range b.N {
-				client.Write(msg)
-				if _, err := io.ReadFull(client, msg); err != nil {
-					b.Fatal(err)
+				if conns == 1 {
+					c := echoThrough(b, mode)
+					b.ResetTimer()
+					cpu0 := cpuTime()
+					i := 0
+					roundTrips(c, func() bool { i++; return i <= b.N })
+					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+					return
 				}
-			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
-		})
+				// RunParallel starts parallelism × GOMAXPROCS goroutines,
+				// each with its own connection.
+				par := max(1, conns/runtime.GOMAXPROCS(0))
+				clients := make(chan *net.TCPConn, par*runtime.GOMAXPROCS(0))
+				for range cap(clients) {
+					clients <- echoThrough(b, mode)
+				}
+				b.SetParallelism(par)
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				b.RunParallel(func(pb *testing.PB) { roundTrips(<-clients, pb.Next) })
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			})
+		}
 	}
+}
+
+// echoThrough returns a client connected to a 200-byte echo server through
+// a tunnel of the given mode.
+func echoThrough(b *testing.B, mode string) *net.TCPConn {
+	client, pc := tcpPair(b)
+	pu, server := tcpPair(b)
+	if mode == "direct" {
+		server = pc
+	} else {
+		f := &flow{}
+		cc := &countConn{Conn: pc, f: f}
+		if mode == "splice" {
+			go tunnel(f, cc, pu, time.Minute)
+		} else {
+			go pipe(cc, pu, time.Minute)
+		}
+	}
+	go func() {
+		buf := make([]byte, 200)
+		for {
+			if _, err := io.ReadFull(server, buf); err != nil {
+				return
+			}
+			if _, err := server.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return client
 }
