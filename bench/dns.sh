@@ -88,6 +88,12 @@ perf() {
   awk '/Queries per second/ {printf "%.0f", $4}' "$work/last"
 }
 lost() { awk '/Queries lost/ {print $3}' "$work/last"; }
+# cpu PID -> user+system CPU ticks (1/100 s) of a process so far
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpuper PID TICKS0 -> CPU microseconds per completed query of the last run
+cpuper() { awk -v t="$(( $(cpu "$1") - $2 ))" '/Queries completed/ {if ($3 > 0) printf "%.1f", t * 10000 / $3}' "$work/last"; }
+# lowf KEY VALUE keeps the lowest (decimal) value
+lowf() { local k=$1 v=$2; if [ -z "${R[$k]:-}" ] || awk -v a="$v" -v b="${R[$k]}" 'BEGIN {exit !(a < b)}'; then R[$k]=$v; fi; }
 # p99 PORT QPS -> p99 latency in microseconds at QPS, cached names
 p99() {
   dnsperf -s 127.0.0.1 -p "$1" -d "$work/cached.txt" -c "$CLIENTS" -q 200 -t 2 -l "$DUR" -Q "$2" -v 2>/dev/null |
@@ -106,6 +112,8 @@ for rep in $(seq "$REPS"); do
   for phase in cached denied unique; do
     for i in 0 1; do
       s=${order[$(( (i + rep) % 2 ))]}; name=${s%%:*} port=${s##*:}
+      pid=$dpid; [ "$name" = unbound ] && pid=$upid
+      c0=$(cpu "$pid")
       case $phase in
         cached) best "$name.cached" "$(perf "$port" "$work/cached.txt" -l "$DUR")" ;;
         denied) best "$name.denied" "$(perf "$port" "$work/denied.txt" -l "$DUR")" ;;
@@ -115,6 +123,7 @@ for rep in $(seq "$REPS"); do
           best "$name.unique" "$(perf "$port" "$work/u.txt" -n 1 -l "$DUR")"
           R[$name.unique_lost]=$(lost) ;;
       esac
+      lowf "$name.$phase.cpu" "$(cpuper "$pid" "$c0")"
     done
   done
 done
@@ -140,6 +149,9 @@ printf '%-34s %12s %12s %8s   %s\n' "cached (qps)" "${R[dnsd.cached]}" "${R[unbo
 printf '%-34s %12s %12s %8s   %s\n' "forwarded unique names (qps)" "${R[dnsd.unique]}" "${R[unbound.unique]}" "$(ratio "${R[dnsd.unique]}" "${R[unbound.unique]}")" ">= 1.5x"
 printf '%-34s %12s %12s %8s   %s\n' "  lost queries" "${R[dnsd.unique_lost]}" "${R[unbound.unique_lost]}" "" ""
 printf '%-34s %12s %12s %8s   %s\n' "denied names, NXDOMAIN (qps)" "${R[dnsd.denied]}" "${R[unbound.denied]}" "$(ratio "${R[dnsd.denied]}" "${R[unbound.denied]}")" ">= 1.0x"
+printf '%-34s %12s %12s %8s   %s\n' "  server CPU per cached query (us)" "${R[dnsd.cached.cpu]}" "${R[unbound.cached.cpu]}" "$(ratio "${R[unbound.cached.cpu]}" "${R[dnsd.cached.cpu]}")" "(ratio unbound/dnsd)"
+printf '%-34s %12s %12s %8s   %s\n' "  server CPU per forwarded (us)" "${R[dnsd.unique.cpu]}" "${R[unbound.unique.cpu]}" "$(ratio "${R[unbound.unique.cpu]}" "${R[dnsd.unique.cpu]}")" ""
+printf '%-34s %12s %12s %8s   %s\n' "  server CPU per denied query (us)" "${R[dnsd.denied.cpu]}" "${R[unbound.denied.cpu]}" "$(ratio "${R[unbound.denied.cpu]}" "${R[dnsd.denied.cpu]}")" ""
 printf '%-34s %12s %12s %8s   %s\n' "p99 at half of own peak (us)" "${R[dnsd.p99]}" "${R[unbound.p99]}" "$(ratio "${R[dnsd.p99]}" "${R[unbound.p99]}")" "< 1000 us"
 printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
 printf '  RSS at start %d MiB, before %d MiB, after %d names %d MiB, after %d names %d MiB, peak %d MiB\n' \
