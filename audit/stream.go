@@ -27,6 +27,19 @@ type writerSink struct {
 }
 
 func (s *writerSink) write(lines []line) (int, error) {
+	done := 0
+	for done < len(lines) {
+		n, err := s.writeChunk(lines[done:])
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// writeChunk writes the lines that fit in streamChunk (at least one).
+func (s *writerSink) writeChunk(lines []line) (int, error) {
 	if len(s.pending) > 0 {
 		n, err := s.w.Write(s.pending)
 		s.pending = s.pending[n:]
@@ -35,13 +48,18 @@ func (s *writerSink) write(lines []line) (int, error) {
 		}
 	}
 	buf := s.buf[:0]
+	count := 0
 	for _, l := range lines {
+		if len(buf) > 0 && len(buf)+len(l.raw)+1 > streamChunk {
+			break
+		}
 		buf = append(append(buf, l.raw...), '\n')
+		count++
 	}
 	s.buf = keepBuf(buf)
 	n, err := s.w.Write(buf)
 	if err == nil {
-		return len(lines), nil
+		return count, nil
 	}
 	done := bytes.Count(buf[:n], []byte("\n"))
 	if i := bytes.LastIndexByte(buf[:n], '\n'); n > i+1 {
@@ -143,6 +161,11 @@ func lastLine(f *os.File, size *int64) ([]byte, error) {
 	return bytes.Clone(buf[bytes.LastIndexByte(buf, '\n')+1:]), nil
 }
 
+// streamChunk is the most a sink writes in one system call: a sink that
+// catches up on many batches reuses one buffer of this size instead of
+// building the whole run in memory.
+const streamChunk = 1 << 20
+
 func (s *fileSink) write(lines []line) (int, error) {
 	done := 0
 	for done < len(lines) {
@@ -155,7 +178,8 @@ func (s *fileSink) write(lines []line) (int, error) {
 		n := done
 		for n < len(lines) {
 			l := lines[n].raw
-			if s.maxBytes > 0 && len(buf) > 0 && s.size+int64(len(buf)+len(l)+1) > s.maxBytes {
+			if len(buf) > 0 && (len(buf)+len(l)+1 > streamChunk ||
+				s.maxBytes > 0 && s.size+int64(len(buf)+len(l)+1) > s.maxBytes) {
 				break
 			}
 			buf = append(append(buf, l...), '\n')
