@@ -35,7 +35,10 @@ func newMMsgReader(rc syscall.RawConn) *mmsgReader {
 	r := &mmsgReader{rc: rc}
 	r.read = func(fd uintptr) bool {
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), udpBatch, 0, 0, 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
+		for e == unix.EINTR {
+			n, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), udpBatch, 0, 0, 0)
+		}
+		if e == unix.EAGAIN {
 			return false // wait until readable
 		}
 		r.n, r.errno = int(n), e
