@@ -105,9 +105,18 @@ func BenchmarkSoak(b *testing.B) {
 		b.ReportMetric(float64(r.stats.Dropped), "dropped")
 		b.ReportMetric(float64(r.maxDepth), "max-queue")
 		b.ReportMetric(r.drain.Seconds(), "drain-s")
-		fmt.Printf("soak %d/s for %ds: offered %.0f/s, written %.0f/s, accepted %d, dropped %d, gaps %d, max queue %d/%d, drain after stop %v, store errors %d, cpu %v/event, load %s\n",
-			rate, secs, r.offered, r.kept, r.stats.Accepted, r.stats.Dropped, r.stats.Gaps, r.maxDepth, r.stats.QueueCapacity,
-			r.drain.Round(time.Millisecond), r.stats.StoreErrors, r.cpuPerEvent, loadAvg())
+		st := r.stats
+		fmt.Printf("soak %d/s for %ds:\n", rate, secs)
+		fmt.Printf("soak   events offered   %d (%.0f/s)\n", r.offeredN, r.offered)
+		fmt.Printf("soak   events written   %d (%.0f/s incl. drain; %d accepted)\n", st.Written-st.Gaps, r.kept, st.Accepted)
+		fmt.Printf("soak   events dropped   %d (lost at close %d)\n", st.Dropped, st.Lost)
+		fmt.Printf("soak   gap events       %d\n", st.Gaps)
+		fmt.Printf("soak   cpu              %.1fs total, %.1f µs/event\n", r.cpu.Seconds(), float64(r.cpuPerEvent.Nanoseconds())/1000)
+		fmt.Printf("soak   store size       %.1f MiB (%.0f B/event); stream kept %.1f MiB\n", float64(r.storeBytes)/(1<<20),
+			float64(r.storeBytes)/float64(max(st.Written, 1)), float64(r.streamBytes)/(1<<20))
+		fmt.Printf("soak   rss peak         %.0f MiB\n", float64(r.rssPeak)/(1<<20))
+		fmt.Printf("soak   queue max        %d/%d, drain after stop %v, store errors %d, load %s\n", r.maxDepth, st.QueueCapacity,
+			r.drain.Round(time.Millisecond), st.StoreErrors, loadAvg())
 		printSoakRow(rate, r)
 	}
 }
@@ -120,8 +129,9 @@ func printSoakRow(rate int, r soakResult) {
 	st := r.stats
 	events := st.Written - st.Gaps
 	zero := st.Dropped == 0 && st.Lost == 0 && events == st.Accepted
-	fmt.Printf("soak-row\t%d\t%.0f\t%d\t%.0f\t%d\t%d\t%.1f\t%s\t%s\t%.1f\t%s\n",
-		rate, r.offered, events, r.kept, st.Dropped, st.Gaps, float64(r.cpuPerEvent.Nanoseconds())/1000,
+	fmt.Printf("soak-row\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.0f\t%.0f\t%s\t%s\t%.1f\t%s\n",
+		rate, r.offeredN, events, st.Dropped, st.Gaps, float64(r.cpuPerEvent.Nanoseconds())/1000,
+		float64(r.storeBytes)/(1<<20), float64(r.rssPeak)/(1<<20),
 		yesNo(zero), yesNo(r.offered >= 0.99*float64(rate)), r.drain.Seconds(), strings.Fields(loadAvg())[0])
 }
 
@@ -134,10 +144,15 @@ func yesNo(b bool) string {
 
 type soakResult struct {
 	offered, kept float64
+	offeredN      int64
+	cpu           time.Duration
 	cpuPerEvent   time.Duration
 	maxDepth      int
 	drain         time.Duration
 	stats         Stats
+	storeBytes    int64 // the store's files after Close
+	streamBytes   int64 // the JSONL files (kept by rotation)
+	rssPeak       int64 // VmHWM, bytes
 }
 
 func soak(b *testing.B, rate int, d time.Duration) soakResult {
@@ -174,8 +189,10 @@ func soak(b *testing.B, rate int, d time.Duration) soakResult {
 	drain := time.Since(start) - sent
 	st := p.Stats()
 	cpu := (cpuTime() - cpu0) / time.Duration(max(st.Accepted, 1))
-	return soakResult{cpuPerEvent: cpu, offered: float64(offered.Load()) / sent.Seconds(),
-		kept: float64(st.Accepted) / (sent + drain).Seconds(), maxDepth: int(maxDepth.Load()), drain: drain, stats: st}
+	return soakResult{cpuPerEvent: cpu, cpu: cpuTime() - cpu0, offered: float64(offered.Load()) / sent.Seconds(),
+		offeredN: offered.Load(), kept: float64(st.Accepted) / (sent + drain).Seconds(), maxDepth: int(maxDepth.Load()),
+		drain: drain, stats: st, storeBytes: filesSize(dir, StoreFile+"*"), streamBytes: filesSize(dir, "events.jsonl*"),
+		rssPeak: rssPeak()}
 }
 
 // produce emits this producer's share of rate, paced against the clock.
@@ -197,6 +214,30 @@ func produce(p *Pipeline, evs []Event, w, n, rate int, start, stop time.Time, of
 		sent++
 		offered.Add(1)
 	}
+}
+
+// filesSize sums the sizes of the files in dir matching pattern.
+func filesSize(dir, pattern string) int64 {
+	names, _ := filepath.Glob(filepath.Join(dir, pattern))
+	var n int64
+	for _, name := range names {
+		if fi, err := os.Stat(name); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// rssPeak is the process's peak resident set (VmHWM) in bytes.
+func rssPeak() int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func loadAvg() string {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Audit pipeline soak: offer events at 50,000/s, then at 100,000/s, for
 # AIRLOCK_SOAK_SECONDS (default 60) each, into the SQLite store and a JSONL
-# file, and print a table of what was offered, written and dropped (drops
-# are counted and reported by gap records). Not a test: the numbers depend
+# file, and print for each rate the events offered, written and dropped,
+# the gap records that reported the drops, the CPU used, the store's size
+# and the peak RSS, then a table of the same. Not a test: the numbers depend
 # on the machine and its load (the last column is the 1-minute load average
 # at the end of the run); CPU per event is the figure that travels.
 set -euo pipefail
@@ -22,6 +23,6 @@ done
 echo
 echo "audit soak, ${secs}s per rate, $(nproc) CPUs"
 printf '%s\n' "${rows[@]}" | awk -F'\t' '
-  BEGIN { printf "%-8s %10s %10s %10s %9s %5s %9s %9s %7s %7s %5s\n",
-    "target/s", "offered/s", "written", "written/s", "dropped", "gaps", "cpu-µs/ev", "zero-loss", "at-rate", "drain-s", "load" }
-  { printf "%-8s %10s %10s %10s %9s %5s %9s %9s %7s %7s %5s\n", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'
+  BEGIN { printf "%-8s %10s %10s %8s %5s %9s %9s %7s %9s %7s %7s %5s\n",
+    "target/s", "offered", "written", "dropped", "gaps", "cpu-µs/ev", "store-MiB", "rss-MiB", "zero-loss", "at-rate", "drain-s", "load" }
+  { printf "%-8s %10s %10s %8s %5s %9s %9s %7s %9s %7s %7s %5s\n", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
