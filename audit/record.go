@@ -85,7 +85,7 @@ const chainRoom = len(`,"seq":18446744073709551615,"prev_hash":""}`) + 64
 // event is encoded once and its bytes are the stream line and the store's
 // raw column.
 func marshalBody(e *Event) ([]byte, error) {
-	b, err := appendEvent(make([]byte, 0, 512), e)
+	b, err := appendEvent(make([]byte, 0, 512+chainRoom), e)
 	if err != nil {
 		return nil, err
 	}
