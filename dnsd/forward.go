@@ -90,11 +90,17 @@ type result struct {
 	own bool
 }
 
-// call is one in-flight exchange that identical queries wait on.
+// call is one in-flight exchange that identical queries wait on. It also
+// holds the upstream query, so a miss allocates one object for both.
 type call struct {
-	done   chan struct{}
+	done   chan struct{} // made when a query joins (under forwarder.mu)
 	res    result
 	joined int // queries waiting on it besides the one that made it (under forwarder.mu)
+
+	msg   dns.Msg
+	quest [1]dns.Question
+	opt   dns.OPT
+	extra [1]dns.RR
 }
 
 // forwarder sends queries upstream with retries and coalesces identical
@@ -139,21 +145,41 @@ func reply(req, up *dns.Msg, own bool) *dns.Msg {
 	m.Authoritative = false
 	m.RecursionDesired = req.RecursionDesired
 	m.RecursionAvailable = true
-	m.Extra = dropOPT(m.Extra)
+	var old *dns.OPT
+	m.Extra, old = dropOPT(m.Extra)
 	if o := req.IsEdns0(); o != nil {
-		m.SetEdns0(dns.DefaultMsgSize, o.Do())
+		if old == nil {
+			m.SetEdns0(dns.DefaultMsgSize, o.Do())
+			return m
+		}
+		// Reuse the upstream's OPT record (m is this query's own, or a
+		// deep copy), emptied:
+		// what SetEdns0 builds, without allocating.
+		*old = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		old.SetUDPSize(dns.DefaultMsgSize)
+		if o.Do() {
+			old.SetDo()
+		}
+		m.Extra = append(m.Extra, old)
 	}
 	return m
 }
 
-func dropOPT(rrs []dns.RR) []dns.RR {
+// dropOPT removes the OPT records from rrs, in place, and returns the
+// last one removed.
+func dropOPT(rrs []dns.RR) ([]dns.RR, *dns.OPT) {
 	out := rrs[:0]
+	var opt *dns.OPT
 	for _, rr := range rrs {
+		if o, ok := rr.(*dns.OPT); ok {
+			opt = o
+			continue
+		}
 		if rr.Header().Rrtype != dns.TypeOPT {
 			out = append(out, rr)
 		}
 	}
-	return out
+	return out, opt
 }
 
 // do runs or joins the exchange for k.
@@ -161,6 +187,9 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *w
 	f.mu.Lock()
 	if c, ok := f.calls[k]; ok {
 		c.joined++
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
 		f.mu.Unlock()
 		select {
 		case <-c.done:
@@ -169,16 +198,19 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *w
 			return result{err: ctx.Err()}
 		}
 	}
-	c := &call{done: make(chan struct{})}
+	c := new(call)
 	f.calls[k] = c
 	f.mu.Unlock()
 
-	c.res = f.exchange(ctx, k, f.upstreamsFor(p), cd, ws)
+	c.res = f.exchange(ctx, c, k, f.upstreamsFor(p), cd, ws)
 	f.mu.Lock()
 	delete(f.calls, k)
 	own := c.joined == 0 // nobody joins once the call is out of the map
+	done := c.done
 	f.mu.Unlock()
-	close(c.done)
+	if done != nil {
+		close(done)
+	}
 	res := c.res
 	res.own = own
 	return res
@@ -205,15 +237,12 @@ var errNoUpstream = errors.New("no upstream configured")
 
 // exchange tries the upstreams in turn until one answers usefully or the
 // query's time budget is spent.
-func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd bool, ws *workerSocks) result {
+func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Upstream, cd bool, ws *workerSocks) result {
 	if len(ups) == 0 {
 		return result{err: errNoUpstream}
 	}
 	end := time.Now().Add(f.timeout)
-	m := new(dns.Msg)
-	m.SetQuestion(k.name, k.qtype)
-	m.CheckingDisabled = cd
-	m.SetEdns0(upstreamUDPSize, k.do)
+	m := c.query(k, cd)
 	start := int(f.rr.Add(1))
 	var last result
 	for i := 0; ctx.Err() == nil && i < 3*len(ups); i++ {
@@ -247,6 +276,24 @@ func (f *forwarder) exchange(ctx context.Context, k cacheKey, ups []Upstream, cd
 		last.err = context.DeadlineExceeded
 	}
 	return last
+}
+
+// query builds the upstream query for k in c's own storage (what
+// SetQuestion and SetEdns0 would build, without their allocations).
+func (c *call) query(k cacheKey, cd bool) *dns.Msg {
+	m := &c.msg
+	m.RecursionDesired = true
+	m.CheckingDisabled = cd
+	c.quest[0] = dns.Question{Name: k.name, Qtype: k.qtype, Qclass: dns.ClassINET}
+	m.Question = c.quest[:]
+	c.opt.Hdr = dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}
+	c.opt.SetUDPSize(upstreamUDPSize)
+	if k.do {
+		c.opt.SetDo()
+	}
+	c.extra[0] = &c.opt
+	m.Extra = c.extra[:]
+	return m
 }
 
 // checkAnswer makes sure r answers m (same ID, same question).

@@ -223,7 +223,9 @@ func (w *workerSocks) exchange(ctx context.Context, addr string, m *dns.Msg, dea
 	}
 	c := slots[i].c
 	m.Id = dns.Id()
-	b, err := m.Pack()
+	bp := upBufPool.Get().(*[]byte)
+	defer upBufPool.Put(bp)
+	b, err := m.PackBuffer(*bp) // the query, then its answer, in one pooled buffer
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +234,6 @@ func (w *workerSocks) exchange(ctx context.Context, addr string, m *dns.Msg, dea
 		w.drop(slots, i)
 		return nil, err
 	}
-	bp := upBufPool.Get().(*[]byte)
-	defer upBufPool.Put(bp)
 	for {
 		n, err := c.Read(*bp)
 		if err != nil {
