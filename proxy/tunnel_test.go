@@ -183,7 +183,8 @@ func TestTunnelIdleHoldsNoPipes(t *testing.T) {
 		client, server, _, _ := tunnelEnds(t, nil, time.Minute)
 		data := randBytes(t, 1<<20)
 		go server.Write(data)
-		if _, err := io.ReadFull(client, data); err != nil {
+		got := make([]byte, len(data))
+		if _, err := io.ReadFull(client, got); err != nil {
 			t.Fatal(err)
 		}
 		ends = append(ends, client, server)
