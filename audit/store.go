@@ -113,8 +113,9 @@ func dsn(path string, readOnly bool) string {
 		// Durability trade: in WAL mode synchronous=NORMAL syncs the WAL
 		// only at checkpoints, not at every commit. The store stays
 		// consistent through a crash or power loss, but the transactions
-		// committed since the last checkpoint (at most ~4 MiB of WAL,
-		// seconds of events) can be rolled back by a power loss or kernel
+		// committed since the last checkpoint (normally the last
+		// checkpointEvery, 100 ms; at most ~64 MiB of WAL while
+		// checkpoints fail) can be rolled back by a power loss or kernel
 		// crash; an appliance process crash (kill -9) loses nothing
 		// committed. The JSONL stream is the copy to ship off the machine.
 		q.Add("_pragma", "synchronous(normal)")
