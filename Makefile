@@ -45,13 +45,8 @@ fmt-check:
 staticcheck:
 	$(GO) tool staticcheck $(GOTAGS) ./...
 
-fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
-	@for pkg in $$($(GO) list $(GOTAGS) ./...); do \
-	  for t in $$($(GO) test $(GOTAGS) -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test $(GOTAGS) -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+fuzz: ## run every fuzz target for FUZZTIME (default 10s) each; fails if any target fails
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(GOTAGS)
 
 generate: ## regenerate the eBPF objects and bindings (needs clang-14)
 	$(GO) generate ./bpf/...
