@@ -182,7 +182,7 @@ func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if up := upgradeType(req.Header); up != "" {
 		x.ev.e.HTTP.Upgrade = up
 	}
-	x.ev.setVerdict(v)
+	x.ev.setVerdictRule(v, sc.ruleString(v.Rule))
 	x.v = v
 	if !f.decided {
 		f.verdict = v

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"airlock/audit"
+	"airlock/policies"
 )
 
 // TestRequestsFlowThroughGoproxy appends a request handler and a
@@ -187,4 +190,66 @@ func TestKeepAliveIdleTimeout(t *testing.T) {
 	e.ev.waitFor(t, "close record with idle-timeout", func(ev audit.Event) bool {
 		return ev.Kind == audit.KindFlow && ev.Flow.Stage == "close" && ev.Flow.CloseReason == "idle-timeout"
 	})
+}
+
+// TestScopeTargetShortcut checks that the shortcut for a tunnel's
+// canonical Host header gives what full normalization gives, and that
+// every other spelling still goes through it: another host or port is
+// refused, a different spelling of the same host is accepted.
+func TestScopeTargetShortcut(t *testing.T) {
+	for _, tc := range []struct {
+		scheme, host string
+		port         uint16
+	}{
+		{"https", "example.test", 443},
+		{"https", "example.test", 8443},
+		{"http", "example.test", 80},
+		{"https", "2001:db8::1", 443},
+	} {
+		sc := &scope{scheme: tc.scheme, host: tc.host, port: tc.port}
+		sc.setNames()
+		if sc.exactHost == "" {
+			t.Fatalf("%s %s:%d: no canonical Host", tc.scheme, tc.host, tc.port)
+		}
+		u := &url.URL{Path: "/"}
+		h, pt, _, ok := sc.target(false, u, sc.exactHost)
+		if !ok || h != tc.host || pt != tc.port {
+			t.Errorf("%s: shortcut gave %q %d %v", sc.exactHost, h, pt, ok)
+		}
+		sc.exactHost = ""
+		h2, pt2, _, ok2 := sc.target(false, u, sc.hostHead)
+		if h2 != h || pt2 != pt || ok2 != ok {
+			t.Errorf("%s: normalization gave %q %d %v, shortcut %q %d %v", sc.hostHead, h2, pt2, ok2, h, pt, ok)
+		}
+	}
+	sc := &scope{scheme: "https", host: "example.test", port: 443}
+	sc.setNames()
+	for hostHeader, want := range map[string]bool{
+		"example.test": true, "EXAMPLE.test": true, "example.test:443": true, "example.test.": true,
+		"other.test": false, "example.test:8443": false, "example.test.other.test": false, "": false,
+	} {
+		if _, _, _, ok := sc.target(false, &url.URL{Path: "/"}, hostHeader); ok != want {
+			t.Errorf("Host %q: allowed %v, want %v", hostHeader, ok, want)
+		}
+	}
+}
+
+// TestVerdictRuleFields checks that the request event's verdict fields
+// filled with a cached rule text equal those filled from the verdict.
+func TestVerdictRuleFields(t *testing.T) {
+	sc := &scope{}
+	for _, v := range []policies.Verdict{
+		{Action: policies.ActionAllow, Rule: policies.Rule{Name: "categories.git", Pos: policies.Position{File: "p.toml", Line: 3, Col: 1}}, Category: "git"},
+		{Action: policies.ActionAudit, WouldDeny: true, Rule: policies.Rule{Name: "default"}, Reason: "no rule"},
+		{Action: policies.ActionAllow, Rule: policies.Rule{Name: "categories.git", Pos: policies.Position{File: "p.toml", Line: 4, Col: 1}}, Category: "git"},
+	} {
+		for range 2 {
+			var a, b reqEvent
+			a.setVerdict(v)
+			b.setVerdictRule(v, sc.ruleString(v.Rule))
+			if !reflect.DeepEqual(a.e, b.e) {
+				t.Errorf("verdict %+v: cached fields %+v, want %+v", v, b.e, a.e)
+			}
+		}
+	}
 }

@@ -31,6 +31,13 @@ type rawHead struct {
 	chunked bool
 }
 
+// parsedHead holds what parseHead builds in one allocation.
+type parsedHead struct {
+	req  http.Request
+	h    rawHead
+	vals [8]string
+}
+
 var crlfcrlf = []byte("\r\n\r\n")
 
 // readHead reads one request head (request line and header fields up to
@@ -77,15 +84,21 @@ func readHead(br *bufio.Reader, max int) (string, error) {
 // Host — and builds the request from it. Header names and values are
 // substrings of s: one allocation holds the whole head.
 func parseHead(s string) (*http.Request, *rawHead, error) {
-	h := &rawHead{clen: -1}
 	line, rest, _ := strings.Cut(s, "\r\n")
 	method, target, proto, err := requestLine(line)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The request, its raw head facts and the values of a typical head
+	// share one allocation.
+	pa := &parsedHead{h: rawHead{clen: -1}}
+	h := &pa.h
 	n := strings.Count(rest, "\r\n")
 	hdr := make(http.Header, n)
-	vals := make([]string, n)
+	vals := pa.vals[:]
+	if n > len(vals) {
+		vals = make([]string, n)
+	}
 	for i := 0; ; i++ {
 		line, rest, _ = strings.Cut(rest, "\r\n")
 		if line == "" {
@@ -105,7 +118,8 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 	if rest != "" {
 		return nil, nil, fmt.Errorf("%w: bytes after the head", errFraming)
 	}
-	req := &http.Request{Method: method, RequestURI: target, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, Header: hdr}
+	req := &pa.req
+	*req = http.Request{Method: method, RequestURI: target, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, Header: hdr}
 	if proto == "HTTP/1.0" {
 		req.ProtoMinor = 0
 	}

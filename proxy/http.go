@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"airlock/audit"
@@ -35,6 +36,28 @@ type scope struct {
 
 	// The upstream URL host and Host header of a fixed destination.
 	urlHost, hostHead string
+	// exactHost is a Host header that normalizes to exactly host and
+	// port (the canonical one), checked once here so that a request
+	// naming it byte for byte skips normalizing it again.
+	exactHost string
+	// rule caches the text of the rule that decided the last request.
+	rule atomic.Pointer[ruleText]
+}
+
+// ruleText is a rule and its text.
+type ruleText struct {
+	r policies.Rule
+	s string
+}
+
+// ruleString returns r's text, reusing the last one for a repeated rule.
+func (sc *scope) ruleString(r policies.Rule) string {
+	if c := sc.rule.Load(); c != nil && c.r == r {
+		return c.s
+	}
+	c := &ruleText{r: r, s: r.String()}
+	sc.rule.Store(c)
+	return c.s
 }
 
 // newScope is the scope of a connection's requests. An HTTP/2 scope is
@@ -44,9 +67,19 @@ type scope struct {
 func (p *Proxy) newScope(f *flow, scheme, host string, port uint16, pinFirst bool) *scope {
 	sc := &scope{f: f, scheme: scheme, host: host, port: port, pinFirst: pinFirst, tr: p.transportFor(f.sb.ID)}
 	if host != "" {
-		sc.urlHost, sc.hostHead = hostPort(host, port), authorityFor(host, port, scheme)
+		sc.setNames()
 	}
 	return sc
+}
+
+// setNames sets the upstream names of a fixed destination, and
+// exactHost when the canonical Host header normalizes to exactly the
+// scope's host and port.
+func (sc *scope) setNames() {
+	sc.urlHost, sc.hostHead = hostPort(sc.host, sc.port), authorityFor(sc.host, sc.port, sc.scheme)
+	if h, pt, err := splitAuthority(sc.hostHead, sc.scheme); err == nil && h == sc.host && pt == sc.port {
+		sc.exactHost = sc.hostHead
+	}
 }
 
 // outNames returns the upstream URL host and Host header for host:port.
@@ -122,6 +155,15 @@ func packageOf(pkg policies.Package) *audit.Package {
 
 func (r *reqEvent) setVerdict(v policies.Verdict) { verdictFields(&r.e, v) }
 
+// setVerdictRule is setVerdict with the rule's text already known.
+func (r *reqEvent) setVerdictRule(v policies.Verdict, rule string) {
+	r.e.Verdict = v.Action.String()
+	r.e.Rule = rule
+	r.e.Category = v.Category
+	r.e.WouldDeny = v.WouldDeny
+	r.e.Reason = v.Reason
+}
+
 // finish emits the event once. A request's event is finished by one
 // goroutine at a time (the one serving it).
 func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
@@ -147,6 +189,9 @@ func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Ve
 // target works out and checks where a request wants to go; abs tells
 // whether the client sent u in absolute form.
 func (sc *scope) target(abs bool, u *url.URL, hostHeader string) (string, uint16, policies.Verdict, bool) {
+	if !abs && sc.exactHost != "" && hostHeader == sc.exactHost {
+		return sc.host, sc.port, policies.Verdict{}, true
+	}
 	authority := hostHeader
 	if abs {
 		if hostHeader != "" && !sameAuthority(hostHeader, u.Host, u.Scheme) {
@@ -352,7 +397,7 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			if ph.Value == "" {
 				continue
 			}
-			if !slices.Contains(allowed, ph.Name) && bytes.Contains(body, []byte(ph.Value)) {
+			if len(body) > 0 && !slices.Contains(allowed, ph.Name) && bytes.Contains(body, []byte(ph.Value)) {
 				return p.secretEgress(ev, req, ph.Name)
 			}
 			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, slices.Contains(allowed, ph.Name), v); resp != nil {

@@ -33,10 +33,11 @@ func quickResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 		return nil, false
 	}
 	s := string(b[:end+4])
-	resp, framing, ok := parseUpHead(s)
+	pr, framing, ok := parseUpHead(s)
 	if !ok {
 		return nil, false
 	}
+	resp := &pr.resp
 	resp.Request = req
 	noBody := req.Method == http.MethodHead ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
@@ -59,7 +60,8 @@ func quickResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 	case framing.clen == 0:
 		resp.Body = http.NoBody
 	case framing.clen > 0:
-		resp.Body = &upLenBody{br: br, left: framing.clen}
+		pr.body = upLenBody{br: br, left: framing.clen, pr: pr}
+		resp.Body = &pr.body
 	default:
 		resp.ContentLength = -1
 		resp.Close = true
@@ -71,7 +73,7 @@ func quickResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 
 // parseUpHead parses a response head strictly; ok is false for anything
 // unusual (net/http then parses it).
-func parseUpHead(s string) (*http.Response, rawHead, bool) {
+func parseUpHead(s string) (*parsedResp, rawHead, bool) {
 	fr := rawHead{clen: -1}
 	line, rest, _ := strings.Cut(s, "\r\n")
 	for i := 0; i < len(line); i++ {
@@ -93,8 +95,15 @@ func parseUpHead(s string) (*http.Response, rawHead, bool) {
 	if len(code) != 3 || err != nil || n < 200 { // 1xx: rare, net/http's
 		return nil, fr, false
 	}
-	hdr := make(http.Header, strings.Count(rest, "\r\n"))
-	vals := make([]string, strings.Count(rest, "\r\n"))
+	nf := strings.Count(rest, "\r\n")
+	// The response, the values of a typical head and a length-framed
+	// body share one allocation.
+	pr := &parsedResp{}
+	hdr := make(http.Header, nf)
+	vals := pr.vals[:]
+	if nf > len(vals) {
+		vals = make([]string, nf)
+	}
 	for i := 0; ; i++ {
 		line, rest, _ = strings.Cut(rest, "\r\n")
 		if line == "" {
@@ -125,7 +134,8 @@ func parseUpHead(s string) (*http.Response, rawHead, bool) {
 			hdr[key] = vals[i : i+1 : i+1]
 		}
 	}
-	resp := &http.Response{
+	resp := &pr.resp
+	*resp = http.Response{
 		Status: status, StatusCode: n, Proto: proto, ProtoMajor: 1, ProtoMinor: minor,
 		Header: hdr, ContentLength: fr.clen,
 		Close: shouldClose(minor, hdr["Connection"]),
@@ -133,7 +143,15 @@ func parseUpHead(s string) (*http.Response, rawHead, bool) {
 	if headerHasToken(hdr["Connection"], "close") {
 		delete(hdr, "Connection") // as net/http does
 	}
-	return resp, fr, true
+	return pr, fr, true
+}
+
+// parsedResp holds what parseUpHead builds in one allocation.
+type parsedResp struct {
+	resp http.Response
+	body upLenBody
+	up   upBody // the upstream's wrapper of body
+	vals [8]string
 }
 
 func upField(l string) (string, string, bool) {
@@ -160,6 +178,7 @@ func upField(l string) (string, string, bool) {
 type upLenBody struct {
 	br   *bufio.Reader
 	left int64
+	pr   *parsedResp // what it was allocated with
 }
 
 func (b *upLenBody) Read(p []byte) (int, error) {

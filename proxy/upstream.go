@@ -106,7 +106,8 @@ func (u *upstream) roundTrip(req *http.Request, targets []netip.AddrPort, f *flo
 		}
 		resp, err := u.exchange(uc, req)
 		if err == nil {
-			b := &upBody{rc: resp.Body, u: u, key: key, uc: uc}
+			b := upBodyFor(resp.Body)
+			*b = upBody{rc: resp.Body, u: u, key: key, uc: uc}
 			// Reusable: the server keeps the connection and the body
 			// has a length or chunks (not "until the connection closes").
 			b.keep = !resp.Close && (resp.Body == http.NoBody || resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
@@ -292,6 +293,15 @@ func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort
 
 // upBody is a direct-path response body: read to its end, it gives the
 // connection back to the pool; closed early, it closes the connection.
+// upBodyFor returns the storage for body's wrapper: allocated with the
+// response when the fast parser built it, else new.
+func upBodyFor(body io.ReadCloser) *upBody {
+	if lb, ok := body.(*upLenBody); ok && lb.pr != nil {
+		return &lb.pr.up
+	}
+	return new(upBody)
+}
+
 type upBody struct {
 	rc   io.ReadCloser
 	u    *upstream
