@@ -115,20 +115,31 @@ func (p *Proxy) dialChecked(ctx context.Context, targets []netip.AddrPort) (net.
 	if len(targets) == 0 {
 		return nil, errors.New("proxy: no checked address to dial")
 	}
-	d := net.Dialer{Timeout: p.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	var errs []error
-	dial := d.DialContext
-	if p.testDial != nil {
-		dial = p.testDial
-	}
 	for _, t := range targets {
-		c, err := dial(ctx, "tcp", t.String())
+		var c net.Conn
+		var err error
+		if p.testDial != nil {
+			c, err = p.testDial(ctx, "tcp", t.String())
+		} else {
+			c, err = dialAddr(ctx, p.cfg.DialTimeout, t)
+		}
 		if err == nil {
 			return c, nil
 		}
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("proxy: dial: %w", errors.Join(errs...))
+}
+
+// dialAddr connects to one checked address without TCP keep-alive probes
+// (four setsockopt calls per socket; the proxy's own idle timeouts close
+// dead connections). Not Dialer.DialTCP: its local address argument
+// cannot be left out, and a zero one costs a bind that also takes the
+// ephemeral port before connect.
+func dialAddr(ctx context.Context, timeout time.Duration, t netip.AddrPort) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, KeepAlive: -1}
+	return d.DialContext(ctx, "tcp", t.String())
 }
 
 // dialTargetsKey carries the checked addresses of one request to the

@@ -30,6 +30,9 @@ func ListenTransparent(ctx context.Context, addr string) (net.Listener, error) {
 		}
 		return nil
 	}}
+	// No TCP keep-alive probes on accepted sockets (four setsockopt calls
+	// per connection): the proxy's idle timeouts close dead connections.
+	lc.KeepAlive = -1
 	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(ctx, "tcp4", addr)
 	if err != nil {

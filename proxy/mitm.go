@@ -41,14 +41,11 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	if err != nil {
 		return nil, fmt.Errorf("proxy: leaf for %q: %w", name, err)
 	}
-	tc := tls.Server(c, &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   protos,
-		Certificates: []tls.Certificate{*cert},
-		// Full-size records from the first byte: the client is on the
-		// same host or network, not behind a slow start.
-		DynamicRecordSizingDisabled: true,
-	})
+	conf := mitmH1
+	if len(protos) > 1 {
+		conf = mitmH2
+	}
+	tc := tls.Server(&leafConn{Conn: c, cert: cert}, conf)
 	c.SetDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	err = tc.Handshake()
 	c.SetDeadline(time.Time{})
@@ -56,6 +53,46 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 		return nil, err
 	}
 	return tc, nil
+}
+
+// The client-facing TLS configurations are shared by every connection (no
+// per-connection config, and session tickets one connection issued can
+// resume another); the leaf for the connection's approved name rides on
+// the connection itself.
+var (
+	mitmH1 = mitmConfig("http/1.1")
+	mitmH2 = mitmConfig("h2", "http/1.1")
+)
+
+func mitmConfig(protos ...string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if lc, ok := hi.Conn.(*leafConn); ok && lc.cert != nil {
+				return lc.cert, nil
+			}
+			return nil, errors.New("proxy: no leaf for this connection")
+		},
+		// Full-size records from the first byte: the client is on the
+		// same host or network, not behind a slow start.
+		DynamicRecordSizingDisabled: true,
+	}
+}
+
+// leafConn carries the leaf minted for the name the connection was
+// approved for (never the name the client asks for in the handshake).
+type leafConn struct {
+	net.Conn
+	cert *tls.Certificate
+}
+
+// CloseWrite half-closes when the underlying connection can.
+func (c *leafConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // explainTLS answers a denied TLS connection with a 403 over TLS with the

@@ -261,8 +261,7 @@ func (d *dialLog) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil || ap.Addr() != netip.MustParseAddr("127.0.0.1") {
 		return nil, fmt.Errorf("test world: refusing to dial %s", addr)
 	}
-	var nd net.Dialer
-	return nd.DialContext(ctx, network, addr)
+	return dialAddr(ctx, 10*time.Second, ap) // the proxy's own dialer
 }
 
 func (d *dialLog) list() []string {
@@ -420,7 +419,9 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	e.explicit = ln.Addr().String()
 	go p.ServeExplicit(ln)
-	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	// As the appliance's listeners: no TCP keep-alive probes.
+	lc := net.ListenConfig{KeepAlive: -1}
+	tln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
