@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"syscall"
 	"testing"
 	"time"
@@ -148,6 +149,22 @@ func BenchmarkSpliceNewConnection(b *testing.B) {
 	tr := &http.Transport{
 		DialContext:       func(ctx contextT, _, _ string) (net.Conn, error) { return e.dialTransparent(e.worldDst()), nil },
 		TLSClientConfig:   &tls.Config{RootCAs: e.w.roots},
+		DisableKeepAlives: true,
+	}
+	benchGet(b, &http.Client{Transport: tr}, fmt.Sprintf("https://splice.example.test:%d/b", e.w.tlsPort))
+}
+
+// BenchmarkSpliceNewConnectionExplicit is bench/proxy's splice path: a
+// CONNECT tunnel per request through the explicit listener.
+func BenchmarkSpliceNewConnectionExplicit(b *testing.B) {
+	e := benchEnv(b)
+	u, err := url.Parse("http://" + e.explicit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := &http.Transport{
+		Proxy:             http.ProxyURL(u),
+		TLSClientConfig:   &tls.Config{RootCAs: e.w.roots, CurvePreferences: []tls.CurveID{tls.X25519}},
 		DisableKeepAlives: true,
 	}
 	benchGet(b, &http.Client{Transport: tr}, fmt.Sprintf("https://splice.example.test:%d/b", e.w.tlsPort))

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"airlock/policies"
@@ -238,12 +239,29 @@ func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind)
 }
 
 func (p *Proxy) explicit(ctx context.Context, f *flow, c net.Conn) string {
-	br := bufio.NewReaderSize(c, 16<<10)
+	br := getFirstReader(c)
 	req, head, err := p.readFirst(c, br)
 	if err != nil {
+		putFirstReader(br)
 		return p.badRequest(f, c, err)
 	}
 	return p.explicitRequest(ctx, f, c, br, req, head)
+}
+
+// firstReaders read an explicit client's first request. A CONNECT tunnel
+// gives its reader back once the buffered bytes are handed on (most
+// explicit connections are tunnels); a plain HTTP client keeps it.
+var firstReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+func getFirstReader(c net.Conn) *bufio.Reader {
+	br := firstReaders.Get().(*bufio.Reader)
+	br.Reset(c)
+	return br
+}
+
+func putFirstReader(br *bufio.Reader) {
+	br.Reset(nil)
+	firstReaders.Put(br)
 }
 
 func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *rawHead, error) {
@@ -255,9 +273,10 @@ func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *rawHead
 // explicitAuth identifies a client outside the sandboxes by its proxy
 // credentials, answering 407 when they are missing or wrong.
 func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
-	br := bufio.NewReaderSize(c, 16<<10)
+	br := getFirstReader(c)
 	req, head, err := p.readFirst(c, br)
 	if err != nil {
+		putFirstReader(br)
 		return p.badRequest(f, c, err)
 	}
 	user, pass, ok := parseProxyBasic(req.Header.Get("Proxy-Authorization"))
@@ -318,6 +337,7 @@ func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Read
 	// stay open for hours.
 	pre, _ := br.Peek(br.Buffered())
 	tc := newPrefixConn(c, bytes.Clone(pre))
+	putFirstReader(br)
 	s, err := p.sniff(tc)
 	if err != nil {
 		if s.kind == sniffTLS {
