@@ -94,7 +94,10 @@ func (p *Path) setSocket(slot uint32, what string, c syscall.Conn) error {
 // IP_TRANSPARENT (needs CAP_NET_ADMIN), plain TCP (not MPTCP), and for UDP
 // IP_PKTINFO and IP_RECVORIGDSTADDR so the original destination is known.
 func ListenConfig() *net.ListenConfig {
-	lc := &net.ListenConfig{Control: transparentControl}
+	// KeepAlive -1: accepted sockets get no TCP keep-alive options (four
+	// setsockopt calls per connection); the proxy's and dnsd's idle
+	// timeouts close connections whose peer went away.
+	lc := &net.ListenConfig{Control: transparentControl, KeepAlive: -1}
 	lc.SetMultipathTCP(false)
 	return lc
 }
