@@ -50,15 +50,14 @@ var (
 // deadlineW gives the client's writes a deadline, refreshed at most a few
 // times per period (a timer update per write costs more than the write).
 type deadlineW struct {
-	c   net.Conn
-	d   time.Duration
-	set time.Time
+	c  net.Conn
+	d  time.Duration
+	dl lazyDeadline
 }
 
 func (w *deadlineW) Write(p []byte) (int, error) {
-	if now := time.Now(); now.Sub(w.set) > w.d/8 {
-		w.c.SetWriteDeadline(now.Add(w.d))
-		w.set = now
+	if t, ok := w.dl.due(w.d); ok {
+		w.c.SetWriteDeadline(t)
 	}
 	return w.c.Write(p)
 }
@@ -384,14 +383,13 @@ func (w *h1Writer) finish() (bool, error) {
 // deadline.
 type idleConn struct {
 	net.Conn
-	d   time.Duration
-	set time.Time
+	d  time.Duration
+	dl lazyDeadline
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
-	if now := time.Now(); now.Sub(c.set) > c.d/8 {
-		c.Conn.SetReadDeadline(now.Add(c.d))
-		c.set = now
+	if t, ok := c.dl.due(c.d); ok {
+		c.Conn.SetReadDeadline(t)
 	}
 	return c.Conn.Read(p)
 }

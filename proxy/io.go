@@ -58,6 +58,27 @@ func (b *continueBody) Close() error          { return b.rc.Close() }
 func (b *continueBody) unwrap() io.ReadCloser { return b.rc }
 
 // deadlineWriter gives every write a deadline.
+// lazyDeadline is when a deadline was last pushed back. Deadlines on busy
+// connections are pushed back at most a few times per period — a timer
+// update costs more than a small read or write — so a peer that goes
+// quiet gets between 7/8 of the period and all of it.
+type lazyDeadline struct{ last time.Time }
+
+// due reports whether a deadline of period d should be pushed back now,
+// and to when. The zero value is always due.
+func (l *lazyDeadline) due(d time.Duration) (time.Time, bool) {
+	now := time.Now()
+	if now.Sub(l.last) <= d/8 {
+		return time.Time{}, false
+	}
+	l.last = now
+	return now.Add(d), true
+}
+
+// reset makes the next due call push the deadline back: something else
+// set it.
+func (l *lazyDeadline) reset() { l.last = time.Time{} }
+
 type deadlineWriter struct {
 	c net.Conn
 	d time.Duration
@@ -138,13 +159,10 @@ func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
 	}()
 	rd, _ := src.(readDeadliner)
 	var err error
-	var set time.Time
+	var dl lazyDeadline
 	for {
-		// Refresh the idle deadline at most a few times per idle period:
-		// a timer update per read costs more than the copy itself.
-		if now := time.Now(); rd != nil && now.Sub(set) > idle/8 {
-			rd.SetReadDeadline(now.Add(idle))
-			set = now
+		if t, ok := dl.due(idle); rd != nil && ok {
+			rd.SetReadDeadline(t)
 		}
 		buf := small
 		if big != nil {

@@ -139,16 +139,15 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 		if n == 0 && first != nil {
 			req, head = first.req, first.head
 		} else {
-			if now := time.Now(); now.Sub(dl.rd) > idle/8 {
-				c.SetReadDeadline(now.Add(idle))
-				dl.rd = now
+			if t, ok := dl.rd.due(idle); ok {
+				c.SetReadDeadline(t)
 			}
 			if _, err := br.Peek(1); err != nil {
 				return closeReason(err)
 			}
 			if !headBuffered(br) {
 				c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
-				dl.rd = time.Time{}
+				dl.rd.reset()
 			}
 			var err error
 			req, head, err = readRequest(br, p.cfg.MaxHeaderBytes)
@@ -158,7 +157,7 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 		}
 		if req.Body != http.NoBody {
 			req.Body = &deadlineBody{rc: req.Body, c: c, d: idle}
-			dl.rd = time.Time{}
+			dl.rd.reset()
 		}
 		if reason, more := p.exchange(ctx, sc, c, br, req, head, &dl); !more {
 			return reason
@@ -168,7 +167,7 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 
 // h1Deadlines is when a connection's read and write deadlines were last
 // pushed back.
-type h1Deadlines struct{ rd, wr time.Time }
+type h1Deadlines struct{ rd, wr lazyDeadline }
 
 // headBuffered reports whether a whole request head is already buffered.
 func headBuffered(br *bufio.Reader) bool {
@@ -193,10 +192,10 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	x, xreq := p.newExch(ctx, sc, req, head.host)
 	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
 	defer putH1Writer(w)
-	w.x, w.dw.set = x, dl.wr
+	w.x, w.dw.dl = x, dl.wr
 	p.engine.ServeHTTP(w, xreq)
 	more, err := w.finish()
-	dl.wr = w.dw.set
+	dl.wr = w.dw.dl
 	p.finish(&x.ev, w.status, x.up.n, w.n)
 	switch {
 	case w.hijacked:

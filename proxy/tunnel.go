@@ -122,13 +122,13 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 	r := &rawReader{}
 	r.fn = r.read // one closure for the life of the direction
 	var (
-		set          time.Time
+		dl           lazyDeadline
 		seen, seenOf int64
 	)
 	for {
-		if now := time.Now(); now.Sub(set) > t.idle/8 {
-			src.SetReadDeadline(now.Add(t.idle))
-			set, seen, seenOf = now, n.Load(), other.Load()
+		if at, ok := dl.due(t.idle); ok {
+			src.SetReadDeadline(at)
+			seen, seenOf = n.Load(), other.Load()
 		}
 		buf, k, rerr := r.next(rc)
 		if k > 0 {
@@ -153,7 +153,7 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 		case errors.Is(rerr, io.EOF):
 			return nil
 		case rerr != nil && isTimeout(rerr) && (n.Load() != seen || other.Load() != seenOf):
-			set = time.Time{} // bytes moved within the idle time: not idle
+			dl.reset() // bytes moved within the idle time: not idle
 		case rerr != nil:
 			return rerr
 		}

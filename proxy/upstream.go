@@ -46,7 +46,7 @@ type upConn struct {
 	lr     io.LimitedReader // under br: bounds a response head
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	set    time.Time // when the deadline was last pushed back
+	dl     lazyDeadline
 	idleAt time.Time
 }
 
@@ -181,9 +181,8 @@ func writeUpRequest(bw *bufio.Writer, req *http.Request) {
 // refresh pushes the connection's deadline back, at most a few times
 // per period.
 func (uc *upConn) refresh() {
-	if now := time.Now(); now.Sub(uc.set) > upIOTimeout/8 {
-		uc.c.SetDeadline(now.Add(upIOTimeout))
-		uc.set = now
+	if t, ok := uc.dl.due(upIOTimeout); ok {
+		uc.c.SetDeadline(t)
 	}
 }
 
