@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -126,13 +127,27 @@ func TestSteering(t *testing.T) {
 					Control: reuseAddr}
 				d.SetMultipathTCP(false)
 				c, err := d.Dial("tcp4", dst.String())
+				// The sandbox's own side of the first connection may
+				// still be in LAST_ACK for a moment after its close;
+				// only that local state gives EADDRNOTAVAIL.
+				for try := 0; errors.Is(err, unix.EADDRNOTAVAIL) && try < 100; try++ {
+					time.Sleep(10 * time.Millisecond)
+					c, err = d.Dial("tcp4", dst.String())
+				}
 				if err != nil {
 					return err
 				}
 				defer c.Close()
 				port = c.LocalAddr().(*net.TCPAddr).Port
 				c.SetDeadline(time.Now().Add(3 * time.Second))
-				_, err = bufio.NewReader(c).ReadString('\n') // the proxy closes first: its side enters TIME_WAIT
+				// Read to EOF: the proxy closes first, so its side enters
+				// TIME_WAIT; closing before its FIN arrived would put the
+				// sandbox's side there instead and the reuse would fail
+				// with EADDRNOTAVAIL.
+				b, err := io.ReadAll(c)
+				if err == nil && !strings.HasPrefix(string(b), "proxy ") {
+					err = fmt.Errorf("got %q, want the proxy's greeting", b)
+				}
 				return err
 			})
 			if err != nil {
