@@ -6,7 +6,7 @@
 # 1 MiB bodies. The client pins TLS key exchange to X25519 (squid's OpenSSL has
 # no post-quantum exchange). Prints a table and the ratios the targets use.
 #
-# Usage: bench/proxy.sh            (DURATION=3s by default; CONNS="1 32")
+# Usage: bench/proxy.sh            (DURATION=2s, ROUNDS=3 by default; CONNS="1 32")
 #        ONLY="direct airlock-splice" bench/proxy.sh
 #   ONLY is a space-separated list of the parts to run (default: all):
 #   direct airlock-mitm airlock-splice squid-bump squid-splice idle snis
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${DURATION:-3s}
+DURATION=${DURATION:-2s}
 ONLY=${ONLY:-"direct airlock-mitm airlock-splice squid-bump squid-splice idle snis"}
 for part in $ONLY; do
 	case $part in
@@ -36,6 +36,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 max_tunnels=$(( ($(ulimit -n) - 64) / 2 ))
 IDLE_TUNNELS=${IDLE_TUNNELS:-$(( max_tunnels < 10000 ? max_tunnels : 10000 ))}
 CONNS=${CONNS:-"1 32"}
+ROUNDS=${ROUNDS:-3}
 work=$(mktemp -d /tmp/airlock-bench-proxy.XXXXXX)
 chmod 755 "$work"
 pids=()
@@ -140,58 +141,58 @@ run() { # row key  -- load args...
 	R[$row,$key]=$out
 }
 
-field() { # json field
-	python3 -c 'import json,sys; d=json.loads(sys.argv[1] or "{}"); v=d.get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
-}
+# The rows, each with the host its requests name and how the load reaches it.
+rows=() hosts=() vias=()
+addrow() { rows+=("$1"); hosts+=("$2"); vias+=("$3"); }
+want direct && addrow "direct" origin.example.test "-dial 127.0.0.1:$oport"
+want airlock-mitm && addrow "airlock MITM" origin.example.test "-proxy 127.0.0.1:$aport"
+want airlock-splice && addrow "airlock splice" splice.example.test "-proxy 127.0.0.1:$aport"
+[ -n "$squid_bump" ] && want squid-bump && addrow "squid ssl-bump" origin.example.test "-proxy $squid_bump"
+[ -n "$squid_splice" ] && want squid-splice && addrow "squid splice" origin.example.test "-proxy $squid_splice"
 
-measure() { # row host viaflag...
-	local row=$1 host=$2
-	shift 2
+# Interleaved rounds: each cell (connections x kind) runs every row back to
+# back, and the whole grid is repeated ROUNDS times. A ratio compares two
+# rows of the same round, measured seconds apart, and the table reports the
+# median over rounds: on a machine whose speed drifts, drift then moves
+# both sides of a ratio alike instead of deciding it.
+for ((round = 1; round <= ROUNDS; round++)); do
 	for c in $CONNS; do
-		echo "bench: $row, $c connection(s)" >&2
-		run "$row" "ka$c" -c "$c" -url "https://$host:$oport/small" "$@"
-		run "$row" "new$c" -c "$c" -new-conn -url "https://$host:$oport/small" "$@"
-		run "$row" "bulk$c" -c "$c" -url "https://$host:$oport/1m" "$@"
+		for kind in ka new bulk; do
+			echo "bench: round $round/$ROUNDS, $c connection(s), $kind" >&2
+			for i in "${!rows[@]}"; do
+				case $kind in
+				ka) extra=(-url "https://${hosts[$i]}:$oport/small") ;;
+				new) extra=(-new-conn -url "https://${hosts[$i]}:$oport/small") ;;
+				bulk) extra=(-url "https://${hosts[$i]}:$oport/1m") ;;
+				esac
+				# shellcheck disable=SC2086 # vias hold a flag and its value
+				run "${rows[$i]}" "$kind$c#$round" -c "$c" "${extra[@]}" ${vias[$i]}
+			done
+		done
 	done
-}
-
-rows=()
-if want direct; then
-	rows+=("direct")
-	measure "direct" origin.example.test -dial "127.0.0.1:$oport"
-fi
-if want airlock-mitm; then
-	rows+=("airlock MITM")
-	measure "airlock MITM" origin.example.test -proxy "127.0.0.1:$aport"
-fi
-if want airlock-splice; then
-	rows+=("airlock splice")
-	measure "airlock splice" splice.example.test -proxy "127.0.0.1:$aport"
-fi
-if [ -n "$squid_bump" ] && want squid-bump; then
-	rows+=("squid ssl-bump")
-	measure "squid ssl-bump" origin.example.test -proxy "$squid_bump"
-fi
-if [ -n "$squid_splice" ] && want squid-splice; then
-	rows+=("squid splice")
-	measure "squid splice" origin.example.test -proxy "$squid_splice"
-fi
+done
 
 # The table.
 if [ ${#rows[@]} -gt 0 ]; then
 {
 	for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]}"; done
 } > "$work/results.tsv"
-python3 - "$work/results.tsv" "$CONNS" "${rows[@]}" <<'PY'
-import json, sys
-path, conns, rows = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
-R = {}
+python3 - "$work/results.tsv" "$CONNS" "$ROUNDS" "$DURATION" "${rows[@]}" <<'PY'
+import json, statistics, sys
+path, conns, rounds, dur, rows = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+runs = {}  # (row, col) -> {round: result}
 for line in open(path):
     key, js = line.rstrip("\n").split("\t", 1)
-    row, col = key.rsplit(",", 1)
-    R[(row, col)] = json.loads(js or "{}")
+    row, rest = key.rsplit(",", 1)
+    col, rnd = rest.split("#")
+    runs.setdefault((row, col), {})[int(rnd)] = json.loads(js or "{}")
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 def g(row, col, f):
-    return R.get((row, col), {}).get(f)
+    return med(r.get(f) for r in runs.get((row, col), {}).values())
+print(f"median of {rounds} interleaved round(s), {dur} per run; ratios are medians of per-round ratios [min-max]")
+print()
 cols = []
 for c in conns:
     cols += [(f"ka{c}", "req_per_s", f"keep-alive c={c} req/s"),
@@ -206,7 +207,8 @@ for row in rows:
         line.append("-" if v is None else f"{v:,.0f}")
     p50 = g(row, f"ka{conns[0]}", "p50_us")
     line.append("-" if p50 is None else f"{p50:,.0f}")
-    line.append(str(sum((g(row, col, "errors") or 0) for col, _, _ in cols)))
+    errs = sum((r.get("errors") or 0) for col, _, _ in cols for r in runs.get((row, col), {}).values())
+    line.append(str(errs))
     table.append(line)
 w = [max(len(str(x)) for x in col) for col in zip(hdr, *table)]
 fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
@@ -215,29 +217,45 @@ print("|" + "|".join("-" * (n + 2) for n in w) + "|")
 for line in table:
     print(fmt.format(*line))
 print()
-def ratio(a, b):
-    return "-" if not a or not b else f"{a / b:.2f}x"
+def paired(a, acol, b, bcol, f, op):
+    """op over the runs of rows a and b in the same round."""
+    ra, rb = runs.get((a, acol), {}), runs.get((b, bcol), {})
+    out = []
+    for k in sorted(set(ra) & set(rb)):
+        x, y = ra[k].get(f), rb[k].get(f)
+        if x is not None and y is not None:
+            v = op(x, y)
+            if v is not None:
+                out.append(v)
+    return out
+def show(name, xs, unit):
+    if not xs:
+        print(f"  {name}: -")
+        return
+    m = statistics.median(xs)
+    if unit == "x":
+        print(f"  {name}: {m:.2f}x [{min(xs):.2f}-{max(xs):.2f}]")
+    else:
+        print(f"  {name}: {m:,.0f} µs [{min(xs):,.0f}-{max(xs):,.0f}]")
 big = conns[-1]
 print(f"ratios (c={big} unless noted):")
-def rq(row, col, f="req_per_s"):
-    return g(row, col, f)
+div = lambda x, y: x / y if y else None
 checks = [
-    ("MITM keep-alive / squid ssl-bump (target >= 2.0x)", rq("airlock MITM", f"ka{big}"), rq("squid ssl-bump", f"ka{big}")),
-    ("MITM new conn / squid ssl-bump (target >= 3.5x)", rq("airlock MITM", f"new{big}"), rq("squid ssl-bump", f"new{big}")),
-    ("MITM 1MiB / direct (target >= 0.7x)", rq("airlock MITM", f"bulk{big}", "mib_per_s"), rq("direct", f"bulk{big}", "mib_per_s")),
-    ("splice keep-alive / squid splice (target >= 1.0x)", rq("airlock splice", f"ka{big}"), rq("squid splice", f"ka{big}")),
-    ("splice new conn / squid splice (target >= 1.0x)", rq("airlock splice", f"new{big}"), rq("squid splice", f"new{big}")),
-    ("splice 1MiB / squid splice (target >= 1.0x)", rq("airlock splice", f"bulk{big}", "mib_per_s"), rq("squid splice", f"bulk{big}", "mib_per_s")),
-    ("splice 1MiB / direct (target >= 0.9x)", rq("airlock splice", f"bulk{big}", "mib_per_s"), rq("direct", f"bulk{big}", "mib_per_s")),
+    ("MITM keep-alive / squid ssl-bump (target >= 2.0x)", "airlock MITM", f"ka{big}", "squid ssl-bump", "req_per_s"),
+    ("MITM new conn / squid ssl-bump (target >= 3.5x)", "airlock MITM", f"new{big}", "squid ssl-bump", "req_per_s"),
+    ("MITM 1MiB / direct (target >= 0.7x)", "airlock MITM", f"bulk{big}", "direct", "mib_per_s"),
+    ("splice keep-alive / squid splice (target >= 1.0x)", "airlock splice", f"ka{big}", "squid splice", "req_per_s"),
+    ("splice new conn / squid splice (target >= 1.0x)", "airlock splice", f"new{big}", "squid splice", "req_per_s"),
+    ("splice 1MiB / squid splice (target >= 1.0x)", "airlock splice", f"bulk{big}", "squid splice", "mib_per_s"),
+    ("splice 1MiB / direct (target >= 0.9x)", "airlock splice", f"bulk{big}", "direct", "mib_per_s"),
 ]
-for name, a, b in checks:
-    print(f"  {name}: {ratio(a, b)}")
+for name, a, col, b, f in checks:
+    show(name, paired(a, col, b, col, f, div), "x")
 c1 = conns[0]
-d = g("direct", f"ka{c1}", "p50_us")
 for row in rows:
-    v = g(row, f"ka{c1}", "p50_us")
-    if row != "direct" and v is not None and d is not None:
-        print(f"  added p50 latency, one keep-alive client, {row}: {v - d:,.0f} µs (MITM target <= 150)")
+    if row != "direct":
+        show(f"added p50 latency, one keep-alive client, {row} (MITM target <= 150 µs)",
+             paired(row, f"ka{c1}", "direct", f"ka{c1}", "p50_us", lambda x, y: x - y), "us")
 PY
 fi
 
