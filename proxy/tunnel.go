@@ -13,13 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A spliced tunnel between two TCP sockets moves bulk bytes with splice(2)
-// (socket to pipe to socket, no copy through user space) and small
-// messages with plain reads and writes (fewer system calls than a splice).
-// A direction waits for readability holding neither a buffer (it borrows
-// one from a pool once bytes are there) nor a pipe (it never waits inside
-// splice: Go's splice holds a pipe, two descriptors, for as long as it
-// waits): an idle tunnel costs its two sockets and two parked goroutines.
+// A spliced tunnel between two TCP sockets moves bytes with splice(2),
+// socket to pipe to socket, never through user space. A direction waits
+// for readability holding neither a buffer nor a pipe (it borrows a pipe
+// from a pool once bytes are there and gives it back when they have
+// moved): an idle tunnel costs its two sockets and two parked goroutines.
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
@@ -110,17 +108,30 @@ func (t *tcpTunnel) half(dst, src *net.TCPConn, n, other *atomic.Int64) {
 	dst.Close()
 }
 
-// copy moves src to dst. A direction is idle when neither it nor the other
-// one moved a byte for the idle time: its read deadline is the idle time,
-// refreshed at most every idle/8 (a timer update per read costs more than
-// the copy), and when it fires while the byte counts moved, it is re-armed.
+// copy moves src to dst with splice(2): bytes go from src's receive queue
+// into a pipe and from the pipe to dst's send queue without passing
+// through user space, small messages included (a splice in and a splice
+// out are as many system calls as a read and a write, and copy nothing).
+// The pipe is borrowed from a pool once src is readable and given back as
+// soon as src has nothing more queued and the pipe is drained, so a
+// direction that waits holds no pipe.
+//
+// A direction is idle when neither it nor the other one moved a byte for
+// the idle time: its read deadline is the idle time, refreshed at most
+// every idle/8 (a timer update per read costs more than the move), and
+// when it fires while the byte counts moved, it is re-armed.
 func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 	rc, err := src.SyscallConn()
 	if err != nil {
 		return err
 	}
-	r := &rawReader{}
-	r.fn = r.read // one closure for the life of the direction
+	wc, err := dst.SyscallConn()
+	if err != nil {
+		return err
+	}
+	s := &splicer{}
+	s.inFn, s.outFn = s.in, s.out // one closure each for the life of the direction
+	defer s.drop()
 	var (
 		dl           lazyDeadline
 		seen, seenOf int64
@@ -130,146 +141,187 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 			src.SetReadDeadline(at)
 			seen, seenOf = n.Load(), other.Load()
 		}
-		buf, k, rerr := r.next(rc)
+		k, rerr := s.fill(rc)
 		if k > 0 {
 			n.Add(int64(k))
-			_, werr := dst.Write((*buf)[:k])
-			if werr != nil {
-				tunnelBufs.Put(buf)
+			if werr := s.drain(wc); werr != nil {
 				return werr
 			}
 		}
-		full := buf != nil && k == len(*buf)
-		if buf != nil {
-			tunnelBufs.Put(buf)
-		}
 		switch {
-		case rerr == nil && full:
-			// A full read: bulk bytes are queued; move them with splice.
-			eof, err := t.bulk(dst, src, n)
-			if err != nil || eof {
-				return err
-			}
+		case rerr == nil:
 		case errors.Is(rerr, io.EOF):
 			return nil
-		case rerr != nil && isTimeout(rerr) && (n.Load() != seen || other.Load() != seenOf):
+		case isTimeout(rerr) && (n.Load() != seen || other.Load() != seenOf):
 			dl.reset() // bytes moved within the idle time: not idle
-		case rerr != nil:
+		default:
 			return rerr
 		}
 	}
 }
 
-// tunnelBufs lend a read buffer only while bytes are there to copy: a
-// direction waiting for its peer holds none.
-var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBuf); return &b }}
-
-// tunnelBuf is one TLS record, the most a small message is.
-const tunnelBuf = 16 << 10
-
-// rawReader reads a socket through its RawConn so that no buffer is held
-// while it waits: the buffer is taken from the pool once the socket is
-// readable, and given back on EAGAIN.
-type rawReader struct {
-	fn   func(fd uintptr) bool
-	buf  *[]byte
-	k    int
-	rerr error
+// splicer is one direction's pipe and the state of its current splice.
+type splicer struct {
+	p           *splicePipe // held only while bytes are in flight
+	inFn, outFn func(fd uintptr) bool
+	inK, left   int
+	inErr, oErr error
 }
 
-func (r *rawReader) read(fd uintptr) bool {
-	if r.buf == nil {
-		r.buf = tunnelBufs.Get().(*[]byte)
+// fill waits until src is readable, then splices what it has queued (up
+// to the pipe's size) into the pipe. It returns the count, or io.EOF at
+// the end of src. When src has nothing queued the pipe goes back to the
+// pool before the wait.
+func (s *splicer) fill(rc syscall.RawConn) (int, error) {
+	s.inK, s.inErr = 0, nil
+	if err := rc.Read(s.inFn); err != nil {
+		s.release() // the pipe, if any, is empty: fill starts with it drained
+		return 0, err
+	}
+	switch {
+	case s.inErr != nil:
+		s.drop()
+		return 0, os.NewSyscallError("splice", s.inErr)
+	case s.inK == 0:
+		s.release()
+		return 0, io.EOF
+	}
+	return s.inK, nil
+}
+
+func (s *splicer) in(fd uintptr) bool {
+	if s.p == nil {
+		p, err := pipes.get()
+		if err != nil {
+			s.inErr = err
+			return true
+		}
+		s.p = p
 	}
 	for {
-		r.k, r.rerr = syscall.Read(int(fd), *r.buf)
-		if r.rerr != syscall.EINTR {
-			break
+		k, err := unix.Splice(int(fd), nil, s.p.w, nil, s.p.size, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			s.release() // nothing queued: wait holding no pipe
+			return false
+		case nil:
+			s.inK = int(k)
+		default:
+			s.inErr = err
 		}
+		return true
 	}
-	if r.rerr == syscall.EAGAIN {
-		tunnelBufs.Put(r.buf)
-		r.buf = nil
-		return false // wait for readability
+}
+
+// drain splices everything in the pipe to dst, waiting while dst's send
+// queue is full. The pipe stays with the direction (it is empty now) for
+// the next fill, which gives it back if src has nothing more.
+func (s *splicer) drain(wc syscall.RawConn) error {
+	s.left, s.oErr = s.inK, nil
+	if err := wc.Write(s.outFn); err != nil {
+		s.drop()
+		return err
+	}
+	if s.oErr != nil {
+		s.drop()
+		return os.NewSyscallError("splice", s.oErr)
+	}
+	return nil
+}
+
+func (s *splicer) out(fd uintptr) bool {
+	for s.left > 0 {
+		k, err := unix.Splice(s.p.r, nil, int(fd), nil, s.left, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false // dst's send queue is full: wait for room
+		case nil:
+			s.left -= int(k)
+		default:
+			s.oErr = err
+			return true
+		}
 	}
 	return true
 }
 
-// next waits until the socket is readable, then reads into a pooled
-// buffer it returns with the count; the caller puts the buffer back. At
-// end of stream it returns io.EOF.
-func (r *rawReader) next(rc syscall.RawConn) (*[]byte, int, error) {
-	r.buf, r.k, r.rerr = nil, 0, nil
-	err := rc.Read(r.fn)
-	buf, k, rerr := r.buf, max(r.k, 0), r.rerr
-	r.buf = nil
-	switch {
-	case err != nil:
-		rerr = err
-	case rerr != nil:
-		rerr = os.NewSyscallError("read", rerr)
-	case k == 0:
-		rerr = io.EOF
-	}
-	if rerr != nil && k == 0 && buf != nil {
-		tunnelBufs.Put(buf)
-		buf = nil
-	}
-	return buf, k, rerr
-}
-
-// bulk splices what src has queued to dst, and keeps doing so while more
-// bulk arrives. It returns to the caller (the small read) when src queues
-// less than a small buffer's worth, so no pipe is held while idle. eof
-// reports that src ended.
-func (t *tcpTunnel) bulk(dst, src *net.TCPConn, n *atomic.Int64) (eof bool, err error) {
-	rc, err := src.SyscallConn()
-	if err != nil {
-		return false, err
-	}
-	for {
-		avail, eof, err := queued(rc)
-		if err != nil || eof {
-			return eof, err
-		}
-		if avail < tunnelBuf {
-			return false, nil
-		}
-		src.SetReadDeadline(time.Now().Add(t.idle))
-		w, err := io.CopyN(dst, src, int64(avail))
-		n.Add(w)
-		if errors.Is(err, io.EOF) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
+// release gives an empty pipe back to the pool.
+func (s *splicer) release() {
+	if s.p != nil {
+		pipes.put(s.p)
+		s.p = nil
 	}
 }
 
-// queued reports how many bytes the socket has queued for reading without
-// waiting, or that it is at end of stream.
-func queued(rc syscall.RawConn) (avail int, eof bool, err error) {
-	var ierr error
-	cerr := rc.Control(func(fd uintptr) {
-		avail, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-		if ierr != nil || avail > 0 {
-			return
-		}
-		var b [1]byte
-		k, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		switch {
-		case perr == unix.EAGAIN || perr == unix.EINTR:
-		case perr != nil:
-			ierr = perr
-		case k == 0:
-			eof = true
-		default:
-			avail = 1 // arrived between the two calls: let the read take it
-		}
-	})
-	if cerr != nil {
-		return 0, false, cerr
+// drop closes a pipe that may still hold bytes (after an error): it must
+// never carry them into another tunnel.
+func (s *splicer) drop() {
+	if s.p != nil {
+		s.p.close()
+		s.p = nil
 	}
-	return avail, eof, ierr
+}
+
+// splicePipe is a pipe used only between two splices of one direction.
+type splicePipe struct {
+	r, w int
+	size int
+}
+
+func (p *splicePipe) close() {
+	unix.Close(p.r)
+	unix.Close(p.w)
+}
+
+// pipeSize is what one splice moves at most: the pipe is grown to it so a
+// bulk transfer takes few calls (the kernel allows up to
+// /proc/sys/fs/pipe-max-size, 1 MiB by default, without privilege). Its
+// pages are only those of bytes in flight.
+const pipeSize = 1 << 20
+
+// pipePool keeps empty pipes between uses, at most maxIdle of them (each
+// is two descriptors); a pipe beyond that is closed on its return.
+type pipePool struct {
+	mu   sync.Mutex
+	free []*splicePipe
+}
+
+const maxIdlePipes = 64
+
+var pipes pipePool
+
+func (pp *pipePool) get() (*splicePipe, error) {
+	pp.mu.Lock()
+	if k := len(pp.free); k > 0 {
+		p := pp.free[k-1]
+		pp.free = pp.free[:k-1]
+		pp.mu.Unlock()
+		return p, nil
+	}
+	pp.mu.Unlock()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	p := &splicePipe{r: fds[0], w: fds[1], size: 64 << 10}
+	if sz, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, pipeSize); err == nil {
+		p.size = sz
+	}
+	return p, nil
+}
+
+func (pp *pipePool) put(p *splicePipe) {
+	pp.mu.Lock()
+	if len(pp.free) < maxIdlePipes {
+		pp.free = append(pp.free, p)
+		p = nil
+	}
+	pp.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
 }
