@@ -56,6 +56,11 @@ type query struct {
 	rec *audit.DNS
 	// socks, when set, are the UDP sockets of the worker running the query.
 	socks *workerSocks
+	// call, when set, is the exchange the UDP reader began for q (its first
+	// attempt sent on an upstream socket of the server's; see asyncUp); at
+	// is where its walk over the upstreams stands.
+	call *call
+	at   attempts
 	// scratch, when set, is storage for an error answer (also the UDP
 	// reader's, per packet).
 	scratch *answerScratch

@@ -120,7 +120,21 @@ func (s *Server) forward(q *query) bool {
 	if q.cacheHit {
 		return true
 	}
-	res := s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled, q.socks)
+	var res result
+	if c := q.call; c != nil {
+		// The UDP reader made the call and sent the first attempt itself;
+		// it did not end in a usable answer: carry on from there.
+		q.call = nil
+		c.res = s.fwd.exchange(q.ctx, c, q.ckey, s.fwd.upstreamsFor(q.sb.Policy), q.req.CheckingDisabled, q.socks, q.at)
+		res = s.fwd.complete(q.ckey, c)
+	} else {
+		res = s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled, q.socks)
+	}
+	return s.forwarded(q, res)
+}
+
+// forwarded takes the result of q's exchange.
+func (s *Server) forwarded(q *query, res result) bool {
 	q.upstream = res.upstream
 	if res.err != nil {
 		q.err = res.err
@@ -184,13 +198,8 @@ func dropOPT(rrs []dns.RR) ([]dns.RR, *dns.OPT) {
 
 // do runs or joins the exchange for k.
 func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *workerSocks) result {
-	f.mu.Lock()
-	if c, ok := f.calls[k]; ok {
-		c.joined++
-		if c.done == nil {
-			c.done = make(chan struct{})
-		}
-		f.mu.Unlock()
+	c, joined := f.begin(k)
+	if joined {
 		select {
 		case <-c.done:
 			return c.res
@@ -198,11 +207,42 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *w
 			return result{err: ctx.Err()}
 		}
 	}
+	c.res = f.exchange(ctx, c, k, f.upstreamsFor(p), cd, ws, f.firstAttempt())
+	return f.complete(k, c)
+}
+
+// begin returns the in-flight call for k, joined (true: wait on its done
+// channel), or a new call the caller must run and complete.
+func (f *forwarder) begin(k cacheKey) (*call, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.calls[k]; ok {
+		c.joined++
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
+		return c, true
+	}
 	c := new(call)
 	f.calls[k] = c
-	f.mu.Unlock()
+	return c, false
+}
 
-	c.res = f.exchange(ctx, c, k, f.upstreamsFor(p), cd, ws)
+// beginNew makes a new call for k, or returns nil when one is in flight.
+func (f *forwarder) beginNew(k cacheKey) *call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.calls[k]; ok {
+		return nil
+	}
+	c := new(call)
+	f.calls[k] = c
+	return c
+}
+
+// complete ends the call begin made for k (c.res set): those who joined
+// get its result.
+func (f *forwarder) complete(k cacheKey, c *call) result {
 	f.mu.Lock()
 	delete(f.calls, k)
 	own := c.joined == 0 // nobody joins once the call is out of the map
@@ -214,6 +254,22 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *w
 	res := c.res
 	res.own = own
 	return res
+}
+
+// attempts is where a query's walk over its upstreams stands: the
+// upstream it started with, the next attempt, the end of its time budget,
+// the last attempt's result, and whether that attempt's answer came
+// truncated (the same upstream is then asked over TCP first).
+type attempts struct {
+	start, next int
+	end         time.Time
+	last        result
+	tcp         bool
+}
+
+// firstAttempt begins a query's walk over its upstreams now.
+func (f *forwarder) firstAttempt() attempts {
+	return attempts{start: int(f.rr.Add(1)), end: time.Now().Add(f.timeout)}
 }
 
 func (f *forwarder) upstreamsFor(p Policy) []Upstream {
@@ -235,26 +291,43 @@ func (f *forwarder) upstreamsFor(p Policy) []Upstream {
 
 var errNoUpstream = errors.New("no upstream configured")
 
-// exchange tries the upstreams in turn until one answers usefully or the
-// query's time budget is spent.
-func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Upstream, cd bool, ws *workerSocks) result {
+// exchange tries the upstreams in turn, from where at stands, until one
+// answers usefully or the query's time budget is spent.
+func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Upstream, cd bool, ws *workerSocks, at attempts) result {
 	if len(ups) == 0 {
 		return result{err: errNoUpstream}
 	}
-	end := time.Now().Add(f.timeout)
 	m := c.query(k, cd)
-	start := int(f.rr.Add(1))
-	var last result
-	for i := 0; ctx.Err() == nil && i < 3*len(ups); i++ {
+	last := at.last
+	if at.tcp && at.next > 0 {
+		// The UDP answer of the attempt before came truncated: ask that
+		// upstream over TCP (what the exchanger does after a truncation).
+		u := ups[(at.start+at.next-1)%len(ups)]
+		if x, ok := f.x.(*netExchanger); ok && u.TLS == nil && time.Now().Before(at.end) {
+			ctx, cancel := context.WithDeadline(ctx, at.end)
+			m.Id = dns.Id()
+			r, _, err := x.tcp.ExchangeContext(ctx, m, u.Addr)
+			cancel()
+			last = result{msg: r, upstream: u.String(), err: err}
+			if err == nil {
+				err = checkAnswer(m, r)
+				last.err = err
+			}
+			if err == nil && r.Rcode != dns.RcodeServerFailure && r.Rcode != dns.RcodeRefused {
+				return last
+			}
+		}
+	}
+	for i := at.next; ctx.Err() == nil && i < 3*len(ups); i++ {
 		now := time.Now()
-		if !now.Before(end) {
+		if !now.Before(at.end) {
 			break
 		}
-		u := ups[(start+i)%len(ups)]
+		u := ups[(at.start+i)%len(ups)]
 		m.Id = dns.Id()
 		dl := now.Add(f.attempt)
-		if dl.After(end) {
-			dl = end
+		if dl.After(at.end) {
+			dl = at.end
 		}
 		r, err := f.x.exchange(ctx, m, u, dl, ws)
 		last = result{msg: r, upstream: u.String(), err: err}

@@ -21,6 +21,7 @@ type mmsgReader struct {
 	names [udpBatch]unix.RawSockaddrInet6 // large enough for IPv4 and IPv6
 	read  func(fd uintptr) bool           // made once: no closure per read
 	n     int
+	vlen  int // messages to read (udpBatch unless readBufs says fewer)
 	errno syscall.Errno
 }
 
@@ -32,11 +33,11 @@ type mmsghdr struct {
 }
 
 func newMMsgReader(rc syscall.RawConn) *mmsgReader {
-	r := &mmsgReader{rc: rc}
+	r := &mmsgReader{rc: rc, vlen: udpBatch}
 	r.read = func(fd uintptr) bool {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), udpBatch, 0, 0, 0)
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.vlen), 0, 0, 0)
 		for e == unix.EINTR {
-			n, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), udpBatch, 0, 0, 0)
+			n, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.vlen), 0, 0, 0)
 		}
 		if e == unix.EAGAIN {
 			return false // wait until readable
@@ -85,4 +86,32 @@ func (r *mmsgReader) msg(i int) (n, oobn int, src netip.AddrPort, ok bool) {
 	}
 	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
 	return int(h.len), int(h.hdr.Controllen), netip.AddrPortFrom(a, port), true
+}
+
+// readBufs reads up to len(bufs) (at most udpBatch) datagrams into bufs
+// and returns how many arrived; lens gets their lengths.
+func (r *mmsgReader) readBufs(bufs [][]byte, lens []int) (int, error) {
+	k := min(len(bufs), udpBatch)
+	for i := range k {
+		h := &r.hdrs[i]
+		r.iovs[i] = unix.Iovec{Base: &bufs[i][0]}
+		r.iovs[i].SetLen(len(bufs[i]))
+		h.hdr = unix.Msghdr{Iov: &r.iovs[i]}
+		h.hdr.Iovlen = 1
+		h.len = 0
+	}
+	r.vlen = k
+	r.n, r.errno = 0, 0
+	err := r.rc.Read(r.read)
+	r.vlen = udpBatch
+	if err != nil {
+		return 0, err
+	}
+	if r.errno != 0 {
+		return 0, r.errno
+	}
+	for i := range r.n {
+		lens[i] = int(r.hdrs[i].len)
+	}
+	return r.n, nil
 }

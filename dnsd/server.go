@@ -47,6 +47,13 @@ type Server struct {
 	slowq       chan *packet // cache misses for idle workers (unbuffered)
 	slowWorkers atomic.Int32
 
+	// The UDP readers' upstream sockets (see asyncUp): per upstream
+	// address, and all open ones for the deadline sweep and Close.
+	ups       sync.Map // string -> *asyncUp
+	sweepOnce sync.Once
+	upMu      sync.Mutex
+	upConns   map[*upConn]struct{}
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -274,6 +281,7 @@ func (s *Server) Close() error {
 	servers, pcs, lns := s.servers, s.pcs, s.lns
 	s.mu.Unlock()
 	s.cancel()
+	s.closeUpConns()
 	if x, ok := s.fwd.x.(*netExchanger); ok {
 		x.close()
 	}

@@ -38,6 +38,11 @@ type packet struct {
 	dst   netip.Addr // the query's destination address (IP_PKTINFO)
 	reply [unix.SizeofCmsghdr + unix.SizeofInet4Pktinfo]byte
 
+	bc *ipv4.PacketConn // pc, for the batched replies of misses
+
+	// upq holds the packed upstream query of a miss the reader sends itself.
+	upq [512]byte
+
 	// batched: Write keeps the answer in out for the reader's sendmmsg
 	// instead of sending it; queued says an answer is waiting there.
 	batched, queued bool
@@ -159,6 +164,9 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	tab := make(names)
 	out := make([]ipv4.Message, 0, udpBatch)
 	pkts := make([]*packet, udpBatch)
+	sends := make([]upSend, 0, udpBatch)
+	upMsgs := make([]ipv4.Message, 0, udpBatch)
+	upBufs := new([udpBatch][1][]byte)
 	for {
 		for i := range pkts {
 			if pkts[i] == nil {
@@ -183,12 +191,16 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 			if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
 				continue // short, oversized, or a response: drop, never reflect
 			}
-			p.pc, p.local, p.n = pc, local, size
+			p.pc, p.bc, p.local, p.n = pc, bc, local, size
 			p.src = src
 			p.dst = parsePktinfo(p.oob[:min(oobn, len(p.oob))])
 			p.batched, p.queued = true, false
 			if !s.handlePacket(p, tab) {
-				pkts[i] = nil // a goroutine owns it now
+				pkts[i] = nil // the upstream socket's reader or a worker owns it now
+				var ok bool
+				if sends, ok = s.sendMiss(p, sends); !ok {
+					s.dispatchSlow(p)
+				}
 				continue
 			}
 			if p.queued {
@@ -199,6 +211,10 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 				p.bufs[0] = p.out
 				out = append(out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
 			}
+		}
+		if len(sends) > 0 {
+			s.flushUp(sends, upMsgs, upBufs)
+			sends = sends[:0]
 		}
 		for sent := 0; sent < len(out); {
 			k, err := bc.WriteBatch(out[sent:], 0)
@@ -212,9 +228,10 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 }
 
 // handlePacket answers what needs no network (denials, guards, cache hits)
-// on the reading goroutine and reports true; cache misses go to a
-// goroutine of their own, which then owns p (false), so a slow upstream
-// never holds the socket.
+// on the reading goroutine and reports true; for a cache miss it reports
+// false, and the caller sends it upstream (sendMiss) or hands it to a
+// worker (dispatchSlow), which then own p, so a slow upstream never holds
+// the socket.
 func (s *Server) handlePacket(p *packet, tab names) bool {
 	req := &p.msg
 	lname, fast := tab.fastParse(p.buf[:p.n], req, &p.st)
@@ -231,7 +248,6 @@ func (s *Server) handlePacket(p *packet, tab names) bool {
 		return true
 	}
 	p.batched = false
-	s.dispatchSlow(p)
 	return false
 }
 
