@@ -307,8 +307,12 @@ func (pp *pipePool) get() (*splicePipe, error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, err
 	}
-	p := &splicePipe{r: fds[0], w: fds[1], size: 64 << 10}
+	p := &splicePipe{r: fds[0], w: fds[1], size: 4 << 10}
+	// Over the user's pipe-page allowance the kernel refuses to grow it
+	// (and may have made it smaller than the default): use what it has.
 	if sz, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, pipeSize); err == nil {
+		p.size = sz
+	} else if sz, err := unix.FcntlInt(uintptr(fds[0]), unix.F_GETPIPE_SZ, 0); err == nil && sz > 0 {
 		p.size = sz
 	}
 	return p, nil
