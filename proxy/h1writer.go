@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -51,6 +52,7 @@ var (
 // times per period (a timer update per write costs more than the write).
 type deadlineW struct {
 	c  net.Conn
+	lc *leafConn // under c when c is an inspected connection: large writes batched
 	d  time.Duration
 	dl lazyDeadline
 }
@@ -59,12 +61,16 @@ func (w *deadlineW) Write(p []byte) (int, error) {
 	if t, ok := w.dl.due(w.d); ok {
 		w.c.SetWriteDeadline(t)
 	}
+	if w.lc != nil && len(p) > maxRecord {
+		return w.lc.writeBatched(w.c, p)
+	}
 	return w.c.Write(p)
 }
 
 // h1BufSize is the response buffer: a small response's head and body
-// leave in one TLS record and one system call.
-const h1BufSize = 16 << 10
+// leave in one TLS record and one system call, a large body in writes of
+// several records, each write one system call on an inspected connection.
+const h1BufSize = 64 << 10
 
 var h1Pool = sync.Pool{New: func() any {
 	w := &h1Writer{h: make(http.Header, 16)}
@@ -76,6 +82,9 @@ func getH1Writer(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Dura
 	w := h1Pool.Get().(*h1Writer)
 	w.c, w.br = c, br
 	w.dw = deadlineW{c: c, d: idle}
+	if tc, ok := c.(*tls.Conn); ok {
+		w.dw.lc, _ = tc.NetConn().(*leafConn)
+	}
 	w.head = req.Method == http.MethodHead
 	w.v10 = !req.ProtoAtLeast(1, 1)
 	return w

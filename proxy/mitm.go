@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -82,9 +83,13 @@ func mitmConfig(protos ...string) *tls.Config {
 
 // leafConn carries the leaf minted for the name the connection was
 // approved for (never the name the client asks for in the handshake).
+// Writes under it may be gathered into batches (see writeBatched).
 type leafConn struct {
 	net.Conn
 	cert *tls.Certificate
+
+	mu    sync.Mutex
+	batch *[]byte // non-nil while a batch is open
 }
 
 // CloseWrite half-closes when the underlying connection can.

@@ -42,6 +42,7 @@ type upKey struct {
 // upConn is one pooled HTTP/1.1 upstream connection.
 type upConn struct {
 	c      net.Conn
+	bulk   *bulkConn // under c's TLS (nil for http)
 	remote netip.AddrPort
 	lr     io.LimitedReader // under br: bounds a response head
 	br     *bufio.Reader
@@ -271,19 +272,21 @@ func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort
 		return nil, err
 	}
 	remote, _ := addrPort(c.RemoteAddr())
+	var bulk *bulkConn
 	if key.scheme == "https" {
 		host, _, _ := net.SplitHostPort(key.host)
 		conf := u.p.upstreamTLS()
 		conf.ServerName = strings.Trim(host, "[]")
 		conf.NextProtos = []string{"http/1.1"}
-		tc := tls.Client(c, conf)
+		bulk = &bulkConn{Conn: c}
+		tc := tls.Client(bulk, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}
 		c = tc
 	}
-	uc := &upConn{c: c, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())}
+	uc := &upConn{c: c, bulk: bulk, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())}
 	uc.lr.R = c
 	uc.br = bufio.NewReaderSize(&uc.lr, 8<<10)
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
@@ -337,7 +340,7 @@ func (b *upBody) release(clean bool) {
 		return
 	}
 	b.done = true
-	if clean && b.keep && b.uc.br.Buffered() == 0 {
+	if clean && b.keep && b.uc.br.Buffered() == 0 && (b.uc.bulk == nil || b.uc.bulk.idle()) {
 		b.u.put(b.key, b.uc)
 		return
 	}

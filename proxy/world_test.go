@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,18 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(rw).Flush()
 		io.WriteString(rw, "part two")
 		rw.Header().Set("X-Sum", "2 parts")
+		return
+	}
+	if r.URL.Path == "/random" {
+		// A body whose every byte matters (records reordered, dropped
+		// or repeated show), in writes of odd sizes.
+		b := randomBody()
+		rw.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		for len(b) > 0 {
+			n := min(len(b), 50_000)
+			rw.Write(b[:n])
+			b = b[n:]
+		}
 		return
 	}
 	if r.URL.Path == "/big" {
