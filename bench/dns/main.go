@@ -4,6 +4,7 @@
 //
 //	go run ./bench/dns upstream -addr 127.0.0.1:15353
 //	go run ./bench/dns dnsd -addr 127.0.0.1:15354 -upstream 127.0.0.1:15353
+//	go run ./bench/dns latency -addr 127.0.0.1:15354 -qps 50000
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd|latency [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,6 +42,8 @@ func main() {
 		err = upstream(ctx, os.Args[2:])
 	case "dnsd":
 		err = runDNSD(ctx, os.Args[2:])
+	case "latency":
+		err = latency(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
