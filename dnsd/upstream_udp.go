@@ -29,9 +29,10 @@ import (
 // 100-110 µs of CPU per query against 73-80 µs for a pool (+35%), which
 // the forwarding target (1.5x unbound) cannot afford on two shared cores;
 // replacing a socket every maxUses queries spreads that cost over 16.
-// Queries the UDP reader's workers forward use the workers' own sockets
-// (workerSocks, same rotation); this shared pool serves the rest (queries
-// over TCP, and misses beyond the worker limit).
+// A UDP reader sends a miss's first attempt itself (asyncUp, same
+// rotation); later attempts run on workers and use the workers' own
+// sockets (workerSocks, same rotation); this shared pool serves the rest
+// (queries over TCP, and misses beyond the worker limit).
 type udpUpstream struct {
 	addr string
 	mu   sync.Mutex
@@ -189,8 +190,9 @@ func (u *udpUpstream) close() {
 	u.cur = nil
 }
 
-// workerSocks are the upstream sockets of one worker goroutine: up to
-// ownSlots per upstream address. A worker has one query in flight at a
+// workerSocks are the upstream sockets of one worker goroutine (retries,
+// joins of identical queries, misses the readers do not send themselves):
+// up to ownSlots per upstream address. A worker has one query in flight at a
 // time, so it sends on one of its own connected sockets, picked at random,
 // and reads the answer there itself: no reader goroutine and no hand-over
 // per answer (BenchmarkUDPForwarded: about 15% less CPU per forwarded query
