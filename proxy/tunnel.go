@@ -13,11 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A spliced tunnel between two TCP sockets moves bytes with splice(2),
-// socket to pipe to socket, never through user space. A direction waits
-// for readability holding neither a buffer nor a pipe (it borrows a pipe
-// from a pool once bytes are there and gives it back when they have
-// moved): an idle tunnel costs its two sockets and two parked goroutines.
+// A spliced tunnel between two TCP sockets moves bulk bytes with splice(2)
+// (socket to pipe to socket, no copy through user space) and small
+// messages with plain reads and writes. A direction waits for readability
+// holding neither a buffer nor a pipe (it borrows one from a pool once
+// bytes are there and gives it back when they have moved): an idle tunnel
+// costs its two sockets and two parked goroutines.
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
@@ -108,13 +109,14 @@ func (t *tcpTunnel) half(dst, src *net.TCPConn, n, other *atomic.Int64) {
 	dst.Close()
 }
 
-// copy moves src to dst with splice(2): bytes go from src's receive queue
-// into a pipe and from the pipe to dst's send queue without passing
-// through user space, small messages included (a splice in and a splice
-// out are as many system calls as a read and a write, and copy nothing).
-// The pipe is borrowed from a pool once src is readable and given back as
-// soon as src has nothing more queued and the pipe is drained, so a
-// direction that waits holds no pipe.
+// copy moves src to dst. Small messages are read into a pooled buffer and
+// written (for a few hundred bytes a copy costs less than a splice's page
+// references); once a read fills the buffer, bulk bytes are queued and the
+// direction switches to splice(2): socket to pipe to socket, never through
+// user space, until a splice moves less than a buffer's worth. The buffer
+// is borrowed from a pool once src is readable, the pipe likewise, and both
+// go back as soon as src has nothing more queued: a direction that waits
+// holds neither.
 //
 // A direction is idle when neither it nor the other one moved a byte for
 // the idle time: its read deadline is the idle time, refreshed at most
@@ -130,23 +132,43 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 		return err
 	}
 	s := &splicer{}
-	s.inFn, s.outFn = s.in, s.out // one closure each for the life of the direction
+	s.inFn, s.outFn, s.readFn = s.in, s.out, s.read // one closure each for the life of the direction
 	defer s.drop()
 	var (
 		dl           lazyDeadline
 		seen, seenOf int64
+		bulk         bool
 	)
 	for {
 		if at, ok := dl.due(t.idle); ok {
 			src.SetReadDeadline(at)
 			seen, seenOf = n.Load(), other.Load()
 		}
-		k, rerr := s.fill(rc)
-		if k > 0 {
-			n.Add(int64(k))
-			if werr := s.drain(wc); werr != nil {
-				return werr
+		var (
+			k    int
+			rerr error
+		)
+		if bulk {
+			k, rerr = s.fill(rc)
+			if k > 0 {
+				n.Add(int64(k))
+				if werr := s.drain(wc); werr != nil {
+					return werr
+				}
 			}
+			bulk = k >= tunnelBuf
+		} else {
+			var buf *[]byte
+			buf, k, rerr = s.readSmall(rc)
+			if k > 0 {
+				n.Add(int64(k))
+				_, werr := dst.Write((*buf)[:k])
+				tunnelBufs.Put(buf)
+				if werr != nil {
+					return werr
+				}
+			}
+			bulk = k == tunnelBuf
 		}
 		switch {
 		case rerr == nil:
@@ -160,12 +182,63 @@ func (t *tcpTunnel) copy(dst, src *net.TCPConn, n, other *atomic.Int64) error {
 	}
 }
 
+// tunnelBufs lend a read buffer only while bytes are there to copy.
+var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBuf); return &b }}
+
+// tunnelBuf is one TLS record, the most a small message is.
+const tunnelBuf = 16 << 10
+
+// readSmall waits until src is readable, then reads into a pooled buffer
+// it returns with the count (the caller puts it back); io.EOF at the end
+// of src.
+func (s *splicer) readSmall(rc syscall.RawConn) (*[]byte, int, error) {
+	s.buf, s.inK, s.inErr = nil, 0, nil
+	err := rc.Read(s.readFn)
+	buf, k := s.buf, s.inK
+	s.buf = nil
+	switch {
+	case err != nil:
+	case s.inErr != nil:
+		err = os.NewSyscallError("read", s.inErr)
+	case k == 0:
+		err = io.EOF
+	}
+	if k == 0 && buf != nil {
+		tunnelBufs.Put(buf)
+		buf = nil
+	}
+	return buf, k, err
+}
+
+func (s *splicer) read(fd uintptr) bool {
+	if s.buf == nil {
+		s.buf = tunnelBufs.Get().(*[]byte)
+	}
+	for {
+		k, err := syscall.Read(int(fd), *s.buf)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			tunnelBufs.Put(s.buf) // nothing queued: wait holding no buffer
+			s.buf = nil
+			return false
+		case nil:
+			s.inK = k
+		default:
+			s.inErr = err
+		}
+		return true
+	}
+}
+
 // splicer is one direction's pipe and the state of its current splice.
 type splicer struct {
-	p           *splicePipe // held only while bytes are in flight
-	inFn, outFn func(fd uintptr) bool
-	inK, left   int
-	inErr, oErr error
+	p                   *splicePipe // held only while bytes are in flight
+	buf                 *[]byte     // likewise, for a small read
+	inFn, outFn, readFn func(fd uintptr) bool
+	inK, left           int
+	inErr, oErr         error
 }
 
 // fill waits until src is readable, then splices what it has queued (up
