@@ -20,7 +20,7 @@ import (
 const maxRecord = 16 << 10
 
 // batchMax bounds one batch's plaintext (and so its buffer).
-const batchMax = h1BufSize
+const batchMax = bodyBufSize
 
 // recordOverhead bounds what a record adds to its plaintext (header,
 // nonce, content type, tag) for every cipher suite offered.
@@ -129,6 +129,9 @@ func (c *bulkConn) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// buffered is how many bytes were read from the socket and not consumed.
+func (c *bulkConn) buffered() int { return c.w - c.r }
 
 // idle gives the large buffer back before the connection waits in the
 // pool; it reports whether every byte read from the socket was consumed

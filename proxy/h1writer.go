@@ -68,9 +68,16 @@ func (w *deadlineW) Write(p []byte) (int, error) {
 }
 
 // h1BufSize is the response buffer: a small response's head and body
-// leave in one TLS record and one system call, a large body in writes of
-// several records, each write one system call on an inspected connection.
-const h1BufSize = 64 << 10
+// leave in one TLS record and one system call. A body longer than what is
+// left of it goes through a larger pooled buffer (bodyBufSize) only while
+// it is copied, in writes of several records each (one system call each
+// on an inspected connection); a waiting exchange holds no more than this.
+const h1BufSize = 16 << 10
+
+// bodyBufSize is the most of a long body sent with one write.
+const bodyBufSize = 64 << 10
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, bodyBufSize); return &b }}
 
 var h1Pool = sync.Pool{New: func() any {
 	w := &h1Writer{h: make(http.Header, 16)}
@@ -273,6 +280,9 @@ func (w *h1Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.chunked || w.clen < 0 || w.noBody || w.hijacked || w.err != nil {
 		return w.copyVia(r)
 	}
+	if w.clen-w.n > int64(w.bw.Available()) {
+		return w.copyLong(r)
+	}
 	var total int64
 	for w.n < w.clen {
 		if w.bw.Available() == 0 {
@@ -294,6 +304,57 @@ func (w *h1Writer) ReadFrom(r io.Reader) (int64, error) {
 		}
 		if err != nil {
 			return total, err
+		}
+	}
+	return total, nil
+}
+
+// readier is a body that can tell whether its next bytes are already
+// in the proxy's buffers (a read returns without waiting).
+type readier interface{ ready() bool }
+
+// copyLong copies a body of known length longer than the response
+// buffer: the head leaves first, then the body in pieces of up to
+// bodyBufSize, each gathered while the upstream has bytes ready and sent
+// with one write. Bytes that arrived are never held back waiting for
+// more; a body that cannot tell whether more is ready is sent read by
+// read.
+func (w *h1Writer) copyLong(r io.Reader) (int64, error) {
+	if err := w.bw.Flush(); err != nil {
+		w.err = err
+		return 0, err
+	}
+	bp := bodyPool.Get().(*[]byte)
+	defer bodyPool.Put(bp)
+	buf := *bp
+	rd, _ := r.(readier)
+	var total int64
+	for w.n < w.clen {
+		want := int(min(int64(len(buf)), w.clen-w.n))
+		m := 0
+		var rerr error
+		for m < want && rerr == nil {
+			var k int
+			k, rerr = r.Read(buf[m:want])
+			m += k
+			if rd == nil || !rd.ready() {
+				break
+			}
+		}
+		if m > 0 {
+			k, werr := w.dw.Write(buf[:m])
+			w.n += int64(k)
+			total += int64(k)
+			if werr != nil {
+				w.err = werr
+				return total, werr
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
 		}
 	}
 	return total, nil

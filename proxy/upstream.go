@@ -327,6 +327,12 @@ func (b *upBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ready reports whether the body's next bytes already wait in the
+// connection's buffers.
+func (b *upBody) ready() bool {
+	return !b.done && (b.uc.br.Buffered() > 0 || b.uc.bulk != nil && b.uc.bulk.buffered() > 0)
+}
+
 func (b *upBody) Close() error {
 	b.release(false)
 	return nil

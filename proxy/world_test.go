@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -64,13 +65,15 @@ type world struct {
 	badPort   uint16 // HTTPS origin with a certificate nobody trusts
 	plainPort uint16 // HTTP origin
 
+	trickle chan struct{} // lets /trickle send the rest of its body
+
 	mu   sync.Mutex
 	seen []seenReq
 }
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	w := &world{t: t}
+	w := &world{t: t, trickle: make(chan struct{}, 1)}
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "world test CA"},
@@ -183,6 +186,19 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 			rw.Write(b[:n])
 			b = b[n:]
 		}
+		return
+	}
+	if r.URL.Path == "/trickle" {
+		// A body of known length whose first bytes come alone: the rest
+		// only once the test saw them arrive (or after 10 s).
+		rw.Header().Set("Content-Length", "100000")
+		rw.Write(bytes.Repeat([]byte("t"), 1000))
+		http.NewResponseController(rw).Flush()
+		select {
+		case <-w.trickle:
+		case <-time.After(10 * time.Second):
+		}
+		rw.Write(bytes.Repeat([]byte("u"), 99000))
 		return
 	}
 	if r.URL.Path == "/big" {
