@@ -7,9 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -19,10 +17,10 @@ import (
 )
 
 // latency sends queries for c1..cN.bench.test at a fixed rate (open loop:
-// the schedule does not wait for answers), evenly spaced (it polls the
-// clock instead of sleeping between sends, so run it on a CPU of its own),
-// over several UDP sockets and prints the latency percentiles in
-// microseconds. A query's latency runs
+// the schedule does not wait for answers), evenly spaced, over several UDP
+// sockets and prints the latency percentiles in microseconds. It never
+// sleeps: one loop sends what is due and polls the sockets for answers
+// without blocking (so run it on a CPU of its own). A query's latency runs
 // from just before its send system call to the kernel's receive timestamp
 // of its answer (SO_TIMESTAMPNS), so time the client's own receiving
 // thread waits for a CPU is not counted; time the server waits for one
@@ -61,10 +59,6 @@ func latency(ctx context.Context, args []string) error {
 		defer s.c.Close()
 		socks[i] = s
 	}
-	var wg sync.WaitGroup
-	for _, s := range socks {
-		wg.Go(s.recv)
-	}
 	start := time.Now()
 	interval := time.Second / time.Duration(*qps)
 	total := int(*dur / interval)
@@ -76,21 +70,16 @@ func latency(ctx context.Context, args []string) error {
 			q := wires[sent%len(wires)]
 			s.send(q)
 		}
-		// Sleep only when the next send is far: a sleep ends up to a
-		// timer tick late, and the catch-up burst would queue in the
-		// server. Otherwise yield (to the receivers) and look again.
-		if wait := time.Until(start.Add(time.Duration(sent) * interval)); wait > 2*time.Millisecond {
-			time.Sleep(wait - time.Millisecond)
-		} else {
-			runtime.Gosched()
+		for _, s := range socks {
+			s.poll()
 		}
 	}
 	elapsed := time.Since(start)
-	time.Sleep(500 * time.Millisecond) // answers still on their way
-	for _, s := range socks {
-		_ = s.c.SetReadDeadline(time.Now())
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); { // answers still on their way
+		for _, s := range socks {
+			s.poll()
+		}
 	}
-	wg.Wait()
 	var lat []int64
 	var lost int
 	for _, s := range socks {
@@ -112,6 +101,9 @@ func latency(ctx context.Context, args []string) error {
 // latencies measured (ns).
 type latSock struct {
 	c      *net.UDPConn
+	fd     int // c's, polled directly
+	buf    [1500]byte
+	oob    [128]byte
 	id     uint16
 	sentAt [1 << 16]atomic.Int64
 	sent   atomic.Int64
@@ -131,15 +123,17 @@ func newLatSock(addr string) (*latSock, error) {
 	if err != nil {
 		return nil, err
 	}
+	s := &latSock{c: c}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		s.fd = int(fd)
+		serr = unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	}); err != nil || serr != nil {
 		c.Close()
 		return nil, errors.Join(err, serr)
 	}
 	_ = c.SetReadBuffer(4 << 20)
-	return &latSock{c: c}, nil
+	return s, nil
 }
 
 func (s *latSock) send(q []byte) {
@@ -151,23 +145,22 @@ func (s *latSock) send(q []byte) {
 	}
 }
 
-func (s *latSock) recv() {
-	buf := make([]byte, 1500)
-	oob := make([]byte, 128)
+// poll reads the answers waiting on the socket without blocking: the
+// client never sleeps in a read, so a server's answer never has to wake it.
+func (s *latSock) poll() {
 	for {
-		n, oobn, _, _, err := s.c.ReadMsgUDP(buf, oob)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, net.ErrClosed) {
-				return
-			}
+		n, oobn, _, _, err := unix.Recvmsg(s.fd, s.buf[:], s.oob[:], unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
 			continue
+		}
+		if err != nil {
+			return // EAGAIN: nothing more for now
 		}
 		if n < 12 {
 			continue
 		}
-		at := rxTime(oob[:oobn])
-		t0 := s.sentAt[binary.BigEndian.Uint16(buf)].Swap(0)
+		at := rxTime(s.oob[:oobn])
+		t0 := s.sentAt[binary.BigEndian.Uint16(s.buf[:])].Swap(0)
 		if at == 0 || t0 == 0 {
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -95,7 +96,18 @@ func runDNSD(ctx context.Context, args []string) error {
 	cache := fs.Int("cache", 100000, "cache entries")
 	socks := fs.Int("sockets", 0, "SO_REUSEPORT UDP sockets (0: dnsd's default)")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile here")
+	traceOut := fs.String("trace", "", "write an execution trace here")
 	_ = fs.Parse(args)
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
+	}
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
