@@ -53,6 +53,8 @@ type Server struct {
 	sweepOnce sync.Once
 	upMu      sync.Mutex
 	upConns   map[*upConn]struct{}
+	upPending atomic.Int64  // first attempts pending on them
+	upWake    chan struct{} // the sweeper's wake-up when upPending leaves 0
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -79,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 		bindings: NewBindings(cfg.BindingsSize, cfg.BindingsGrace),
 		pcs:      append([]net.PacketConn(nil), cfg.PacketConns...),
 		slowq:    make(chan *packet),
+		upWake:   make(chan struct{}, 1),
 		lns:      append([]net.Listener(nil), cfg.Listeners...),
 	}
 	s.fwd = &forwarder{x: newNetExchanger(), timeout: cfg.Timeout, attempt: cfg.AttemptTimeout,

@@ -181,6 +181,12 @@ func (au *asyncUp) register(p *packet, b []byte, name string, qtype uint16, dead
 		if c.pend[j].p == nil {
 			c.pend[j] = pendingQuery{p: p, id: id, qtype: qtype, name: name, deadline: deadline}
 			c.n++
+			if s := au.s; s.upPending.Add(1) == 1 {
+				select { // wake the sweeper
+				case s.upWake <- struct{}{}:
+				default:
+				}
+			}
 			return c, id, nil
 		}
 	}
@@ -266,6 +272,7 @@ func (c *upConn) takeIf(id uint16, ok func(*pendingQuery) bool) *packet {
 	p := c.pend[j].p
 	c.pend[j] = pendingQuery{}
 	c.n--
+	c.up.s.upPending.Add(-1)
 	last := c.retired && c.n == 0
 	c.mu.Unlock()
 	if last {
@@ -283,6 +290,7 @@ func (c *upConn) expired(now time.Time, out []*packet) []*packet {
 			out = append(out, pq.p)
 			*pq = pendingQuery{}
 			c.n--
+			c.up.s.upPending.Add(-1)
 		}
 	}
 	last := c.retired && c.n == 0
@@ -460,13 +468,23 @@ func (s *Server) sendReplies(done []*packet, msgs []ipv4.Message) []ipv4.Message
 const upSweepEvery = 10 * time.Millisecond
 
 // upSweeper hands first attempts whose time is up to workers, which go on
-// with the next attempt.
+// with the next attempt. It ticks only while some are pending.
 func (s *Server) upSweeper() {
 	t := time.NewTicker(upSweepEvery)
 	defer t.Stop()
 	var conns []*upConn
 	var late []*packet
 	for {
+		if s.upPending.Load() == 0 {
+			t.Stop()
+			select {
+			case <-s.ctx.Done():
+				s.closeUpConns()
+				return
+			case <-s.upWake:
+			}
+			t.Reset(upSweepEvery)
+		}
 		select {
 		case <-s.ctx.Done():
 			s.closeUpConns()
