@@ -66,7 +66,8 @@ B="$work/benchproxy"
 # The origin.
 oport=$(free_port)
 "$B" origin -addr "127.0.0.1:$oport" -cert "$work/origin.pem" >/dev/null &
-pids+=($!)
+opid=$!
+pids+=($opid)
 wait_port "127.0.0.1:$oport"
 
 # Airlock (explicit listener: CONNECT, then MITM or splice by category).
@@ -80,7 +81,7 @@ airlock_ca="$work/airlock-state/ca.crt"
 for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
 
 # squid: one instance, one ssl-bump port and one plain CONNECT port.
-squid_bump="" squid_splice=""
+squid_bump="" squid_splice="" squid_pid=""
 if ! want squid-bump && ! want squid-splice; then
 	: # not asked for
 elif [ -x /usr/sbin/squid ] && [ -x /usr/lib/squid/security_file_certgen ] && /usr/sbin/squid -v | grep -q -- '--with-openssl'; then
@@ -118,7 +119,8 @@ workers 1
 CONF
 	chmod 644 "$work"/*.pem "$work/squid.conf" "$work/hosts"
 	/usr/sbin/squid -N -f "$work/squid.conf" >/dev/null 2>&1 &
-	pids+=($!)
+	squid_pid=$!
+	pids+=($squid_pid)
 	if wait_port "127.0.0.1:$sport_bump" && wait_port "127.0.0.1:$sport_splice"; then
 		squid_bump="127.0.0.1:$sport_bump"
 		squid_splice="127.0.0.1:$sport_splice"
@@ -133,22 +135,44 @@ fi
 ca="$work/origin-ca.pem,$airlock_ca,$work/squid-ca.pem"
 declare -A R
 
-run() { # row key  -- load args...
-	local row=$1 key=$2
-	shift 2
-	local out
+# cpu_tree PID...: CPU seconds used so far by each PID and its children
+# (squid's certificate helpers), summed.
+cpu_tree() {
+	python3 - "$@" <<'PY'
+import os, sys
+want, tick, total = set(sys.argv[1:]), os.sysconf("SC_CLK_TCK"), 0
+for d in os.listdir("/proc"):
+    if not d.isdigit():
+        continue
+    try:
+        f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if d in want or f[1] in want:  # f[1] is the parent's pid
+        total += int(f[11]) + int(f[12])
+print(total / tick)
+PY
+}
+
+run() { # row key proxypid -- load args...
+	local row=$1 key=$2 ppid=$3
+	shift 3
+	local out o0 p0
+	o0=$(cpu_tree "$opid")
+	p0=$(cpu_tree $ppid)
 	out=$("$B" load -d "$DURATION" -ca "$ca" "$@") || { echo "bench: $row $key failed" >&2; out='{}'; }
-	R[$row,$key]=$out
+	R[$row,$key]=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["origin_cpu_s"]=float(sys.argv[3])-float(sys.argv[2]); d["proxy_cpu_s"]=float(sys.argv[5])-float(sys.argv[4]); print(json.dumps(d))' \
+		"$out" "$o0" "$(cpu_tree "$opid")" "$p0" "$(cpu_tree $ppid)")
 }
 
 # The rows, each with the host its requests name and how the load reaches it.
-rows=() hosts=() vias=()
-addrow() { rows+=("$1"); hosts+=("$2"); vias+=("$3"); }
-want direct && addrow "direct" origin.example.test "-dial 127.0.0.1:$oport"
-want airlock-mitm && addrow "airlock MITM" origin.example.test "-proxy 127.0.0.1:$aport"
-want airlock-splice && addrow "airlock splice" splice.example.test "-proxy 127.0.0.1:$aport"
-[ -n "$squid_bump" ] && want squid-bump && addrow "squid ssl-bump" origin.example.test "-proxy $squid_bump"
-[ -n "$squid_splice" ] && want squid-splice && addrow "squid splice" origin.example.test "-proxy $squid_splice"
+rows=() hosts=() vias=() ppids=()
+addrow() { rows+=("$1"); hosts+=("$2"); vias+=("$3"); ppids+=("$4"); }
+want direct && addrow "direct" origin.example.test "-dial 127.0.0.1:$oport" ""
+want airlock-mitm && addrow "airlock MITM" origin.example.test "-proxy 127.0.0.1:$aport" "$apid"
+want airlock-splice && addrow "airlock splice" splice.example.test "-proxy 127.0.0.1:$aport" "$apid"
+[ -n "$squid_bump" ] && want squid-bump && addrow "squid ssl-bump" origin.example.test "-proxy $squid_bump" "$squid_pid"
+[ -n "$squid_splice" ] && want squid-splice && addrow "squid splice" origin.example.test "-proxy $squid_splice" "$squid_pid"
 
 # Interleaved rounds: each cell (connections x kind) runs every row back to
 # back, and the whole grid is repeated ROUNDS times. A ratio compares two
@@ -166,7 +190,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 				bulk) extra=(-url "https://${hosts[$i]}:$oport/1m") ;;
 				esac
 				# shellcheck disable=SC2086 # vias hold a flag and its value
-				run "${rows[$i]}" "$kind$c#$round" -c "$c" "${extra[@]}" ${vias[$i]}
+				run "${rows[$i]}" "$kind$c#$round" "${ppids[$i]}" -c "$c" "${extra[@]}" ${vias[$i]}
 			done
 		done
 	done
@@ -215,6 +239,36 @@ fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
 print(fmt.format(*hdr))
 print("|" + "|".join("-" * (n + 2) for n in w) + "|")
 for line in table:
+    print(fmt.format(*line))
+print()
+# CPU per unit of work: the machine's two cores are shared by the load
+# generator, the origin and the proxy, so at c=32 the rates follow the CPU
+# each path spends per request or MiB; these hold steadier between rounds
+# than the rates do.
+def unit(r, kind):
+    cpu = [r.get("client_cpu_s"), r.get("origin_cpu_s"), r.get("proxy_cpu_s")]
+    if None in cpu or not r.get("requests"):
+        return None, None
+    if kind == "bulk":
+        mib = (r.get("mib_per_s") or 0) * (r.get("seconds") or 0)
+        return (sum(cpu) / mib * 1e3, cpu[2] / mib * 1e3) if mib else (None, None)
+    return sum(cpu) / r["requests"] * 1e6, cpu[2] / r["requests"] * 1e6
+bigc = conns[-1]
+ucols = [(f"ka{bigc}", "ka", f"keep-alive c={bigc} µs/req"), (f"new{bigc}", "new", f"new conn c={bigc} µs/conn"), (f"bulk{bigc}", "bulk", f"1MiB c={bigc} ms/MiB")]
+uhdr = ["CPU per unit: all (proxy)"] + [c[2] for c in ucols]
+utable = []
+for row in rows:
+    line = [row]
+    for col, kind, _ in ucols:
+        vals = [unit(r, kind) for r in runs.get((row, col), {}).values()]
+        tot, prx = med(v[0] for v in vals), med(v[1] for v in vals)
+        line.append("-" if tot is None else (f"{tot:,.2f} ({prx:,.2f})" if kind == "bulk" else f"{tot:,.0f} ({prx:,.0f})"))
+    utable.append(line)
+w = [max(len(str(x)) for x in col) for col in zip(uhdr, *utable)]
+fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
+print(fmt.format(*uhdr))
+print("|" + "|".join("-" * (n + 2) for n in w) + "|")
+for line in utable:
     print(fmt.format(*line))
 print()
 def paired(a, acol, b, bcol, f, op):

@@ -317,6 +317,7 @@ type result struct {
 	MiBPerS  float64 `json:"mib_per_s"`
 	P50US    float64 `json:"p50_us"`
 	P99US    float64 `json:"p99_us"`
+	CPUS     float64 `json:"client_cpu_s"` // the load generator's own CPU time
 }
 
 // load runs conns clients for a duration against url, through proxy when
@@ -403,6 +404,10 @@ func load(args []string) error {
 	slices.Sort(lat)
 	r := result{Requests: n.Load(), Errors: errs.Load(), Seconds: secs,
 		ReqPerS: float64(n.Load()) / secs, MiBPerS: float64(bytes.Load()) / secs / (1 << 20)}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.CPUS = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
 	if len(lat) > 0 {
 		r.P50US = float64(lat[len(lat)/2].Microseconds())
 		r.P99US = float64(lat[len(lat)*99/100].Microseconds())
