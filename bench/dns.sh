@@ -138,7 +138,7 @@ for s in "${order[@]}"; do
   for rep in $(seq "$REPS"); do bestlow "$name.p99" "$(p99 "$port" $(( R[$name.cached] / 2 )))"; done
 done
 # The same rate, measured the way the target is checked: the server on CPU
-# 0 alone (all its threads; Go lowers GOMAXPROCS to match within a second),
+# 0 alone (all its threads; Go lowers GOMAXPROCS to match within seconds),
 # the client on CPU 1, sending evenly spaced queries open-loop, each timed
 # from just before its send to the kernel's receive timestamp of its answer
 # (bench/dns latency). dnsperf's figure above also counts the time
@@ -150,7 +150,7 @@ p99k() {
 for s in "${order[@]}"; do
   name=${s%%:*} port=${s##*:}
   pid=$dpid; [ "$name" = unbound ] && pid=$upid
-  taskset -a -p -c 0 "$pid" >/dev/null; sleep 2
+  taskset -a -p -c 0 "$pid" >/dev/null; sleep 3
   for rep in $(seq "$REPS"); do
     v=$(p99k "$port" $(( R[$name.cached] / 2 )))
     if [ -n "$v" ] && { [ -z "${R[$name.p99k]:-}" ] || [ "$v" -lt "${R[$name.p99k]}" ]; }; then
