@@ -1,0 +1,550 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The relay moves the bytes of every spliced tunnel from a few goroutines,
+// one per CPU, each owning an epoll set that holds both sockets of its
+// tunnels (edge-triggered, beside Go's own registration of the same
+// sockets). A socket is read once per readiness: a read that returns less
+// than asked drained the socket, so the next read waits for the next edge
+// instead of returning EAGAIN, and a message costs one read and one write.
+// The epoll descriptor itself sits in Go's poller, so a relay with nothing
+// to do parks like any goroutine waiting on a socket and wakes with the
+// first event of any of its tunnels.
+//
+// A relay never blocks: every socket and pipe is non-blocking, and a
+// destination whose send queue is full keeps its direction's bytes until
+// its next write edge while the relay serves the other tunnels. An idle
+// tunnel holds no buffer and no pipe, only its two sockets and a small
+// record. Every system call on a socket goes through its RawConn, so a
+// socket someone else closes (a policy reload, the proxy closing) is never
+// used again by number; the periodic sweep notices it and ends the tunnel.
+
+// relayEvents is how many events one epoll_wait takes.
+const relayEvents = 128
+
+// relaySweep is how often a relay checks its tunnels for idleness and for
+// sockets closed under it.
+const relaySweep = 100 * time.Millisecond
+
+// relayBudget is how many reads one direction makes before the relay
+// serves the others (a bulk direction comes back after them).
+const relayBudget = 4
+
+type relay struct {
+	ep     int
+	file   *os.File // ep, in Go's poller
+	rc     syscall.RawConn
+	waitFn func(uintptr) bool
+	epoch  time.Time
+
+	mu      sync.Mutex // guards all below and every tunnel's state
+	tuns    map[uint64]*rtun
+	next    uint64
+	armed   bool // a sweep deadline is set
+	evs     []unix.EpollEvent
+	again   []*rdir
+	scratch []byte // one read's bytes, written at once
+	now     int64  // nanoseconds since epoch, at the start of the batch
+	fatal   error
+}
+
+// rtun is one tunnel: side 0 is the client, side 1 the upstream; dir 0
+// copies the client to the upstream (counted up), dir 1 back (down).
+type rtun struct {
+	id    uint64
+	sides [2]rside
+	dirs  [2]rdir
+	idle  int64
+	last  int64 // when a byte last moved either way
+	open  int   // directions not yet ended
+	dead  bool
+	done  chan string
+}
+
+// rside is one socket of a tunnel and its readiness since the last edge.
+type rside struct {
+	rc                 syscall.RawConn
+	readable, writable bool
+
+	// The arguments and results of the next system call, made by op
+	// inside rc.Control so the descriptor stays open while it runs.
+	op   func(uintptr)
+	kind int
+	b    []byte
+	p    *splicePipe
+	n, k int
+	err  error
+}
+
+type rdir struct {
+	t        *rtun
+	src, dst *rside
+	n        *atomic.Int64
+	pend     *[]byte // bytes dst would not take yet
+	off, end int
+	p        *splicePipe // held only while bytes are in it or the source streams
+	inPipe   int
+	bulk     bool // the last read filled the buffer: splice
+	eof      bool // src ended; dst is shut down once pend and the pipe are empty
+	ended    bool
+	queued   bool // in the relay's again list
+}
+
+const (
+	opRead = iota
+	opWrite
+	opSpliceIn
+	opSpliceOut
+	opShutWr
+	opDel
+)
+
+func (s *rside) do(fd uintptr) {
+	for {
+		switch s.kind {
+		case opRead:
+			s.k, s.err = unix.Read(int(fd), s.b)
+		case opWrite:
+			s.k, s.err = unix.Write(int(fd), s.b)
+		case opSpliceIn:
+			var k int64
+			k, s.err = unix.Splice(int(fd), nil, s.p.w, nil, s.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			s.k = int(k)
+		case opSpliceOut:
+			var k int64
+			k, s.err = unix.Splice(s.p.r, nil, int(fd), nil, s.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			s.k = int(k)
+		case opShutWr:
+			s.err = unix.Shutdown(int(fd), unix.SHUT_WR)
+		case opDel:
+			s.err = unix.EpollCtl(s.n, unix.EPOLL_CTL_DEL, int(fd), nil)
+		}
+		if s.err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// sys makes the system call set up in s; a closed socket is an error.
+func (s *rside) sys(kind int) (int, error) {
+	s.kind, s.k, s.err = kind, 0, nil
+	if err := s.rc.Control(s.op); err != nil {
+		s.b, s.p = nil, nil
+		return 0, err
+	}
+	s.b, s.p = nil, nil
+	if s.k < 0 {
+		s.k = 0
+	}
+	return s.k, s.err
+}
+
+var (
+	relayOnce sync.Once
+	relays    []*relay
+	relayErr  error
+	relayPick atomic.Uint64
+)
+
+// getRelay returns one of the relays, round robin, starting them on first
+// use.
+func getRelay() (*relay, error) {
+	relayOnce.Do(func() {
+		for range max(1, runtime.GOMAXPROCS(0)) {
+			r, err := newRelay()
+			if err != nil {
+				relayErr = err
+				return
+			}
+			relays = append(relays, r)
+		}
+		for _, r := range relays {
+			go r.loop()
+		}
+	})
+	if relayErr != nil {
+		return nil, relayErr
+	}
+	return relays[relayPick.Add(1)%uint64(len(relays))], nil
+}
+
+func newRelay() (*relay, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	// Non-blocking, so os.NewFile puts it in Go's poller (epoll_wait
+	// itself is always called with a zero timeout).
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(ep), "relay-epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r := &relay{
+		ep: ep, file: f, rc: rc, epoch: time.Now(),
+		tuns:    map[uint64]*rtun{},
+		evs:     make([]unix.EpollEvent, relayEvents),
+		scratch: make([]byte, tunnelBuf),
+	}
+	r.waitFn = r.wait
+	return r, nil
+}
+
+func (r *relay) clock() int64 { return int64(time.Since(r.epoch)) }
+
+// run relays client and up until both directions end and returns the
+// close reason. Bytes are counted into up and down.
+func (r *relay) run(client, up *net.TCPConn, upN, downN *atomic.Int64, idle time.Duration) string {
+	t := &rtun{idle: int64(idle), open: 2, done: make(chan string, 1)}
+	for i, c := range []*net.TCPConn{client, up} {
+		rc, err := c.SyscallConn()
+		if err != nil {
+			return "reset"
+		}
+		s := &t.sides[i]
+		s.rc = rc
+		s.op = s.do
+	}
+	t.dirs[0] = rdir{t: t, src: &t.sides[0], dst: &t.sides[1], n: upN}
+	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
+
+	r.mu.Lock()
+	r.next++
+	t.id = r.next
+	r.tuns[t.id] = t
+	t.last = r.clock()
+	if !r.armed {
+		r.armed = true
+		r.file.SetReadDeadline(time.Now().Add(relaySweep))
+	}
+	r.mu.Unlock()
+
+	for i := range t.sides {
+		key := t.id<<1 | uint64(i)
+		ev := unix.EpollEvent{
+			Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET,
+			Fd:     int32(uint32(key)),
+			Pad:    int32(uint32(key >> 32)),
+		}
+		var aerr error
+		err := t.sides[i].rc.Control(func(fd uintptr) {
+			aerr = unix.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		})
+		if err == nil {
+			err = aerr
+		}
+		if err != nil {
+			r.mu.Lock()
+			r.finish(t, "reset")
+			r.mu.Unlock()
+			break
+		}
+	}
+	return <-t.done
+}
+
+// loop serves the relay's tunnels for the life of the process.
+func (r *relay) loop() {
+	for {
+		err := r.rc.Read(r.waitFn)
+		switch {
+		case r.fatal != nil:
+			// epoll_wait failed: end every tunnel (fail closed) and
+			// keep going; a new tunnel tries again.
+			r.mu.Lock()
+			r.fatal = nil
+			for _, t := range r.tuns {
+				r.finish(t, "reset")
+			}
+			r.mu.Unlock()
+			time.Sleep(relaySweep)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			r.sweep()
+		case err != nil:
+			r.mu.Lock()
+			for _, t := range r.tuns {
+				r.finish(t, "reset")
+			}
+			r.mu.Unlock()
+			time.Sleep(relaySweep)
+		}
+	}
+}
+
+// wait takes the ready events and serves them. It returns false (wait for
+// the epoll descriptor's next edge) once epoll_wait returned fewer events
+// than it could take: any event after that wakes the poller again.
+func (r *relay) wait(fd uintptr) bool {
+	for {
+		n, err := unix.EpollWait(int(fd), r.evs, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			r.fatal = os.NewSyscallError("epoll_wait", err)
+			return true
+		}
+		if n == 0 {
+			return false
+		}
+		r.mu.Lock()
+		r.now = r.clock()
+		for _, ev := range r.evs[:n] {
+			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			t := r.tuns[key>>1]
+			if t == nil {
+				continue // ended earlier in this batch
+			}
+			i := int(key & 1)
+			s := &t.sides[i]
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				s.readable = true
+			}
+			if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				s.writable = true
+			}
+			r.serve(&t.dirs[i])
+			r.serve(&t.dirs[1-i])
+		}
+		for len(r.again) > 0 {
+			again := r.again
+			r.again = nil
+			for _, d := range again {
+				d.queued = false
+				r.serve(d)
+			}
+		}
+		r.mu.Unlock()
+		if n < len(r.evs) {
+			return false
+		}
+	}
+}
+
+// serve moves what direction d can move now and ends its tunnel when it
+// is done or failed.
+func (r *relay) serve(d *rdir) {
+	t := d.t
+	if t.dead || d.ended {
+		return
+	}
+	if err := r.pump(d); err != nil {
+		r.finish(t, "reset")
+		return
+	}
+	if t.open == 0 {
+		r.finish(t, "done")
+	}
+}
+
+// pump copies src to dst until src has nothing more, dst takes nothing
+// more, or the budget is spent (then d comes back after the others).
+// Small reads go through the relay's scratch buffer and are written at
+// once; only what dst does not take is kept, in a pooled buffer. A read
+// that fills the buffer switches to splice through a pooled pipe until a
+// splice moves less than a buffer's worth.
+func (r *relay) pump(d *rdir) error {
+	for range relayBudget {
+		if err := r.flush(d); err != nil || d.pend != nil || d.inPipe > 0 {
+			return err
+		}
+		if d.eof {
+			d.release()
+			d.dst.sys(opShutWr) // as CloseWrite: a failure shows on the next use
+			d.ended = true
+			d.t.open--
+			return nil
+		}
+		if !d.src.readable {
+			d.release()
+			return nil
+		}
+		if d.bulk {
+			if d.p == nil {
+				p, err := pipes.get()
+				if err != nil {
+					return err
+				}
+				d.p = p
+			}
+			d.src.p, d.src.n = d.p, d.p.size
+			k, err := d.src.sys(opSpliceIn)
+			switch {
+			case err == unix.EAGAIN:
+				d.src.readable = false
+				d.release()
+				return nil
+			case err != nil:
+				return err
+			case k == 0:
+				d.eof = true
+				continue
+			}
+			d.n.Add(int64(k))
+			d.t.last = r.now
+			d.inPipe = k
+			d.bulk = k >= tunnelBuf
+			continue
+		}
+		d.src.b = r.scratch
+		k, err := d.src.sys(opRead)
+		switch {
+		case err == unix.EAGAIN:
+			d.src.readable = false
+			return nil
+		case err != nil:
+			return err
+		case k == 0:
+			d.eof = true
+			continue
+		}
+		d.n.Add(int64(k))
+		d.t.last = r.now
+		if k < len(r.scratch) {
+			d.src.readable = false // a short read drained the socket
+		} else {
+			d.bulk = true
+		}
+		w := 0
+		if d.dst.writable {
+			d.dst.b = r.scratch[:k]
+			w, err = d.dst.sys(opWrite)
+			switch {
+			case err == unix.EAGAIN:
+				d.dst.writable = false
+			case err != nil:
+				return err
+			}
+		}
+		if w < k {
+			d.pend = tunnelBufs.Get().(*[]byte)
+			d.off, d.end = 0, copy(*d.pend, r.scratch[w:k])
+			d.dst.writable = false
+			return nil
+		}
+	}
+	if (d.src.readable || d.eof) && !d.queued {
+		d.queued = true
+		r.again = append(r.again, d)
+	}
+	return nil
+}
+
+// flush writes what d keeps for dst while dst takes it.
+func (r *relay) flush(d *rdir) error {
+	for d.inPipe > 0 {
+		if !d.dst.writable {
+			return nil
+		}
+		d.dst.p, d.dst.n = d.p, d.inPipe
+		k, err := d.dst.sys(opSpliceOut)
+		switch {
+		case err == unix.EAGAIN:
+			d.dst.writable = false
+		case err != nil:
+			return err
+		}
+		d.inPipe -= k
+	}
+	for d.pend != nil {
+		if !d.dst.writable {
+			return nil
+		}
+		d.dst.b = (*d.pend)[d.off:d.end]
+		k, err := d.dst.sys(opWrite)
+		switch {
+		case err == unix.EAGAIN:
+			d.dst.writable = false
+		case err != nil:
+			return err
+		}
+		d.off += k
+		if d.off == d.end {
+			tunnelBufs.Put(d.pend)
+			d.pend = nil
+		}
+	}
+	return nil
+}
+
+// release gives back an empty pipe.
+func (d *rdir) release() {
+	if d.p != nil && d.inPipe == 0 {
+		pipes.put(d.p)
+		d.p = nil
+	}
+}
+
+// finish ends t: its sockets leave the epoll set (they are closed only
+// after, by the caller, through their net.TCPConn), its buffer and pipe
+// go back (a pipe that still holds bytes is closed), and the caller gets
+// the reason. r.mu is held.
+func (r *relay) finish(t *rtun, reason string) {
+	if t.dead {
+		return
+	}
+	t.dead = true
+	for i := range t.sides {
+		s := &t.sides[i]
+		s.n = r.ep
+		s.sys(opDel) // a socket closed under us left the set by itself
+	}
+	delete(r.tuns, t.id)
+	for i := range t.dirs {
+		d := &t.dirs[i]
+		if d.pend != nil {
+			tunnelBufs.Put(d.pend)
+			d.pend = nil
+		}
+		if d.p != nil {
+			if d.inPipe > 0 {
+				d.p.close() // never carry its bytes into another tunnel
+			} else {
+				pipes.put(d.p)
+			}
+			d.p, d.inPipe = nil, 0
+		}
+	}
+	t.done <- reason
+}
+
+// sweep ends the tunnels idle for their idle time and those with a socket
+// closed under them, and sets the next sweep while tunnels remain.
+func (r *relay) sweep() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	for _, t := range r.tuns {
+		switch {
+		case now-t.last >= t.idle:
+			r.finish(t, "idle-timeout")
+		case t.sides[0].rc.Control(noop) != nil || t.sides[1].rc.Control(noop) != nil:
+			r.finish(t, "reset")
+		}
+	}
+	r.armed = len(r.tuns) > 0
+	if r.armed {
+		r.file.SetReadDeadline(time.Now().Add(relaySweep))
+	} else {
+		r.file.SetReadDeadline(time.Time{})
+	}
+}
+
+func noop(uintptr) {}
