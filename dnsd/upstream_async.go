@@ -351,7 +351,11 @@ type upReader struct {
 	msgs []ipv4.Message
 }
 
-const upReadBatch = maxOwnUses // at most this many answers can be pending on a socket
+// upReadBatch is how many answers a socket's reader takes per recvmmsg: a
+// few (a socket has at most maxOwnUses queries pending, spread out in
+// time), so that the buffers of the sockets open during an upstream outage
+// stay small.
+const upReadBatch = 4
 
 var upReaderPool = sync.Pool{New: func() any {
 	r := &upReader{rd: newMMsgReader(nil), done: make([]*packet, 0, upReadBatch), msgs: make([]ipv4.Message, 0, upReadBatch)}
