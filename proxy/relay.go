@@ -403,6 +403,7 @@ func (r *relay) pump(d *rdir) error {
 			d.bulk = k >= tunnelBuf
 			continue
 		}
+		d.release() // the pipe is empty: small reads need none
 		d.src.b = r.scratch
 		k, err := d.src.sys(opRead)
 		switch {
