@@ -77,6 +77,7 @@ type rtun struct {
 type rside struct {
 	rc                 syscall.RawConn
 	readable, writable bool
+	hup                bool // the peer's end (or an error) was reported: read to EOF
 
 	// The arguments and results of the next system call, made by op
 	// inside rc.Control so the descriptor stays open while it runs.
@@ -317,6 +318,9 @@ func (r *relay) wait(fd uintptr) bool {
 			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 				s.readable = true
 			}
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				s.hup = true
+			}
 			if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 				s.writable = true
 			}
@@ -418,10 +422,15 @@ func (r *relay) pump(d *rdir) error {
 		}
 		d.n.Add(int64(k))
 		d.t.last = r.now
-		if k < len(r.scratch) {
-			d.src.readable = false // a short read drained the socket
-		} else {
+		switch {
+		case k == len(r.scratch):
 			d.bulk = true
+		case !d.src.hup:
+			// A short read drained the socket: bytes that come later
+			// bring a new edge. Not so the end of the stream when it came
+			// with these bytes: once the peer's end was reported, read on
+			// to EOF.
+			d.src.readable = false
 		}
 		w := 0
 		if d.dst.writable {

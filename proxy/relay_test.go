@@ -157,3 +157,31 @@ func TestTunnelResetClosesBothSides(t *testing.T) {
 		t.Errorf("close reason %q, want reset", r)
 	}
 }
+
+// Bytes and the end of the stream that arrive together are both passed
+// on: a read that returns the bytes short of the buffer has not yet seen
+// the end, which gets no readiness edge of its own.
+func TestTunnelPassesBytesAndEndThatArriveTogether(t *testing.T) {
+	for i := range 5 {
+		client, pc := tcpPair(t)
+		pu, server := tcpPair(t)
+		msg := bytes.Repeat([]byte{byte('a' + i)}, 100+i)
+		// Both are queued at the proxy's upstream socket before the
+		// tunnel starts.
+		server.Write(msg)
+		server.CloseWrite()
+		time.Sleep(10 * time.Millisecond)
+		f := &flow{}
+		reason := make(chan string, 1)
+		go func() { reason <- tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute) }()
+		client.SetReadDeadline(time.Now().Add(30 * time.Second))
+		got, err := io.ReadAll(client)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("client got %q, %v; want %q then the end", got, err, msg)
+		}
+		client.CloseWrite()
+		if r := <-reason; r != "done" {
+			t.Errorf("close reason %q, want done", r)
+		}
+	}
+}
