@@ -340,7 +340,12 @@ func (b *chunkedBody) readTrailer() error {
 		if len(line) == 2 {
 			return io.EOF
 		}
-		if line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line, ':') <= 0 {
+		// A field as net/http takes one: a token name, a value without
+		// control characters, no obs-fold.
+		if line[0] == ' ' || line[0] == '\t' {
+			return fmt.Errorf("%w: bad trailer", errFraming)
+		}
+		if _, _, ok := upField(string(line[:len(line)-2])); !ok {
 			return fmt.Errorf("%w: bad trailer", errFraming)
 		}
 	}

@@ -140,8 +140,8 @@ func parseUpHead(s string) (*parsedResp, rawHead, bool) {
 		Header: hdr, ContentLength: fr.clen,
 		Close: shouldClose(minor, hdr["Connection"]),
 	}
-	if headerHasToken(hdr["Connection"], "close") {
-		delete(hdr, "Connection") // as net/http does
+	if minor != 0 && headerHasToken(hdr["Connection"], "close") {
+		delete(hdr, "Connection") // as net/http does, for HTTP/1.1 only
 	}
 	return pr, fr, true
 }
