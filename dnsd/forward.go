@@ -308,12 +308,8 @@ func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Ups
 			m.Id = dns.Id()
 			r, _, err := x.tcp.ExchangeContext(ctx, m, u.Addr)
 			cancel()
-			last = result{msg: r, upstream: u.String(), err: err}
-			if err == nil {
-				err = checkAnswer(m, r)
-				last.err = err
-			}
-			if err == nil && r.Rcode != dns.RcodeServerFailure && r.Rcode != dns.RcodeRefused {
+			var done bool
+			if last, done = attemptResult(m, r, u, err); done {
 				return last
 			}
 		}
@@ -330,12 +326,8 @@ func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Ups
 			dl = at.end
 		}
 		r, err := f.x.exchange(ctx, m, u, dl, ws)
-		last = result{msg: r, upstream: u.String(), err: err}
-		if err == nil {
-			err = checkAnswer(m, r)
-			last.err = err
-		}
-		if err == nil && r.Rcode != dns.RcodeServerFailure && r.Rcode != dns.RcodeRefused {
+		var done bool
+		if last, done = attemptResult(m, r, u, err); done {
 			return last
 		}
 	}
@@ -367,6 +359,21 @@ func (c *call) query(k cacheKey, cd bool) *dns.Msg {
 	c.extra[0] = &c.opt
 	m.Extra = c.extra[:]
 	return m
+}
+
+// attemptResult is the result of one exchange of m with u; done reports
+// that it is the answer (no other upstream is asked).
+func attemptResult(m, r *dns.Msg, u Upstream, err error) (res result, done bool) {
+	if err == nil {
+		err = checkAnswer(m, r)
+	}
+	return result{msg: r, upstream: u.String(), err: err}, err == nil && !retryable(r)
+}
+
+// retryable reports an upstream's answer that another upstream may better:
+// SERVFAIL or REFUSED.
+func retryable(r *dns.Msg) bool {
+	return r.Rcode == dns.RcodeServerFailure || r.Rcode == dns.RcodeRefused
 }
 
 // checkAnswer makes sure r answers m (same ID, same question).

@@ -406,7 +406,7 @@ func (s *Server) upAnswer(c *upConn, b []byte) *packet {
 		return nil // not ours: a spoof, garbage, or a late answer
 	}
 	q := &p.q
-	if r.Truncated || r.Rcode == dns.RcodeServerFailure || r.Rcode == dns.RcodeRefused {
+	if r.Truncated || retryable(r) {
 		q.at.last, q.at.tcp = result{msg: r, upstream: c.up.name}, r.Truncated
 		s.dispatchSlow(p)
 		return nil
