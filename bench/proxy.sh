@@ -222,7 +222,15 @@ for c in conns:
     cols += [(f"ka{c}", "req_per_s", f"keep-alive c={c} req/s"),
              (f"new{c}", "req_per_s", f"new conn c={c} /s"),
              (f"bulk{c}", "mib_per_s", f"1MiB c={c} MiB/s")]
-hdr = ["path"] + [c[2] for c in cols] + ["p50 µs (c=1 ka)", "errors"]
+def print_table(hdr, table):
+    w = [max(len(str(x)) for x in col) for col in zip(hdr, *table)]
+    fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
+    print(fmt.format(*hdr))
+    print("|" + "|".join("-" * (n + 2) for n in w) + "|")
+    for line in table:
+        print(fmt.format(*line))
+    print()
+hdr = ["path"] + [c[2] for c in cols] + [f"p50 µs (c={conns[0]} ka)", "errors"]
 table = []
 for row in rows:
     line = [row]
@@ -234,13 +242,7 @@ for row in rows:
     errs = sum((r.get("errors") or 0) for col, _, _ in cols for r in runs.get((row, col), {}).values())
     line.append(str(errs))
     table.append(line)
-w = [max(len(str(x)) for x in col) for col in zip(hdr, *table)]
-fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
-print(fmt.format(*hdr))
-print("|" + "|".join("-" * (n + 2) for n in w) + "|")
-for line in table:
-    print(fmt.format(*line))
-print()
+print_table(hdr, table)
 # CPU per unit of work: the machine's two cores are shared by the load
 # generator, the origin and the proxy, so at c=32 the rates follow the CPU
 # each path spends per request or MiB; these hold steadier between rounds
@@ -264,13 +266,7 @@ for row in rows:
         tot, prx = med(v[0] for v in vals), med(v[1] for v in vals)
         line.append("-" if tot is None else (f"{tot:,.2f} ({prx:,.2f})" if kind == "bulk" else f"{tot:,.0f} ({prx:,.0f})"))
     utable.append(line)
-w = [max(len(str(x)) for x in col) for col in zip(uhdr, *utable)]
-fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
-print(fmt.format(*uhdr))
-print("|" + "|".join("-" * (n + 2) for n in w) + "|")
-for line in utable:
-    print(fmt.format(*line))
-print()
+print_table(uhdr, utable)
 def paired(a, acol, b, bcol, f, op):
     """op over the runs of rows a and b in the same round."""
     ra, rb = runs.get((a, acol), {}), runs.get((b, bcol), {})
