@@ -52,6 +52,7 @@ type flow struct {
 	up, down atomic.Int64
 	start    time.Time
 	decided  bool
+	gate     tunnelGate // ends a spliced tunnel from outside
 }
 
 func newID() string {

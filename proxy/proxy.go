@@ -275,6 +275,9 @@ func (p *Proxy) Close() error {
 	for c := range p.conns {
 		c.Close()
 	}
+	for s := range p.spliced {
+		s.f.gate.close() // the relay owns these sockets: closing c does not reach them
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	p.transports.Range(func(_, v any) bool {

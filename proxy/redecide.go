@@ -20,13 +20,16 @@ type splicedConn struct {
 	closed *policies.Verdict // the verdict that closed it, if Redecide did
 }
 
-// closeWith closes both ends and records the verdict that closed them.
+// closeWith closes both ends and records the verdict that closed them:
+// through the relay once it owns the sockets, through the net.Conns
+// before.
 func (s *splicedConn) closeWith(v policies.Verdict) {
 	s.mu.Lock()
 	if s.closed == nil {
 		s.closed = &v
 	}
 	s.mu.Unlock()
+	s.f.gate.close()
 	s.client.Close()
 	s.up.Close()
 }

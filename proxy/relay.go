@@ -15,8 +15,11 @@ import (
 
 // The relay moves the bytes of every spliced tunnel from a few goroutines,
 // one per CPU, each owning an epoll set that holds both sockets of its
-// tunnels (edge-triggered, beside Go's own registration of the same
-// sockets). A socket is read once per readiness: a read that returns less
+// tunnels (edge-triggered). A tunnel's sockets belong to its relay alone:
+// it takes a duplicate of each descriptor and closes the net.TCPConn, so
+// the sockets leave Go's poller (whose epoll set would otherwise wake for
+// every event the relay already serves). A socket is read once per
+// readiness: a read that returns less
 // than asked drained the socket, so the next read waits for the next edge
 // instead of returning EAGAIN, and a message costs one read and one write.
 // The epoll descriptor itself sits in Go's poller, so a relay with nothing
@@ -27,15 +30,14 @@ import (
 // destination whose send queue is full keeps its direction's bytes until
 // its next write edge while the relay serves the other tunnels. An idle
 // tunnel holds no buffer and no pipe, only its two sockets and a small
-// record. Every system call on a socket goes through its RawConn, so a
-// socket someone else closes (a policy reload, the proxy closing) is never
-// used again by number; the periodic sweep notices it and ends the tunnel.
+// record. A relay uses and closes its descriptors only under its mutex, so
+// a tunnel ended from outside (a policy reload, the proxy closing: see
+// tunnelGate) has its sockets closed once and never used by number again.
 
 // relayEvents is how many events one epoll_wait takes.
 const relayEvents = 128
 
-// relaySweep is how often a relay checks its tunnels for idleness and for
-// sockets closed under it.
+// relaySweep is how often a relay checks its tunnels for idleness.
 const relaySweep = 100 * time.Millisecond
 
 // relayBudget is how many reads one direction makes before the relay
@@ -73,20 +75,12 @@ type rtun struct {
 	done  chan string
 }
 
-// rside is one socket of a tunnel and its readiness since the last edge.
+// rside is one socket of a tunnel, owned by the relay (-1 once closed),
+// and its readiness since the last edge.
 type rside struct {
-	rc                 syscall.RawConn
+	fd                 int
 	readable, writable bool
 	hup                bool // the peer's end (or an error) was reported: read to EOF
-
-	// The arguments and results of the next system call, made by op
-	// inside rc.Control so the descriptor stays open while it runs.
-	op   func(uintptr)
-	kind int
-	b    []byte
-	p    *splicePipe
-	n, k int
-	err  error
 }
 
 type rdir struct {
@@ -103,53 +97,62 @@ type rdir struct {
 	queued   bool // in the relay's again list
 }
 
-const (
-	opRead = iota
-	opWrite
-	opSpliceIn
-	opSpliceOut
-	opShutWr
-	opDel
-)
+// The system calls on a side's socket, retried on EINTR; a count is never
+// negative. They are made with the relay's mutex held.
 
-func (s *rside) do(fd uintptr) {
+func (s *rside) read(b []byte) (int, error) {
 	for {
-		switch s.kind {
-		case opRead:
-			s.k, s.err = unix.Read(int(fd), s.b)
-		case opWrite:
-			s.k, s.err = unix.Write(int(fd), s.b)
-		case opSpliceIn:
-			var k int64
-			k, s.err = unix.Splice(int(fd), nil, s.p.w, nil, s.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			s.k = int(k)
-		case opSpliceOut:
-			var k int64
-			k, s.err = unix.Splice(s.p.r, nil, int(fd), nil, s.n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			s.k = int(k)
-		case opShutWr:
-			s.err = unix.Shutdown(int(fd), unix.SHUT_WR)
-		case opDel:
-			s.err = unix.EpollCtl(s.n, unix.EPOLL_CTL_DEL, int(fd), nil)
-		}
-		if s.err != unix.EINTR {
-			return
+		k, err := unix.Read(s.fd, b)
+		if err != unix.EINTR {
+			return max(k, 0), err
 		}
 	}
 }
 
-// sys makes the system call set up in s; a closed socket is an error.
-func (s *rside) sys(kind int) (int, error) {
-	s.kind, s.k, s.err = kind, 0, nil
-	if err := s.rc.Control(s.op); err != nil {
-		s.b, s.p = nil, nil
-		return 0, err
+func (s *rside) write(b []byte) (int, error) {
+	for {
+		k, err := unix.Write(s.fd, b)
+		if err != unix.EINTR {
+			return max(k, 0), err
+		}
 	}
-	s.b, s.p = nil, nil
-	if s.k < 0 {
-		s.k = 0
+}
+
+// spliceIn moves up to n bytes from the socket into p.
+func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
+	for {
+		k, err := unix.Splice(s.fd, nil, p.w, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if err != unix.EINTR {
+			return int(max(k, 0)), err
+		}
 	}
-	return s.k, s.err
+}
+
+// spliceOut moves up to n bytes from p into the socket.
+func (s *rside) spliceOut(p *splicePipe, n int) (int, error) {
+	for {
+		k, err := unix.Splice(p.r, nil, s.fd, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if err != unix.EINTR {
+			return int(max(k, 0)), err
+		}
+	}
+}
+
+// dupConn takes a duplicate of c's descriptor (close-on-exec; it shares
+// the socket and its non-blocking mode with c).
+func dupConn(c *net.TCPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, os.NewSyscallError("fcntl", derr)
+	}
+	return fd, nil
 }
 
 var (
@@ -210,23 +213,64 @@ func newRelay() (*relay, error) {
 
 func (r *relay) clock() int64 { return int64(time.Since(r.epoch)) }
 
-// run relays client and up until both directions end and returns the
-// close reason. Bytes are counted into up and down.
-func (r *relay) run(client, up *net.TCPConn, upN, downN *atomic.Int64, idle time.Duration) string {
-	t := &rtun{idle: int64(idle), open: 2, done: make(chan string, 1)}
-	for i, c := range []*net.TCPConn{client, up} {
-		rc, err := c.SyscallConn()
-		if err != nil {
-			return "reset"
-		}
-		s := &t.sides[i]
-		s.rc = rc
-		s.op = s.do
+// errGateClosed: the tunnel was ended before the relay took its sockets.
+var errGateClosed = errors.New("proxy: tunnel closed before it started")
+
+// tunnelGate is how a tunnel is ended from outside (Redecide, Close): once
+// the relay owns the sockets, closing the net.Conns no longer reaches
+// them. The zero value is open and has no tunnel yet.
+type tunnelGate struct {
+	mu     sync.Mutex
+	closed bool
+	r      *relay
+	t      *rtun
+}
+
+// close ends the gate's tunnel, now or as soon as it would start. Its
+// sockets are closed (the peers see the end) and the tunnel returns
+// "reset".
+func (g *tunnelGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	r, t := g.r, g.t
+	g.mu.Unlock()
+	if t != nil {
+		r.mu.Lock()
+		r.finish(t, "reset")
+		r.mu.Unlock()
 	}
+}
+
+// adopt takes client and up into the relay: it duplicates their
+// descriptors, closes the net.TCPConns (so the sockets leave Go's poller)
+// and registers the duplicates. The tunnel's close reason arrives on the
+// returned channel once both directions end. On error the sockets were
+// not taken and the caller still owns (and must close) client and up.
+func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, errGateClosed
+	}
+	cfd, err := dupConn(client)
+	if err != nil {
+		return nil, err
+	}
+	ufd, err := dupConn(up)
+	if err != nil {
+		unix.Close(cfd)
+		return nil, err
+	}
+	// From here the relay owns the sockets: finish closes them.
+	client.Close()
+	up.Close()
+	t := &rtun{idle: int64(idle), open: 2, done: make(chan string, 1)}
+	t.sides[0].fd, t.sides[1].fd = cfd, ufd
 	t.dirs[0] = rdir{t: t, src: &t.sides[0], dst: &t.sides[1], n: upN}
 	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
 
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.next++
 	t.id = r.next
 	r.tuns[t.id] = t
@@ -235,8 +279,7 @@ func (r *relay) run(client, up *net.TCPConn, upN, downN *atomic.Int64, idle time
 		r.armed = true
 		r.file.SetReadDeadline(time.Now().Add(relaySweep))
 	}
-	r.mu.Unlock()
-
+	g.r, g.t = r, t
 	for i := range t.sides {
 		key := t.id<<1 | uint64(i)
 		ev := unix.EpollEvent{
@@ -244,21 +287,12 @@ func (r *relay) run(client, up *net.TCPConn, upN, downN *atomic.Int64, idle time
 			Fd:     int32(uint32(key)),
 			Pad:    int32(uint32(key >> 32)),
 		}
-		var aerr error
-		err := t.sides[i].rc.Control(func(fd uintptr) {
-			aerr = unix.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, int(fd), &ev)
-		})
-		if err == nil {
-			err = aerr
-		}
-		if err != nil {
-			r.mu.Lock()
+		if err := unix.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, t.sides[i].fd, &ev); err != nil {
 			r.finish(t, "reset")
-			r.mu.Unlock()
 			break
 		}
 	}
-	return <-t.done
+	return t.done, nil
 }
 
 // loop serves the relay's tunnels for the life of the process.
@@ -371,7 +405,7 @@ func (r *relay) pump(d *rdir) error {
 		}
 		if d.eof {
 			d.release()
-			d.dst.sys(opShutWr) // as CloseWrite: a failure shows on the next use
+			unix.Shutdown(d.dst.fd, unix.SHUT_WR) // as CloseWrite: a failure shows on the next use
 			d.ended = true
 			d.t.open--
 			return nil
@@ -388,8 +422,7 @@ func (r *relay) pump(d *rdir) error {
 				}
 				d.p = p
 			}
-			d.src.p, d.src.n = d.p, d.p.size
-			k, err := d.src.sys(opSpliceIn)
+			k, err := d.src.spliceIn(d.p, d.p.size)
 			switch {
 			case err == unix.EAGAIN:
 				d.src.readable = false
@@ -408,8 +441,7 @@ func (r *relay) pump(d *rdir) error {
 			continue
 		}
 		d.release() // the pipe is empty: small reads need none
-		d.src.b = r.scratch
-		k, err := d.src.sys(opRead)
+		k, err := d.src.read(r.scratch)
 		switch {
 		case err == unix.EAGAIN:
 			d.src.readable = false
@@ -434,8 +466,7 @@ func (r *relay) pump(d *rdir) error {
 		}
 		w := 0
 		if d.dst.writable {
-			d.dst.b = r.scratch[:k]
-			w, err = d.dst.sys(opWrite)
+			w, err = d.dst.write(r.scratch[:k])
 			switch {
 			case err == unix.EAGAIN:
 				d.dst.writable = false
@@ -463,8 +494,7 @@ func (r *relay) flush(d *rdir) error {
 		if !d.dst.writable {
 			return nil
 		}
-		d.dst.p, d.dst.n = d.p, d.inPipe
-		k, err := d.dst.sys(opSpliceOut)
+		k, err := d.dst.spliceOut(d.p, d.inPipe)
 		switch {
 		case err == unix.EAGAIN:
 			d.dst.writable = false
@@ -477,8 +507,7 @@ func (r *relay) flush(d *rdir) error {
 		if !d.dst.writable {
 			return nil
 		}
-		d.dst.b = (*d.pend)[d.off:d.end]
-		k, err := d.dst.sys(opWrite)
+		k, err := d.dst.write((*d.pend)[d.off:d.end])
 		switch {
 		case err == unix.EAGAIN:
 			d.dst.writable = false
@@ -502,10 +531,9 @@ func (d *rdir) release() {
 	}
 }
 
-// finish ends t: its sockets leave the epoll set (they are closed only
-// after, by the caller, through their net.TCPConn), its buffer and pipe
-// go back (a pipe that still holds bytes is closed), and the caller gets
-// the reason. r.mu is held.
+// finish ends t: its sockets leave the epoll set and are closed, its
+// buffer and pipe go back (a pipe that still holds bytes is closed), and
+// the tunnel's caller gets the reason. r.mu is held.
 func (r *relay) finish(t *rtun, reason string) {
 	if t.dead {
 		return
@@ -513,8 +541,9 @@ func (r *relay) finish(t *rtun, reason string) {
 	t.dead = true
 	for i := range t.sides {
 		s := &t.sides[i]
-		s.n = r.ep
-		s.sys(opDel) // a socket closed under us left the set by itself
+		unix.EpollCtl(r.ep, unix.EPOLL_CTL_DEL, s.fd, nil) // not yet added if adopt failed
+		unix.Close(s.fd)
+		s.fd = -1
 	}
 	delete(r.tuns, t.id)
 	for i := range t.dirs {
@@ -535,18 +564,15 @@ func (r *relay) finish(t *rtun, reason string) {
 	t.done <- reason
 }
 
-// sweep ends the tunnels idle for their idle time and those with a socket
-// closed under them, and sets the next sweep while tunnels remain.
+// sweep ends the tunnels idle for their idle time and sets the next sweep
+// while tunnels remain.
 func (r *relay) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
 	for _, t := range r.tuns {
-		switch {
-		case now-t.last >= t.idle:
+		if now-t.last >= t.idle {
 			r.finish(t, "idle-timeout")
-		case t.sides[0].rc.Control(noop) != nil || t.sides[1].rc.Control(noop) != nil:
-			r.finish(t, "reset")
 		}
 	}
 	r.armed = len(r.tuns) > 0
@@ -556,5 +582,3 @@ func (r *relay) sweep() {
 		r.file.SetReadDeadline(time.Time{})
 	}
 }
-
-func noop(uintptr) {}

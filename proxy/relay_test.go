@@ -103,9 +103,10 @@ func TestTunnelClientThatNeverReadsStallsNoOther(t *testing.T) {
 	}
 }
 
-// A tunnel whose sockets someone else closes (a policy reload, the proxy
-// shutting down) ends, and the relay never touches those descriptors
-// again: new tunnels, which may get the same descriptor numbers, work.
+// A tunnel ended from outside (a policy reload, the proxy shutting down:
+// both go through the flow's gate) ends with both peers seeing their
+// connection end, and the relay never touches those descriptors again:
+// new tunnels, which may get the same descriptor numbers, work.
 func TestTunnelClosedUnderItEnds(t *testing.T) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
@@ -117,15 +118,22 @@ func TestTunnelClosedUnderItEnds(t *testing.T) {
 	if _, err := io.ReadFull(server, buf); err != nil {
 		t.Fatal(err)
 	}
-	pc.Close()
-	pu.Close()
+	f.gate.close()
 	select {
 	case r := <-reason:
 		if r != "reset" {
 			t.Errorf("close reason %q, want reset", r)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("a tunnel whose sockets were closed never ended")
+		t.Fatal("a tunnel closed from outside never ended")
+	}
+	for _, c := range []*net.TCPConn{client, server} {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Read(buf); err == nil {
+			t.Fatal("a peer of the closed tunnel read bytes")
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("a peer of the closed tunnel still sees it open")
+		}
 	}
 	for range 4 {
 		c, s, _, _ := tunnelEnds(t, nil, time.Minute)
@@ -134,6 +142,23 @@ func TestTunnelClosedUnderItEnds(t *testing.T) {
 		if _, err := io.ReadFull(s, buf); err != nil || string(buf) != "pong" {
 			t.Fatalf("a new tunnel after the closed one: %q, %v", buf, err)
 		}
+	}
+}
+
+// A tunnel whose gate was closed before it started (Redecide racing the
+// dial) never relays a byte: its sockets are closed at once.
+func TestTunnelGateClosedBeforeStart(t *testing.T) {
+	client, pc := tcpPair(t)
+	pu, server := tcpPair(t)
+	f := &flow{}
+	f.gate.close()
+	client.Write([]byte("ping"))
+	if r := tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute); r != "reset" {
+		t.Errorf("close reason %q, want reset", r)
+	}
+	server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if b, err := io.ReadAll(server); len(b) > 0 || err != nil {
+		t.Errorf("the server got %q, %v; want the end and no bytes", b, err)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 // direction waits for readability holding neither a buffer nor a pipe (it
 // borrows one from a pool once bytes are there and gives it back when they
 // have moved): an idle tunnel costs its two sockets and a small record
-// beside the goroutine that called tunnel.
+// beside the goroutine that called tunnel. The relay closes both sockets
+// when the tunnel ends, whatever the reason.
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
@@ -39,12 +40,15 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	if err != nil {
 		return pipe(client, up, idle)
 	}
-	reason := r.run(ct, ut, &f.up, &f.down, idle)
-	if reason != "done" {
-		ct.Close() // fail closed: an error or the idle time ends both ways
+	// The relay owns and closes the sockets from here on; f.gate ends
+	// the tunnel from outside.
+	done, err := r.adopt(&f.gate, ct, ut, &f.up, &f.down, idle)
+	if err != nil {
+		ct.Close() // fail closed
 		ut.Close()
+		return "reset"
 	}
-	return reason
+	return <-done
 }
 
 // underTCP finds the TCP socket under the proxy's connection wrappers and
