@@ -102,7 +102,7 @@ type rdir struct {
 
 func (s *rside) read(b []byte) (int, error) {
 	for {
-		k, err := unix.Read(s.fd, b)
+		k, err := rawRead(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -111,7 +111,7 @@ func (s *rside) read(b []byte) (int, error) {
 
 func (s *rside) write(b []byte) (int, error) {
 	for {
-		k, err := unix.Write(s.fd, b)
+		k, err := rawWrite(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -121,7 +121,7 @@ func (s *rside) write(b []byte) (int, error) {
 // spliceIn moves up to n bytes from the socket into p.
 func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := unix.Splice(s.fd, nil, p.w, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		k, err := rawSplice(s.fd, p.w, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -131,7 +131,7 @@ func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 // spliceOut moves up to n bytes from p into the socket.
 func (s *rside) spliceOut(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := unix.Splice(p.r, nil, s.fd, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		k, err := rawSplice(p.r, s.fd, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -287,7 +287,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic
 			Fd:     int32(uint32(key)),
 			Pad:    int32(uint32(key >> 32)),
 		}
-		if err := unix.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, t.sides[i].fd, &ev); err != nil {
+		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, t.sides[i].fd, &ev); err != nil {
 			r.finish(t, "reset")
 			break
 		}
@@ -328,7 +328,7 @@ func (r *relay) loop() {
 // than it could take: any event after that wakes the poller again.
 func (r *relay) wait(fd uintptr) bool {
 	for {
-		n, err := unix.EpollWait(int(fd), r.evs, 0)
+		n, err := rawEpollWait(int(fd), r.evs)
 		if err == unix.EINTR {
 			continue
 		}
@@ -405,7 +405,7 @@ func (r *relay) pump(d *rdir) error {
 		}
 		if d.eof {
 			d.release()
-			unix.Shutdown(d.dst.fd, unix.SHUT_WR) // as CloseWrite: a failure shows on the next use
+			rawShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
 			d.ended = true
 			d.t.open--
 			return nil
@@ -541,8 +541,7 @@ func (r *relay) finish(t *rtun, reason string) {
 	t.dead = true
 	for i := range t.sides {
 		s := &t.sides[i]
-		unix.EpollCtl(r.ep, unix.EPOLL_CTL_DEL, s.fd, nil) // not yet added if adopt failed
-		unix.Close(s.fd)
+		rawClose(s.fd) // the only reference: it leaves the epoll set too
 		s.fd = -1
 	}
 	delete(r.tuns, t.id)
