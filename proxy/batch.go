@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 )
 
 // A body streamed through an inspected connection costs the proxy a TLS
@@ -92,13 +95,107 @@ type bulkConn struct {
 	r, w int     // unread bytes of big
 	keep bool    // the last refill was large: keep big for the next
 	err  error   // the refill's error, after its bytes
+
+	// A request and its answer: the next Read sends the request (send)
+	// once it waits for the socket, then waits for the answer without
+	// first trying a read that could only fail (no answer can precede
+	// the request); sendErr is what sending returned. The functions are
+	// made once per connection; rp, rn, rerr and sent are one raw
+	// read's state.
+	raw     syscall.RawConn // nil when the socket gives no raw access
+	armed   bool
+	send    func() error
+	sendErr error
+	onRaw   func(fd uintptr) bool
+	rp      []byte
+	rn      int
+	rerr    error
+	sent    bool
 }
+
+// newBulkConn wraps the socket under an upstream tls.Conn.
+func newBulkConn(c net.Conn) *bulkConn {
+	b := &bulkConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		b.raw, _ = sc.SyscallConn()
+	}
+	b.onRaw = b.rawStep
+	return b
+}
+
+// sendWithRead arms the next Read to call send first (see bulkConn).
+func (c *bulkConn) sendWithRead(send func() error) {
+	c.armed, c.send, c.sendErr = true, send, nil
+}
+
+// disarm reports whether an armed send never ran, and forgets it.
+func (c *bulkConn) disarm() bool {
+	pending := c.armed
+	c.armed = false
+	return pending
+}
+
+// readAfterSend is Read with an armed send: inside one raw read, the
+// socket's readiness is reset, the request is sent, and the answer is
+// waited for and read. Readiness that arrives after the reset wakes the
+// wait, so an answer is never missed; bytes that arrived before the
+// request was sent (a server speaking unasked) are read with the answer
+// and fail its parse.
+func (c *bulkConn) readAfterSend(p []byte) (int, error) {
+	c.armed = false
+	if c.raw == nil || len(p) == 0 {
+		if c.sendErr = c.send(); c.sendErr != nil {
+			return 0, c.sendErr
+		}
+		return c.Read(p)
+	}
+	c.rp, c.rn, c.rerr, c.sent = p, 0, nil, false
+	err := c.raw.Read(c.onRaw)
+	n, rerr := c.rn, c.rerr
+	c.rp, c.rerr = nil, nil
+	switch {
+	case c.sendErr != nil:
+		return 0, c.sendErr
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, os.NewSyscallError("read", rerr)
+	case n <= 0:
+		return 0, io.EOF
+	}
+	if n == len(p) {
+		c.big = bulkPool.Get().(*[]byte)
+	}
+	return n, nil
+}
+
+// rawStep is one call of readAfterSend's raw read: the first sends,
+// the others read until the socket has bytes.
+func (c *bulkConn) rawStep(fd uintptr) bool {
+	if !c.sent {
+		c.sent = true
+		c.sendErr = c.send()
+		return c.sendErr != nil
+	}
+	for {
+		c.rn, c.rerr = syscall.Read(int(fd), c.rp)
+		if c.rerr != syscall.EINTR {
+			break
+		}
+	}
+	return c.rerr != syscall.EAGAIN
+}
+
+var errUnsent = errors.New("proxy: upstream answered before the request was sent")
 
 const bulkBuf = 128 << 10
 
 var bulkPool = sync.Pool{New: func() any { b := make([]byte, bulkBuf); return &b }}
 
 func (c *bulkConn) Read(p []byte) (int, error) {
+	if c.armed {
+		return c.readAfterSend(p)
+	}
 	if c.big == nil {
 		n, err := c.Conn.Read(p)
 		if n == len(p) && n > 0 && err == nil {

@@ -49,6 +49,7 @@ type upConn struct {
 	bw     *bufio.Writer
 	dl     lazyDeadline
 	idleAt time.Time
+	flush  func() error // bw.Flush, made once
 }
 
 const (
@@ -135,12 +136,27 @@ var errStale = errors.New("proxy: pooled upstream connection was closed")
 func (u *upstream) exchange(uc *upConn, req *http.Request) (*http.Response, error) {
 	uc.refresh()
 	writeUpRequest(uc.bw, req)
-	if err := uc.bw.Flush(); err != nil {
+	if uc.bulk != nil && uc.bulk.raw != nil {
+		// The request leaves from inside the read that waits for its
+		// answer: no read that can only fail first.
+		uc.bulk.sendWithRead(uc.flush)
+	} else if err := uc.bw.Flush(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errStale, err)
 	}
 	uc.lr.N = upHeadMax
 	for range 8 {
 		resp, err := readUpResponse(uc.br, req)
+		if uc.bulk != nil && uc.bulk.disarm() {
+			// Bytes the connection held answered before the request
+			// left: never trust them.
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return nil, errUnsent
+		}
+		if uc.bulk != nil && uc.bulk.sendErr != nil {
+			return nil, fmt.Errorf("%w: %v", errStale, uc.bulk.sendErr)
+		}
 		if err != nil {
 			if uc.lr.N == upHeadMax && uc.br.Buffered() == 0 {
 				err = fmt.Errorf("%w: %v", errStale, err) // not a byte came back
@@ -278,7 +294,7 @@ func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort
 		conf := u.p.upstreamTLS()
 		conf.ServerName = strings.Trim(host, "[]")
 		conf.NextProtos = []string{"http/1.1"}
-		bulk = &bulkConn{Conn: c}
+		bulk = newBulkConn(c)
 		tc := tls.Client(bulk, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
@@ -290,6 +306,7 @@ func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort
 	uc.lr.R = c
 	uc.br = bufio.NewReaderSize(&uc.lr, 8<<10)
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
+	uc.flush = uc.bw.Flush
 	return uc, nil
 }
 
