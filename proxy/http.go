@@ -99,16 +99,22 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// removeHopHeaders deletes the hop-by-hop fields: the fixed ones (their
+// names are canonical, as every key of h is) and those the Connection
+// field lists.
 func removeHopHeaders(h http.Header) {
-	for _, f := range h.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
+	if len(h) == 0 {
+		return
+	}
+	for _, f := range h["Connection"] {
+		for name := range strings.SplitSeq(f, ",") {
 			if name = textprotoTrim(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name)
 	}
 }
 
@@ -116,8 +122,8 @@ func textprotoTrim(s string) string { return strings.TrimSpace(s) }
 
 // upgradeType returns the Upgrade protocol a request asks for, if it asks.
 func upgradeType(h http.Header) string {
-	for _, f := range h.Values("Connection") {
-		for _, t := range strings.Split(f, ",") {
+	for _, f := range h["Connection"] {
+		for t := range strings.SplitSeq(f, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
 				return strings.ToLower(h.Get("Upgrade"))
 			}
