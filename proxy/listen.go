@@ -55,9 +55,32 @@ func (p *Proxy) ServeTransparent(ln net.Listener) error {
 }
 
 // ServeExplicit accepts HTTP proxy clients (absolute-form requests and
-// CONNECT) until ln is closed or the proxy is.
+// CONNECT) until ln is closed or the proxy is. On a TCP listener it sets
+// TCP_DEFER_ACCEPT: a proxy client always speaks first, so the kernel
+// hands over a connection once its first request bytes are there, and the
+// handler reads them without first waiting for them.
 func (p *Proxy) ServeExplicit(ln net.Listener) error {
+	deferAccept(ln, p.cfg.SniffTimeout)
 	return p.serve(ln, func(c net.Conn) { p.HandleExplicit(p.ctx, c) })
+}
+
+// deferAccept sets TCP_DEFER_ACCEPT on ln for about d (whole seconds, at
+// least one). A client still silent after that is accepted anyway and
+// meets the usual read deadlines. A listener that refuses is served as
+// it is.
+func deferAccept(ln net.Listener, d time.Duration) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	secs := max(1, int(d/time.Second))
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, secs)
+	})
 }
 
 func (p *Proxy) serve(ln net.Listener, handle func(net.Conn)) error {
