@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
@@ -144,6 +145,33 @@ func parsePktinfo(oob []byte) netip.Addr {
 	return netip.Addr{}
 }
 
+// udpSock is one of the server's IPv4 UDP sockets.
+type udpSock struct {
+	pc    *net.UDPConn
+	rc    syscall.RawConn
+	bc    *ipv4.PacketConn
+	local net.Addr
+}
+
+// udpReader is the state of the goroutine reading one socket.
+type udpReader struct {
+	s      *Server
+	rd     *mmsgReader
+	tab    names
+	pkts   []*packet
+	out    []ipv4.Message
+	sends  []upSend
+	upMsgs []ipv4.Message
+	upBufs *[udpBatch][1][]byte
+	wr     *mmsgWriter // the answers of a batch (IPv4 clients)
+
+	// poll reads a batch from the socket fd without waiting, into n and
+	// errno (made once: no closure per read).
+	poll  func(fd uintptr)
+	n     int
+	errno syscall.Errno
+}
+
 // serveUDP4 reads queries from an IPv4 UDP socket until it is closed,
 // up to udpBatch at a time (recvmmsg), and sends the answers it could give
 // without the network in one sendmmsg.
@@ -158,72 +186,127 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	}); err != nil || serr != nil {
 		return errors.Join(err, serr)
 	}
-	local := pc.LocalAddr()
-	bc := ipv4.NewPacketConn(pc)
-	rd := newMMsgReader(rc)
-	tab := make(names)
-	out := make([]ipv4.Message, 0, udpBatch)
-	pkts := make([]*packet, udpBatch)
-	sends := make([]upSend, 0, udpBatch)
-	upMsgs := make([]ipv4.Message, 0, udpBatch)
-	upBufs := new([udpBatch][1][]byte)
-	for {
-		for i := range pkts {
-			if pkts[i] == nil {
-				pkts[i] = packetPool.Get().(*packet)
+	us := &udpSock{pc: pc, rc: rc, bc: ipv4.NewPacketConn(pc), local: pc.LocalAddr()}
+	r := &udpReader{s: s, rd: newMMsgReader(rc), tab: make(names), pkts: make([]*packet, udpBatch),
+		out: make([]ipv4.Message, 0, udpBatch), sends: make([]upSend, 0, udpBatch),
+		upMsgs: make([]ipv4.Message, 0, udpBatch), upBufs: new([udpBatch][1][]byte)}
+	r.wr = newMMsgWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", "err", e) })
+	r.poll = func(fd uintptr) {
+		r.fill()
+		r.n, r.errno = r.rd.recv(fd, r.pkts)
+	}
+	// The whole loop runs inside one RawConn.Read. A read that returns
+	// fewer than udpBatch messages met an empty socket, so the reader
+	// waits for readiness at once instead of asking recvmmsg again only
+	// to learn it is empty: the poller's edge-triggered readiness fires
+	// for every datagram queued after that read.
+	var (
+		errno syscall.Errno
+		stop  bool
+	)
+	loop := func(fd uintptr) bool {
+		for {
+			r.poll(fd)
+			if r.errno == unix.EAGAIN {
+				return false // wait until readable
 			}
-		}
-		n, err := rd.readBatch(pkts)
-		if err != nil {
-			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
+			if r.errno != 0 {
+				errno = r.errno
+				return true
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			n := r.n
+			r.handle(us, n)
+			if n == len(r.pkts) {
+				// A socket that never runs dry never waits for
+				// readiness, where a close would be noticed: look
+				// for it here (Control fails once it is closing).
+				if rc.Control(func(uintptr) {}) != nil {
+					stop = true
+					return true
+				}
 				continue
 			}
+			return false
+		}
+	}
+	for {
+		errno, stop = 0, false
+		err := rc.Read(loop)
+		if err == nil && errno != 0 {
+			err = errno
+		}
+		if (err == nil && stop) || s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		out = out[:0]
-		for i := 0; i < n; i++ {
-			p := pkts[i]
-			size, oobn, src, ok := rd.msg(i)
-			if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
-				continue // short, oversized, or a response: drop, never reflect
+	}
+}
+
+// fill replaces the packets handle gave away.
+func (r *udpReader) fill() {
+	for i := range r.pkts {
+		if r.pkts[i] == nil {
+			r.pkts[i] = packetPool.Get().(*packet)
+		}
+	}
+}
+
+// handle answers the n queries read from us into r.pkts: what needs no
+// network in one sendmmsg, cache misses sent upstream in one sendmmsg per
+// upstream socket (or given to a worker).
+func (r *udpReader) handle(us *udpSock, n int) {
+	s := r.s
+	r.out = r.out[:0]
+	for i := 0; i < n; i++ {
+		p := r.pkts[i]
+		size, oobn, src, ok := r.rd.msg(i)
+		if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
+			continue // short, oversized, or a response: drop, never reflect
+		}
+		p.pc, p.bc, p.local, p.n = us.pc, us.bc, us.local, size
+		p.src = src
+		p.dst = parsePktinfo(p.oob[:min(oobn, len(p.oob))])
+		p.batched, p.queued = true, false
+		if !s.handlePacket(p, r.tab) {
+			r.pkts[i] = nil // the upstream socket's reader or a worker owns it now
+			var ok bool
+			if r.sends, ok = s.sendMiss(p, r.sends); !ok {
+				s.dispatchSlow(p)
 			}
-			p.pc, p.bc, p.local, p.n = pc, bc, local, size
-			p.src = src
-			p.dst = parsePktinfo(p.oob[:min(oobn, len(p.oob))])
-			p.batched, p.queued = true, false
-			if !s.handlePacket(p, tab) {
-				pkts[i] = nil // the upstream socket's reader or a worker owns it now
-				var ok bool
-				if sends, ok = s.sendMiss(p, sends); !ok {
-					s.dispatchSlow(p)
-				}
+			continue
+		}
+		if p.queued {
+			var oob []byte
+			if p.dst.Is4() {
+				oob = (*udpWriter)(p).replyOOB()
+			}
+			if r.wr.add(p.out, oob, p.src) {
 				continue
 			}
-			if p.queued {
-				var oob []byte
-				if p.dst.Is4() {
-					oob = (*udpWriter)(p).replyOOB()
-				}
-				p.bufs[0] = p.out
-				out = append(out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
-			}
+			p.bufs[0] = p.out
+			r.out = append(r.out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
 		}
-		if len(sends) > 0 {
-			s.flushUp(sends, upMsgs, upBufs)
-			sends = sends[:0]
+	}
+	if len(r.sends) > 0 {
+		s.flushUp(r.sends, r.upMsgs, r.upBufs)
+		r.sends = r.sends[:0]
+	}
+	if err := r.wr.flush(us.rc); err != nil {
+		s.log.Debug("dns write batch", "err", err)
+	}
+	for sent := 0; sent < len(r.out); {
+		k, err := us.bc.WriteBatch(r.out[sent:], 0)
+		if err != nil {
+			s.log.Debug("dns write batch", "err", err)
+			break
 		}
-		for sent := 0; sent < len(out); {
-			k, err := bc.WriteBatch(out[sent:], 0)
-			if err != nil {
-				s.log.Debug("dns write batch", "err", err)
-				break
-			}
-			sent += k
-		}
+		sent += k
 	}
 }
 
