@@ -4,9 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 )
 
 // A body streamed through an inspected connection costs the proxy a TLS
@@ -46,7 +44,7 @@ func (c *leafConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	c.mu.Unlock()
-	return c.Conn.Write(p)
+	return c.sockWrite(p)
 }
 
 // writeBatched writes p through tw, the tls.Conn over c, sending the
@@ -70,7 +68,7 @@ func (c *leafConn) writeBatched(tw io.Writer, p []byte) (int, error) {
 		c.batch = nil
 		var werr error
 		if len(*bp) > 0 {
-			_, werr = c.Conn.Write(*bp)
+			_, werr = c.sockWrite(*bp)
 		}
 		c.mu.Unlock()
 		if werr != nil {
@@ -99,27 +97,26 @@ type bulkConn struct {
 	// A request and its answer: the next Read sends the request (send)
 	// once it waits for the socket, then waits for the answer without
 	// first trying a read that could only fail (no answer can precede
-	// the request); sendErr is what sending returned. The functions are
-	// made once per connection; rp, rn, rerr and sent are one raw
-	// read's state.
-	raw     syscall.RawConn // nil when the socket gives no raw access
+	// the request); sendErr is what sending returned.
+	raw     *rawIO // nil when the socket gives no raw access
 	armed   bool
 	send    func() error
 	sendErr error
-	onRaw   func(fd uintptr) bool
-	rp      []byte
-	rn      int
-	rerr    error
-	sent    bool
+	doSend  func() error // c.sendNow, made once
+}
+
+func (c *bulkConn) sendNow() error {
+	c.sendErr = c.send()
+	return c.sendErr
 }
 
 // newBulkConn wraps the socket under an upstream tls.Conn.
 func newBulkConn(c net.Conn) *bulkConn {
 	b := &bulkConn{Conn: c}
-	if sc, ok := c.(syscall.Conn); ok {
-		b.raw, _ = sc.SyscallConn()
+	if tc, ok := c.(*net.TCPConn); ok {
+		b.raw = newRawIO(tc)
 	}
-	b.onRaw = b.rawStep
+	b.doSend = b.sendNow
 	return b
 }
 
@@ -149,19 +146,9 @@ func (c *bulkConn) readAfterSend(p []byte) (int, error) {
 		}
 		return c.Read(p)
 	}
-	c.rp, c.rn, c.rerr, c.sent = p, 0, nil, false
-	err := c.raw.Read(c.onRaw)
-	n, rerr := c.rn, c.rerr
-	c.rp, c.rerr = nil, nil
-	switch {
-	case c.sendErr != nil:
-		return 0, c.sendErr
-	case err != nil:
+	n, err := c.raw.read(p, c.doSend)
+	if err != nil {
 		return 0, err
-	case rerr != nil:
-		return 0, os.NewSyscallError("read", rerr)
-	case n <= 0:
-		return 0, io.EOF
 	}
 	if n == len(p) {
 		c.big = bulkPool.Get().(*[]byte)
@@ -169,21 +156,19 @@ func (c *bulkConn) readAfterSend(p []byte) (int, error) {
 	return n, nil
 }
 
-// rawStep is one call of readAfterSend's raw read: the first sends,
-// the others read until the socket has bytes.
-func (c *bulkConn) rawStep(fd uintptr) bool {
-	if !c.sent {
-		c.sent = true
-		c.sendErr = c.send()
-		return c.sendErr != nil
+// sockRead and Write use the socket's raw I/O when it has it.
+func (c *bulkConn) sockRead(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.read(p, nil)
 	}
-	for {
-		c.rn, c.rerr = syscall.Read(int(fd), c.rp)
-		if c.rerr != syscall.EINTR {
-			break
-		}
+	return c.Conn.Read(p)
+}
+
+func (c *bulkConn) Write(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.write(p)
 	}
-	return c.rerr != syscall.EAGAIN
+	return c.Conn.Write(p)
 }
 
 var errUnsent = errors.New("proxy: upstream answered before the request was sent")
@@ -197,7 +182,7 @@ func (c *bulkConn) Read(p []byte) (int, error) {
 		return c.readAfterSend(p)
 	}
 	if c.big == nil {
-		n, err := c.Conn.Read(p)
+		n, err := c.sockRead(p)
 		if n == len(p) && n > 0 && err == nil {
 			c.big = bulkPool.Get().(*[]byte)
 		}
@@ -210,7 +195,7 @@ func (c *bulkConn) Read(p []byte) (int, error) {
 			c.release()
 			return 0, err
 		}
-		n, err := c.Conn.Read(*c.big)
+		n, err := c.sockRead(*c.big)
 		c.r, c.w, c.err = 0, n, err
 		c.keep = n > len(*c.big)/4
 		if n == 0 {

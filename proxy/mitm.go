@@ -46,12 +46,20 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	if len(protos) > 1 {
 		conf = mitmH2
 	}
-	tc := tls.Server(&leafConn{Conn: c, cert: cert}, conf)
+	lc := &leafConn{Conn: c, cert: cert}
+	tc := tls.Server(lc, conf)
 	c.SetDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	err = tc.Handshake()
 	c.SetDeadline(time.Time{})
 	if err != nil {
 		return nil, err
+	}
+	// The sniffed bytes are behind: from now on the socket is read and
+	// written with raw system calls, counted into the flow.
+	if sock, f, ok := rawUnder(c); ok {
+		if r := newRawIO(sock); r != nil {
+			lc.raw, lc.f = r, f
+		}
 	}
 	return tc, nil
 }
@@ -90,6 +98,35 @@ type leafConn struct {
 
 	mu    sync.Mutex
 	batch *[]byte // non-nil while a batch is open
+
+	// After the handshake: the socket's raw I/O (nil: through Conn) and
+	// the flow its bytes are counted into (nil: not counted).
+	raw *rawIO
+	f   *flow
+}
+
+// Read reads the socket.
+func (c *leafConn) Read(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Read(p)
+	}
+	n, err := c.raw.read(p, nil)
+	if c.f != nil {
+		c.f.up.Add(int64(n))
+	}
+	return n, err
+}
+
+// sockWrite writes to the socket.
+func (c *leafConn) sockWrite(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Write(p)
+	}
+	n, err := c.raw.write(p)
+	if c.f != nil {
+		c.f.down.Add(int64(n))
+	}
+	return n, err
 }
 
 // CloseWrite half-closes when the underlying connection can.

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawIO reads and writes a TCP socket of an inspected connection (the
+// client's, below its TLS, and a pooled upstream's) with raw system
+// calls through the socket's RawConn, as the relay does (see
+// relay_sys.go): the socket is non-blocking, so no call waits in the
+// kernel, and without the scheduler's entersyscall and exitsyscall a
+// loopback write, which delivers to the receiving socket in the writer's
+// context, does not have sysmon hand the goroutine's P to another
+// thread. Waiting for readiness, deadlines and Close are Go's poller's,
+// exactly as for net.Conn's own Read and Write.
+//
+// A read may carry a send (see bulkConn): it runs first inside the raw
+// read, after the socket's readiness was reset, and the read then waits
+// for the answer without a first read that could only fail.
+type rawIO struct {
+	rc syscall.RawConn
+
+	rmu    sync.Mutex
+	rp     []byte
+	rn     int
+	rerr   error
+	send   func() error // run by the next readStep, then nil
+	sent   bool
+	sendEr error
+	onRead func(uintptr) bool
+
+	wmu     sync.Mutex
+	wp      []byte
+	wn      int
+	werr    error
+	onWrite func(uintptr) bool
+}
+
+// newRawIO returns raw I/O for c's socket; nil when c gives no raw access.
+func newRawIO(c *net.TCPConn) *rawIO {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	r := &rawIO{rc: rc}
+	r.onRead, r.onWrite = r.readStep, r.writeStep
+	return r
+}
+
+// read is net.Conn's Read. When send is not nil it is called first,
+// inside the read (see rawIO); a send error is returned as it is.
+func (r *rawIO) read(p []byte, send func() error) (int, error) {
+	if len(p) == 0 && send == nil {
+		return 0, nil
+	}
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	r.rp, r.rn, r.rerr = p, 0, nil
+	r.send, r.sent, r.sendEr = send, false, nil
+	err := r.rc.Read(r.onRead)
+	n, rerr, serr := r.rn, r.rerr, r.sendEr
+	r.rp, r.rerr, r.send, r.sendEr = nil, nil, nil, nil
+	switch {
+	case serr != nil:
+		return 0, serr
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", rerr)}
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (r *rawIO) readStep(fd uintptr) bool {
+	if r.send != nil && !r.sent {
+		r.sent = true
+		r.sendEr = r.send()
+		return r.sendEr != nil
+	}
+	if len(r.rp) == 0 {
+		return true
+	}
+	for {
+		n, err := rawRead(int(fd), r.rp)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		r.rn, r.rerr = n, err
+		return true
+	}
+}
+
+// write is net.Conn's Write: all of p, or an error.
+func (r *rawIO) write(p []byte) (int, error) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.wp, r.wn, r.werr = p, 0, nil
+	err := r.rc.Write(r.onWrite)
+	n, werr := r.wn, r.werr
+	r.wp, r.werr = nil, nil
+	switch {
+	case werr != nil:
+		return n, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", werr)}
+	case err != nil:
+		return n, err
+	}
+	return n, nil
+}
+
+func (r *rawIO) writeStep(fd uintptr) bool {
+	for len(r.wp) > 0 {
+		n, err := rawWrite(int(fd), r.wp)
+		switch err {
+		case nil:
+			r.wn += n
+			r.wp = r.wp[n:]
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		default:
+			r.werr = err
+			return true
+		}
+	}
+	return true
+}
+
+// rawUnder finds the TCP socket under the proxy's client-side wrappers
+// when none of them changes the bytes from now on: no replay bytes left,
+// only byte counting (whose flow it returns). ok is false otherwise.
+func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
+	for range 8 {
+		switch w := c.(type) {
+		case *net.TCPConn:
+			return w, f, true
+		case *prefixConn:
+			if len(w.pre) > 0 {
+				return nil, nil, false
+			}
+			c = w.Conn
+		case *countConn:
+			if f != nil {
+				return nil, nil, false
+			}
+			f, c = w.f, w.Conn
+		default:
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}
