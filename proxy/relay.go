@@ -79,8 +79,31 @@ type rtun struct {
 // and its readiness since the last edge.
 type rside struct {
 	fd                 int
+	key                uint64 // the epoll event data: tunnel id and side
 	readable, writable bool
 	hup                bool // the peer's end (or an error) was reported: read to EOF
+	outArmed           bool // EPOLLOUT is in the socket's event mask
+}
+
+// Sockets are registered for input only and start writable (a new
+// tunnel's send queues are empty): a writable edge at registration would
+// wake the relay for nothing. The first write the socket does not take
+// in full adds EPOLLOUT, which stays.
+const (
+	relayIn  = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+	relayOut = relayIn | unix.EPOLLOUT
+)
+
+// block notes that s takes no more for now and makes sure its next
+// writable edge is reported. r.mu is held.
+func (r *relay) block(s *rside) error {
+	s.writable = false
+	if s.outArmed {
+		return nil
+	}
+	s.outArmed = true
+	ev := unix.EpollEvent{Events: relayOut, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
+	return rawEpollCtl(r.ep, unix.EPOLL_CTL_MOD, s.fd, &ev)
 }
 
 type rdir struct {
@@ -281,13 +304,11 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic
 	}
 	g.r, g.t = r, t
 	for i := range t.sides {
-		key := t.id<<1 | uint64(i)
-		ev := unix.EpollEvent{
-			Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET,
-			Fd:     int32(uint32(key)),
-			Pad:    int32(uint32(key >> 32)),
-		}
-		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, t.sides[i].fd, &ev); err != nil {
+		s := &t.sides[i]
+		s.key = t.id<<1 | uint64(i)
+		s.writable = true
+		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
+		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
 			r.finish(t, "reset")
 			break
 		}
@@ -467,18 +488,14 @@ func (r *relay) pump(d *rdir) error {
 		w := 0
 		if d.dst.writable {
 			w, err = d.dst.write(r.scratch[:k])
-			switch {
-			case err == unix.EAGAIN:
-				d.dst.writable = false
-			case err != nil:
+			if err != nil && err != unix.EAGAIN {
 				return err
 			}
 		}
 		if w < k {
 			d.pend = tunnelBufs.Get().(*[]byte)
 			d.off, d.end = 0, copy(*d.pend, r.scratch[w:k])
-			d.dst.writable = false
-			return nil
+			return r.block(d.dst)
 		}
 	}
 	if (d.src.readable || d.eof) && !d.queued {
@@ -497,7 +514,9 @@ func (r *relay) flush(d *rdir) error {
 		k, err := d.dst.spliceOut(d.p, d.inPipe)
 		switch {
 		case err == unix.EAGAIN:
-			d.dst.writable = false
+			if err := r.block(d.dst); err != nil {
+				return err
+			}
 		case err != nil:
 			return err
 		}
@@ -510,7 +529,9 @@ func (r *relay) flush(d *rdir) error {
 		k, err := d.dst.write((*d.pend)[d.off:d.end])
 		switch {
 		case err == unix.EAGAIN:
-			d.dst.writable = false
+			if err := r.block(d.dst); err != nil {
+				return err
+			}
 		case err != nil:
 			return err
 		}
