@@ -213,12 +213,9 @@ func (u *upstream) get(key upKey, targets []netip.AddrPort) (*upConn, bool) {
 		if !slices.Contains(targets, uc.remote) {
 			continue
 		}
-		l = slices.Delete(l, i, i+1)
-		if len(l) == 0 {
-			delete(u.idle, key)
-		} else {
-			u.idle[key] = l
-		}
+		// An emptied list stays (its array takes the connection back
+		// without an allocation); the sweep drops empty lists.
+		u.idle[key] = slices.Delete(l, i, i+1)
 		u.n--
 		if time.Since(uc.idleAt) > upIdleTimeout {
 			go uc.c.Close()
