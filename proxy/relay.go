@@ -266,10 +266,11 @@ func (g *tunnelGate) close() {
 
 // adopt takes client and up into the relay: it duplicates their
 // descriptors, closes the net.TCPConns (so the sockets leave Go's poller)
-// and registers the duplicates. The tunnel's close reason arrives on the
+// and registers the duplicates. The bytes of pre (at most tunnelBuf in
+// all) go to up before any other. The tunnel's close reason arrives on the
 // returned channel once both directions end. On error the sockets were
 // not taken and the caller still owns (and must close) client and up.
-func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
+func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -291,6 +292,13 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic
 	t.sides[0].fd, t.sides[1].fd = cfd, ufd
 	t.dirs[0] = rdir{t: t, src: &t.sides[0], dst: &t.sides[1], n: upN}
 	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
+	if len(pre) > 0 {
+		d := &t.dirs[0]
+		d.pend = tunnelBufs.Get().(*[]byte)
+		for _, b := range pre {
+			d.end += copy((*d.pend)[d.end:], b)
+		}
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -310,9 +318,10 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, upN, downN *atomic
 		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
 		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
 			r.finish(t, "reset")
-			break
+			return t.done, nil
 		}
 	}
+	r.serve(&t.dirs[0]) // writes pre, or queues it for up's first writable edge
 	return t.done, nil
 }
 
@@ -426,9 +435,14 @@ func (r *relay) pump(d *rdir) error {
 		}
 		if d.eof {
 			d.release()
-			rawShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
 			d.ended = true
 			d.t.open--
+			if d.t.open > 0 {
+				rawShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
+			}
+			// Else the tunnel finishes now: closing dst sends its FIN
+			// (its own direction ended, so nothing unread makes it a
+			// reset).
 			return nil
 		}
 		if !d.src.readable {

@@ -28,27 +28,51 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	if !ok || !ok2 {
 		return pipe(client, up, idle)
 	}
-	// The sniffed bytes were counted when the sniffer read them.
-	for _, b := range pre {
-		ut.SetWriteDeadline(time.Now().Add(idle))
-		if _, err := ut.Write(b); err != nil {
-			return "reset"
-		}
-	}
-	ut.SetWriteDeadline(time.Time{})
 	r, err := getRelay()
 	if err != nil {
-		return pipe(client, up, idle)
+		return pipeAfter(pre, client, ut, idle)
+	}
+	// The sniffed bytes were counted when the sniffer read them. The
+	// relay sends them first when they fit one buffer (a ClientHello, a
+	// request head), else they are written here.
+	n := 0
+	for _, b := range pre {
+		n += len(b)
+	}
+	if n > tunnelBuf {
+		if err := writeAll(ut, pre, idle); err != nil {
+			return "reset"
+		}
+		pre = nil
 	}
 	// The relay owns and closes the sockets from here on; f.gate ends
 	// the tunnel from outside.
-	done, err := r.adopt(&f.gate, ct, ut, &f.up, &f.down, idle)
+	done, err := r.adopt(&f.gate, ct, ut, pre, &f.up, &f.down, idle)
 	if err != nil {
 		ct.Close() // fail closed
 		ut.Close()
 		return "reset"
 	}
 	return <-done
+}
+
+// writeAll writes the bufs to c, each with the idle deadline.
+func writeAll(c *net.TCPConn, bufs [][]byte, idle time.Duration) error {
+	for _, b := range bufs {
+		c.SetWriteDeadline(time.Now().Add(idle))
+		if _, err := c.Write(b); err != nil {
+			return err
+		}
+	}
+	return c.SetWriteDeadline(time.Time{})
+}
+
+// pipeAfter is pipe for a client whose replayed bytes underTCP took.
+func pipeAfter(pre [][]byte, client net.Conn, up *net.TCPConn, idle time.Duration) string {
+	if err := writeAll(up, pre, idle); err != nil {
+		return "reset"
+	}
+	return pipe(client, up, idle)
 }
 
 // underTCP finds the TCP socket under the proxy's connection wrappers and

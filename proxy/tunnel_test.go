@@ -61,8 +61,16 @@ func randBytes(t testing.TB, n int) []byte {
 	return b
 }
 
+// The sniffed bytes reach the server first, whether the relay sends them
+// (up to one buffer) or the tunnel writes them before it starts (more).
 func TestTunnelReplaysSniffedBytesCountsAndHalfCloses(t *testing.T) {
-	client, server, f, reason := tunnelEnds(t, []byte("hello"), time.Minute)
+	for _, sniffed := range [][]byte{[]byte("hello"), randBytes(t, tunnelBuf), randBytes(t, tunnelBuf+1)} {
+		t.Run(fmt.Sprint(len(sniffed)), func(t *testing.T) { testTunnelReplays(t, sniffed) })
+	}
+}
+
+func testTunnelReplays(t *testing.T, sniffed []byte) {
+	client, server, f, reason := tunnelEnds(t, sniffed, time.Minute)
 	upData := randBytes(t, 3<<20+17)
 	downData := randBytes(t, 5<<20+3)
 	var wg sync.WaitGroup
@@ -87,7 +95,7 @@ func TestTunnelReplaysSniffedBytesCountsAndHalfCloses(t *testing.T) {
 	if upErr != nil {
 		t.Fatal(upErr)
 	}
-	if want := append([]byte("hello"), upData...); !bytes.Equal(gotUp, want) {
+	if want := append(bytes.Clone(sniffed), upData...); !bytes.Equal(gotUp, want) {
 		t.Fatalf("server got %d bytes, want the sniffed bytes then %d bytes", len(gotUp), len(upData))
 	}
 	if !bytes.Equal(gotDown, downData) {
@@ -96,7 +104,7 @@ func TestTunnelReplaysSniffedBytesCountsAndHalfCloses(t *testing.T) {
 	if r := <-reason; r != "done" {
 		t.Errorf("close reason %q, want done", r)
 	}
-	if got, want := f.up.Load(), int64(5+len(upData)); got != want {
+	if got, want := f.up.Load(), int64(len(sniffed)+len(upData)); got != want {
 		t.Errorf("bytes up %d, want %d", got, want)
 	}
 	if got, want := f.down.Load(), int64(len(downData)); got != want {
