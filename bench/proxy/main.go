@@ -231,19 +231,6 @@ func (resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, er
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
-// jsonEmitter serializes every event, as the real stream does, and
-// discards the bytes: the benchmark pays for event encoding.
-type jsonEmitter struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-}
-
-func (j *jsonEmitter) Emit(e audit.Event) {
-	j.mu.Lock()
-	j.enc.Encode(e)
-	j.mu.Unlock()
-}
-
 // airlock runs Airlock's explicit proxy with the bench policy.
 func airlock(args []string) error {
 	fs := flag.NewFlagSet("airlock", flag.ExitOnError)
@@ -287,7 +274,7 @@ func airlock(args []string) error {
 			return proxy.Sandbox{ID: "bench", Policy: pol}, a.IsLoopback()
 		}),
 		Resolver:      resolver{},
-		Emitter:       &jsonEmitter{enc: json.NewEncoder(io.Discard)},
+		Emitter:       audit.NewJSONL(io.Discard), // the stream's own encoder and hash chain; the bytes are discarded
 		Logger:        slog.New(slog.DiscardHandler),
 		UpstreamAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		RootCAs:       x509.NewCertPool(),
