@@ -75,7 +75,7 @@ func latency(ctx context.Context, args []string) error {
 		}
 	}
 	elapsed := time.Since(start)
-	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); { // answers still on their way
+	for end := time.Now().Add(lostWait); time.Now().Before(end); { // answers still on their way
 		for _, s := range socks {
 			s.poll()
 		}
@@ -90,12 +90,23 @@ func latency(ctx context.Context, args []string) error {
 		fmt.Println("n=0")
 		return nil
 	}
+	answered := len(lat)
+	// A query never answered counts in the percentiles with a latency of
+	// lostWait, the least any such query waited, so losing queries never
+	// makes a server look faster.
+	for range max(lost, 0) {
+		lat = append(lat, int64(lostWait))
+	}
 	slices.Sort(lat)
 	pct := func(p float64) int64 { return lat[min(len(lat)-1, int(float64(len(lat))*p))] / 1000 }
 	fmt.Printf("n=%d lost=%d qps=%.0f p50=%d p90=%d p99=%d p999=%d max=%d\n",
-		len(lat), lost, float64(sent)/elapsed.Seconds(), pct(0.5), pct(0.9), pct(0.99), pct(0.999), lat[len(lat)-1]/1000)
+		answered, lost, float64(sent)/elapsed.Seconds(), pct(0.5), pct(0.9), pct(0.99), pct(0.999), lat[len(lat)-1]/1000)
 	return nil
 }
+
+// lostWait is how long answers are awaited after the last send; a query
+// still unanswered then is lost.
+const lostWait = 500 * time.Millisecond
 
 // latSock is one client socket: the send time of each ID in flight, the
 // latencies measured (ns).
