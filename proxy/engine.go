@@ -64,9 +64,13 @@ func (x *exch) Value(k any) any {
 // newExch starts a request: it records what the client sent before the
 // engine changes anything, and makes the URL absolute (goproxy serves
 // only absolute-form requests; the target check uses what the client
-// sent).
-func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostHeader string) (*exch, *http.Request) {
-	x := &exch{Context: ctx, p: p, sc: sc, hostHeader: hostHeader}
+// sent). x is the exch's storage (allocated with the request's head) or
+// nil.
+func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostHeader string, x *exch) (*exch, *http.Request) {
+	if x == nil {
+		x = new(exch)
+	}
+	*x = exch{Context: ctx, p: p, sc: sc, hostHeader: hostHeader}
 	x.abs = req.URL.IsAbs() || req.URL.Host != ""
 	if up := upgradeType(req.Header); up == "websocket" {
 		x.upgrade = up

@@ -29,13 +29,16 @@ type rawHead struct {
 	hasHost bool
 	clen    int64 // -1 when absent
 	chunked bool
+	x       *exch // storage for the request's exch (nil: none)
 }
 
-// parsedHead holds what parseHead builds in one allocation.
+// parsedHead holds what parseHead builds in one allocation, with the
+// storage of the request's exch (the engine's state of the request).
 type parsedHead struct {
 	req  http.Request
 	h    rawHead
 	vals [8]string
+	x    exch
 }
 
 var crlfcrlf = []byte("\r\n\r\n")
@@ -93,6 +96,7 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 	// share one allocation.
 	pa := &parsedHead{h: rawHead{clen: -1}}
 	h := &pa.h
+	h.x = &pa.x
 	n := strings.Count(rest, "\r\n")
 	hdr := make(http.Header, n)
 	vals := pa.vals[:]
