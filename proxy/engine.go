@@ -10,6 +10,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"airlock/audit"
 	"airlock/policies"
 )
 
@@ -49,6 +50,8 @@ type exch struct {
 	dt         dialTargets
 	up         countReader // request body bytes sent upstream
 	status     int
+	pkg        policies.Package // the package the request fetches
+	evPkg      audit.Package    // its event's copy
 }
 
 var _ goproxy.RoundTripper = (*exch)(nil)
@@ -173,8 +176,9 @@ func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery,
 	}
 	if pkg, ok := policies.RecognizePackage(host, pr.Path); ok {
-		pr.Package = &pkg
-		x.ev.e.HTTP.Package = packageOf(pkg)
+		x.pkg, x.evPkg = pkg, packageOf(pkg)
+		pr.Package = &x.pkg
+		x.ev.e.HTTP.Package = &x.evPkg
 	}
 	v := f.sb.Policy.Decide(pr)
 	if v.Action == policies.ActionAsk {

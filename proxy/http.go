@@ -155,8 +155,8 @@ func (p *Proxy) initReqEvent(r *reqEvent, f *flow, scheme string, req *http.Requ
 	r.start = time.Now()
 }
 
-func packageOf(pkg policies.Package) *audit.Package {
-	return &audit.Package{Ecosystem: pkg.Ecosystem, Name: pkg.Name, Version: pkg.Version}
+func packageOf(pkg policies.Package) audit.Package {
+	return audit.Package{Ecosystem: pkg.Ecosystem, Name: pkg.Name, Version: pkg.Version}
 }
 
 func (r *reqEvent) setVerdict(v policies.Verdict) { verdictFields(&r.e, v) }
