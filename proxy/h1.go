@@ -38,6 +38,7 @@ type parsedHead struct {
 	req  http.Request
 	h    rawHead
 	vals [8]string
+	url  url.URL
 	x    exch
 }
 
@@ -127,7 +128,7 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 	if proto == "HTTP/1.0" {
 		req.ProtoMinor = 0
 	}
-	if req.URL, err = requestURL(method, target); err != nil {
+	if req.URL, err = requestURL(method, target, &pa.url); err != nil {
 		return nil, nil, err
 	}
 	req.Host = req.URL.Host
@@ -164,7 +165,18 @@ func requestLine(l string) (method, target, proto string, err error) {
 
 // requestURL parses the request target as net/http does: origin form,
 // absolute form, "*", or CONNECT's authority form.
-func requestURL(method, target string) (*url.URL, error) {
+// A plain origin-form target (a path of bytes that need no escaping,
+// and a query of printable bytes) is set in dst, without the parser's
+// allocation.
+func requestURL(method, target string, dst *url.URL) (*url.URL, error) {
+	if plainTarget(target) {
+		path, query, hasQuery := strings.Cut(target, "?")
+		*dst = url.URL{Path: path, RawQuery: query}
+		if hasQuery && query == "" && strings.Count(target, "?") == 1 {
+			dst.ForceQuery = true
+		}
+		return dst, nil
+	}
 	authority := method == http.MethodConnect && !strings.HasPrefix(target, "/")
 	raw := target
 	if authority {
@@ -178,6 +190,31 @@ func requestURL(method, target string) (*url.URL, error) {
 		u.Scheme = ""
 	}
 	return u, nil
+}
+
+// plainTarget reports whether target is an origin-form target whose
+// path url.ParseRequestURI takes as it is (no byte it would unescape or
+// escape) and whose query has only printable ASCII bytes.
+func plainTarget(target string) bool {
+	if target == "" || target[0] != '/' {
+		return false
+	}
+	inQuery := false
+	for i := 0; i < len(target); i++ {
+		c := target[i]
+		switch {
+		case c <= ' ' || c >= 0x7f:
+			return false
+		case inQuery:
+		case c == '?':
+			inQuery = true
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~/$&+,:;=@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // shouldClose reports whether the client wants the connection closed

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,4 +89,36 @@ func checkAgainstNetHTTP(t *testing.T, b []byte) {
 			t.Fatalf("%q (buffer %d): request differs from net/http's (-net/http +ours):\n%s", b, size, d)
 		}
 	}
+}
+
+// FuzzRequestURL: the request target's URL is the one
+// url.ParseRequestURI builds (and net/http's request reader uses), on its
+// fast path too.
+func FuzzRequestURL(f *testing.F) {
+	for _, s := range []string{"/", "/b", "/a/b?c=d", "/a?", "/a??", "/a?b?c", "/%41", "/a b", "/a!b",
+		"//x/y", "/x:y", "*", "http://h.example.test/p?q", "h.example.test:443", "/\x7f", "/é?é"} {
+		f.Add(s, http.MethodGet)
+	}
+	f.Add("h.example.test:443", http.MethodConnect)
+	f.Fuzz(func(t *testing.T, target, method string) {
+		var dst url.URL
+		got, err := requestURL(method, target, &dst)
+		raw := target
+		if method == http.MethodConnect && !strings.HasPrefix(target, "/") {
+			raw = "http://" + target
+		}
+		want, werr := url.ParseRequestURI(raw)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q %q: err %v, url.ParseRequestURI's %v", method, target, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if raw != target {
+			want.Scheme = ""
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q %q: URL %#v, url.ParseRequestURI's %#v", method, target, got, want)
+		}
+	})
 }
