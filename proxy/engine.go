@@ -67,9 +67,9 @@ func (x *exch) Value(k any) any {
 // newExch starts a request: it records what the client sent before the
 // engine changes anything, and makes the URL absolute (goproxy serves
 // only absolute-form requests; the target check uses what the client
-// sent). x is the exch's storage (allocated with the request's head) or
-// nil.
-func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostHeader string, x *exch) (*exch, *http.Request) {
+// sent). x and xreq are storage for the exch and the engine's copy of
+// the request (allocated with the request's head), or nil.
+func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostHeader string, x *exch, xreq *http.Request) (*exch, *http.Request) {
 	if x == nil {
 		x = new(exch)
 	}
@@ -81,6 +81,12 @@ func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostH
 	p.initReqEvent(&x.ev, sc.f, sc.scheme, req)
 	if !req.URL.IsAbs() {
 		req.URL.Scheme = sc.scheme
+	}
+	if xreq != nil {
+		// A copy of WithContext's request (which does not outlive the
+		// statement) into the storage: no allocation.
+		*xreq = *req.WithContext(x)
+		return x, xreq
 	}
 	return x, req.WithContext(x)
 }

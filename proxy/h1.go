@@ -29,7 +29,8 @@ type rawHead struct {
 	hasHost bool
 	clen    int64 // -1 when absent
 	chunked bool
-	x       *exch // storage for the request's exch (nil: none)
+	x       *exch         // storage for the request's exch (nil: none)
+	xreq    *http.Request // and for the request handed to the engine
 }
 
 // parsedHead holds what parseHead builds in one allocation, with the
@@ -40,6 +41,7 @@ type parsedHead struct {
 	vals [8]string
 	url  url.URL
 	x    exch
+	xreq http.Request // the request with x as its context
 }
 
 var crlfcrlf = []byte("\r\n\r\n")
@@ -97,7 +99,7 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 	// share one allocation.
 	pa := &parsedHead{h: rawHead{clen: -1}}
 	h := &pa.h
-	h.x = &pa.x
+	h.x, h.xreq = &pa.x, &pa.xreq
 	n := strings.Count(rest, "\r\n")
 	hdr := make(http.Header, n)
 	vals := pa.vals[:]

@@ -35,7 +35,7 @@ func (p *Proxy) h2Request(sc *scope, w http.ResponseWriter, r *http.Request) {
 		writeH2(w, resp)
 		return
 	}
-	x, xreq := p.newExch(r.Context(), sc, r, r.Host, nil)
+	x, xreq := p.newExch(r.Context(), sc, r, r.Host, nil, nil)
 	hw := &h2Writer{ResponseWriter: w}
 	p.engine.ServeHTTP(hw, xreq)
 	p.finish(&x.ev, hw.status, x.up.n, hw.n)

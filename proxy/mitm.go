@@ -231,7 +231,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		// request was allowed and the body is read.
 		req.Body = &continueBody{rc: req.Body, w: c}
 	}
-	x, xreq := p.newExch(ctx, sc, req, head.host, head.x)
+	x, xreq := p.newExch(ctx, sc, req, head.host, head.x, head.xreq)
 	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
 	defer putH1Writer(w)
 	w.x, w.dw.dl = x, dl.wr
