@@ -2,14 +2,8 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"net/netip"
 	"strconv"
@@ -28,14 +22,7 @@ import (
 // client and origin allocate too. The policy is the world's, with the raw
 // origin's port for docs.example.test.
 func BenchmarkMITMKeepAliveProxyOnly(b *testing.B) {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "raw origin test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	caCert, _ := x509.ParseCertificate(caDER)
+	_, caCert, caKey, caDER := testCA(b, "raw origin test CA")
 	leaf := leafFor(b, caCert, caKey, worldNames)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

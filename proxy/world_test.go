@@ -74,14 +74,7 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, trickle: make(chan struct{}, 1)}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "world test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	caCert, _ := x509.ParseCertificate(caDER)
+	caTmpl, caCert, caKey, caDER := testCA(t, "world test CA")
 	w.roots = x509.NewCertPool()
 	w.roots.AddCert(caCert)
 	w.caPEM = pemCert(caDER)
@@ -94,6 +87,30 @@ func newWorld(t testing.TB) *world {
 	w.badPort = w.serve(&tls.Config{Certificates: []tls.Certificate{bad}})
 	w.plainPort = w.serve(nil)
 	return w
+}
+
+// testCA makes a self-signed ECDSA test CA valid for an hour around now:
+// its template, certificate, key and DER.
+func testCA(t testing.TB, name string) (*x509.Certificate, *x509.Certificate, *ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl, cert, key, der
 }
 
 func pemCert(der []byte) []byte {
