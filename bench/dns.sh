@@ -13,14 +13,14 @@
 #   DUR=5 MEMNAMES=200000 bench/dns.sh
 #
 # Needs the Debian packages unbound and dnsperf (and taskset, util-linux). Uses only 127.0.0.1 ports
-# P_UP (zone), P_D (dnsd), P_U (unbound).
+# P_UP (zone), P_D (dnsd), P_U (unbound), P_E (the echo floor).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DUR=${DUR:-10}
 MEMNAMES=${MEMNAMES:-1000000}
 CACHE=${CACHE:-100000}       # dnsd cache entries
-P_UP=${P_UP:-15353} P_D=${P_D:-15354} P_U=${P_U:-15355}
+P_UP=${P_UP:-15353} P_D=${P_D:-15354} P_U=${P_U:-15355} P_E=${P_E:-15356}
 CLIENTS=${CLIENTS:-8}
 REPS=${REPS:-2}
 
@@ -159,6 +159,18 @@ for s in "${order[@]}"; do
   done
   taskset -a -p -c "$(cat /sys/devices/system/cpu/online)" "$pid" >/dev/null
 done
+# The floor at dnsd's rate, measured the same way: a one-thread UDP echo
+# that does no DNS work (bench/dns echo) on CPU 0. What it shows is what
+# this machine's scheduling and loopback cost any server at that rate.
+taskset -c 0 "$work/dnsbench" echo -addr "127.0.0.1:$P_E" > /dev/null & epid=$!; pids+=($epid)
+sleep 1
+for rep in $(seq "$REPS"); do
+  v=$(p99k "$P_E" $(( R[dnsd.cached] / 2 )))
+  if [ -n "$v" ] && { [ -z "${R[echo.p99k]:-}" ] || [ "$v" -lt "${R[echo.p99k]}" ]; }; then
+    R[echo.p99k]=$v R[echo.latline]=$(cat "$work/lat")
+  fi
+done
+kill "$epid" 2>/dev/null || true
 
 rss0=$(rss "$dpid" VmRSS)
 half=$(( MEMNAMES / 2 ))
@@ -183,6 +195,7 @@ printf '%-34s %12s %12s %8s   %s\n' "  server CPU per denied query (us)" "${R[dn
 printf '%-34s %12s %12s %8s   %s\n' "p99 at half of own peak (us)" "${R[dnsd.p99k]:-n/a}" "${R[unbound.p99k]:-n/a}" "$(ratio "${R[dnsd.p99k]:-0}" "${R[unbound.p99k]:-0}")" "< 1000 us (server pinned, kernel rx timestamps)"
 printf '%-34s %12s %12s %8s   %s\n' "  p99 by dnsperf, shared cores (us)" "${R[dnsd.p99]}" "${R[unbound.p99]}" "$(ratio "${R[dnsd.p99]}" "${R[unbound.p99]}")" "(dnsperf's own CPU waits included)"
 printf '  latency of the best runs (us): dnsd %s; unbound %s\n' "${R[dnsd.latline]}" "${R[unbound.latline]}"
+printf '  floor, a bare one-thread UDP echo on CPU 0 at dnsd'"'"'s rate: p99 %s us (%s)\n' "${R[echo.p99k]:-n/a}" "${R[echo.latline]:-}"
 printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
 printf '  RSS at start %d MiB, before %d MiB, after %d names %d MiB, after %d names %d MiB, peak %d MiB\n' \
   $((rss_start/1024)) $((rss0/1024)) "$half" $((rssh/1024)) "$MEMNAMES" $((rss1/1024)) $((hwm/1024))

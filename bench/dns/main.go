@@ -32,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd|latency [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd|latency|echo [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,6 +45,8 @@ func main() {
 		err = runDNSD(ctx, os.Args[2:])
 	case "latency":
 		err = latency(ctx, os.Args[2:])
+	case "echo":
+		err = echo(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
