@@ -159,9 +159,10 @@ for s in "${order[@]}"; do
   done
   taskset -a -p -c "$(cat /sys/devices/system/cpu/online)" "$pid" >/dev/null
 done
-# The floor at dnsd's rate, measured the same way: a one-thread UDP echo
-# that does no DNS work (bench/dns echo) on CPU 0. What it shows is what
-# this machine's scheduling and loopback cost any server at that rate.
+# The floor at dnsd's rate, measured the same way: a UDP echo built as
+# dnsd's readers are (recvmmsg, sendmmsg, Go's poller) that does no DNS
+# work (bench/dns echo), on CPU 0. What it shows is what this machine's
+# scheduling, the Go runtime and loopback cost such a server at that rate.
 taskset -c 0 "$work/dnsbench" echo -addr "127.0.0.1:$P_E" > /dev/null & epid=$!; pids+=($epid)
 sleep 1
 for rep in $(seq "$REPS"); do
@@ -195,7 +196,7 @@ printf '%-34s %12s %12s %8s   %s\n' "  server CPU per denied query (us)" "${R[dn
 printf '%-34s %12s %12s %8s   %s\n' "p99 at half of own peak (us)" "${R[dnsd.p99k]:-n/a}" "${R[unbound.p99k]:-n/a}" "$(ratio "${R[dnsd.p99k]:-0}" "${R[unbound.p99k]:-0}")" "< 1000 us (server pinned, kernel rx timestamps)"
 printf '%-34s %12s %12s %8s   %s\n' "  p99 by dnsperf, shared cores (us)" "${R[dnsd.p99]}" "${R[unbound.p99]}" "$(ratio "${R[dnsd.p99]}" "${R[unbound.p99]}")" "(dnsperf's own CPU waits included)"
 printf '  latency of the best runs (us): dnsd %s; unbound %s\n' "${R[dnsd.latline]}" "${R[unbound.latline]}"
-printf '  floor, a bare one-thread UDP echo on CPU 0 at dnsd'"'"'s rate: p99 %s us (%s)\n' "${R[echo.p99k]:-n/a}" "${R[echo.latline]:-}"
+printf '  floor, a UDP echo built as dnsd'"'"'s readers, no DNS work, CPU 0, at dnsd'"'"'s rate: p99 %s us (%s)\n' "${R[echo.p99k]:-n/a}" "${R[echo.latline]:-}"
 printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
 printf '  RSS at start %d MiB, before %d MiB, after %d names %d MiB, after %d names %d MiB, peak %d MiB\n' \
   $((rss_start/1024)) $((rss0/1024)) "$half" $((rssh/1024)) "$MEMNAMES" $((rss1/1024)) $((hwm/1024))
