@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"io"
 	"net"
 	"testing"
 
@@ -30,24 +29,7 @@ func BenchmarkExtraHop1MiB(b *testing.B) {
 				f := &flow{}
 				go tunnel(f, pc, pu, 0x7fffffffffffffff)
 			}
-			chunk := randBytes(b, 1<<20)
-			go func() {
-				for {
-					if _, err := server.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
-			buf := make([]byte, 1<<20)
-			b.SetBytes(1 << 20)
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for range b.N {
-				if _, err := io.ReadFull(client, buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/MiB")
+			streamMiBs(b, server, client)
 		})
 	}
 }
