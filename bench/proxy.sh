@@ -9,7 +9,11 @@
 # Usage: bench/proxy.sh            (DURATION=2s, ROUNDS=3 by default; CONNS="1 32")
 #        ONLY="direct airlock-splice" bench/proxy.sh
 #   ONLY is a space-separated list of the parts to run (default: all):
-#   direct airlock-mitm airlock-splice squid-bump squid-splice idle snis
+#   direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis
+#   floor-tls and floor-splice are the least a proxy can do on this machine
+#   (bench/proxy floor): end TLS and copy the plaintext, or copy the bytes,
+#   with no HTTP, policy, log or upstream pool; their ratios show what the
+#   machine itself leaves for each target.
 #   SNI_INTERVAL (default 20ms) paces the unique-name run: one new
 #   connection per interval, so the load generator does not saturate the
 #   machine and the numbers show the mint, not a queue.
@@ -17,12 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-2s}
-ONLY=${ONLY:-"direct airlock-mitm airlock-splice squid-bump squid-splice idle snis"}
+ONLY=${ONLY:-"direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis"}
 for part in $ONLY; do
 	case $part in
-	direct | airlock-mitm | airlock-splice | squid-bump | squid-splice | idle | snis) ;;
+	direct | airlock-mitm | airlock-splice | squid-bump | squid-splice | floor-tls | floor-splice | idle | snis) ;;
 	*)
-		echo "bench: unknown part $part in ONLY (want: direct airlock-mitm airlock-splice squid-bump squid-splice idle snis)" >&2
+		echo "bench: unknown part $part in ONLY (want: direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis)" >&2
 		exit 2
 		;;
 	esac
@@ -79,6 +83,23 @@ pids+=($apid)
 wait_port "127.0.0.1:$aport"
 airlock_ca="$work/airlock-state/ca.crt"
 for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
+
+# The floors: the least a proxy can do (see bench/proxy floor).
+ftls_port="" ftls_pid="" fspl_port="" fspl_pid=""
+if want floor-tls; then
+	ftls_port=$(free_port)
+	"$B" floor -mode tls -addr "127.0.0.1:$ftls_port" -origin "127.0.0.1:$oport" -cert "$work/origin.pem" -origin-ca "$work/origin-ca.pem" >/dev/null &
+	ftls_pid=$!
+	pids+=($ftls_pid)
+	wait_port "127.0.0.1:$ftls_port"
+fi
+if want floor-splice; then
+	fspl_port=$(free_port)
+	"$B" floor -mode splice -addr "127.0.0.1:$fspl_port" -origin "127.0.0.1:$oport" >/dev/null &
+	fspl_pid=$!
+	pids+=($fspl_pid)
+	wait_port "127.0.0.1:$fspl_port"
+fi
 
 # squid: one instance, one ssl-bump port and one plain CONNECT port.
 squid_bump="" squid_splice="" squid_pid=""
@@ -173,6 +194,8 @@ want airlock-mitm && addrow "airlock MITM" origin.example.test "-proxy 127.0.0.1
 want airlock-splice && addrow "airlock splice" splice.example.test "-proxy 127.0.0.1:$aport" "$apid"
 [ -n "$squid_bump" ] && want squid-bump && addrow "squid ssl-bump" origin.example.test "-proxy $squid_bump" "$squid_pid"
 [ -n "$squid_splice" ] && want squid-splice && addrow "squid splice" origin.example.test "-proxy $squid_splice" "$squid_pid"
+want floor-tls && addrow "floor: TLS relay" origin.example.test "-proxy 127.0.0.1:$ftls_port" "$ftls_pid"
+want floor-splice && addrow "floor: splice" origin.example.test "-proxy 127.0.0.1:$fspl_port" "$fspl_pid"
 
 # Interleaved rounds: each cell (connections x kind) runs every row back to
 # back, and the whole grid is repeated ROUNDS times. A ratio compares two
@@ -301,10 +324,23 @@ checks = [
 ]
 for name, a, col, b, f in checks:
     show(name, paired(a, col, b, col, f, div), "x")
+floors = [
+    ("floor: TLS relay keep-alive / squid ssl-bump (what MITM's >= 2.0x leaves)", "floor: TLS relay", f"ka{big}", "squid ssl-bump", "req_per_s"),
+    ("floor: TLS relay 1MiB / direct (what MITM's >= 0.7x leaves)", "floor: TLS relay", f"bulk{big}", "direct", "mib_per_s"),
+    ("floor: splice 1MiB / direct (what splice's >= 0.9x leaves)", "floor: splice", f"bulk{big}", "direct", "mib_per_s"),
+    ("airlock MITM keep-alive / floor: TLS relay", "airlock MITM", f"ka{big}", "floor: TLS relay", "req_per_s"),
+    ("airlock splice 1MiB / floor: splice", "airlock splice", f"bulk{big}", "floor: splice", "mib_per_s"),
+]
+if any(r.startswith("floor:") for r in rows):
+    print("floors, the least a proxy can do here (no HTTP, policy, log or pool):")
+    for name, a, col, b, f in floors:
+        if a in rows and b in rows:
+            show(name, paired(a, col, b, col, f, div), "x")
 c1 = conns[0]
+who = "one keep-alive client" if c1 == "1" else f"{c1} keep-alive clients (the target is for one)"
 for row in rows:
-    if row != "direct":
-        show(f"added p50 latency, one keep-alive client, {row} (MITM target <= 150 µs)",
+    if row != "direct" and not row.startswith("floor:"):
+        show(f"added p50 latency, {who}, {row} (MITM target <= 150 µs)",
              paired(row, f"ka{c1}", "direct", f"ka{c1}", "p50_us", lambda x, y: x - y), "us")
 PY
 fi

@@ -32,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd|latency|echo [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dns upstream|dnsd|latency|echo|stalls [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,6 +47,8 @@ func main() {
 		err = latency(ctx, os.Args[2:])
 	case "echo":
 		err = echo(ctx, os.Args[2:])
+	case "stalls":
+		err = stalls(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}

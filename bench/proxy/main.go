@@ -1,7 +1,8 @@
 // Command proxy is the helper of bench/proxy.sh: it makes the test
 // certificates, runs an HTTPS origin, runs Airlock's proxy with a bench
-// policy, and generates load through an HTTP proxy (CONNECT) or directly,
-// printing one JSON line of results. Loopback only.
+// policy, runs the floor proxies (the least a proxy can do: see floor.go),
+// and generates load through an HTTP proxy (CONNECT) or directly, printing
+// one JSON line of results. Loopback only.
 package main
 
 import (
@@ -46,7 +47,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: proxy mkcerts|origin|airlock|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: proxy mkcerts|origin|airlock|floor|load|idle|snis [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -63,6 +64,8 @@ func main() {
 		err = idle(os.Args[2:])
 	case "snis":
 		err = snis(os.Args[2:])
+	case "floor":
+		err = floor(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
