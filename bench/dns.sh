@@ -172,6 +172,12 @@ for rep in $(seq "$REPS"); do
   fi
 done
 kill "$epid" 2>/dev/null || true
+# The machine's own floor under every server's p99: how often CPU 0 stops
+# running the thread that holds it, idle beside an idle CPU 1 and beside a
+# busy one (as during a latency run), and the p99 those stalls alone
+# impose at dnsd's rate on a server that answers in no time (bench/dns
+# stalls).
+stalls=$("$work/dnsbench" stalls -cpu 0 -busy 1 -dur "${DUR}s" -qps $(( R[dnsd.cached] / 2 )) 2>&1 || true)
 
 rss0=$(rss "$dpid" VmRSS)
 half=$(( MEMNAMES / 2 ))
@@ -197,6 +203,8 @@ printf '%-34s %12s %12s %8s   %s\n' "p99 at half of own peak (us)" "${R[dnsd.p99
 printf '%-34s %12s %12s %8s   %s\n' "  p99 by dnsperf, shared cores (us)" "${R[dnsd.p99]}" "${R[unbound.p99]}" "$(ratio "${R[dnsd.p99]}" "${R[unbound.p99]}")" "(dnsperf's own CPU waits included)"
 printf '  latency of the best runs (us): dnsd %s; unbound %s\n' "${R[dnsd.latline]}" "${R[unbound.latline]}"
 printf '  floor, a UDP echo built as dnsd'"'"'s readers, no DNS work, CPU 0, at dnsd'"'"'s rate: p99 %s us (%s)\n' "${R[echo.p99k]:-n/a}" "${R[echo.latline]:-}"
+printf '  this machine, a thread that only reads the clock on CPU 0 (bench/dns stalls):\n'
+sed 's/^/    /' <<< "$stalls"
 printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
 printf '  RSS at start %d MiB, before %d MiB, after %d names %d MiB, after %d names %d MiB, peak %d MiB\n' \
   $((rss_start/1024)) $((rss0/1024)) "$half" $((rssh/1024)) "$MEMNAMES" $((rss1/1024)) $((hwm/1024))
