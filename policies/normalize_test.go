@@ -2,6 +2,8 @@ package policies
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -238,6 +240,28 @@ func TestHostPattern(t *testing.T) {
 	for _, bad := range []string{"*", "a.*.test", "198.18.0.1", "", "a..test"} {
 		if err := h.UnmarshalText([]byte(bad)); err == nil {
 			t.Errorf("UnmarshalText(%q) accepted", bad)
+		}
+	}
+}
+
+// TestLastSegsIsSplitsTail: the crates recognizer sees exactly the last
+// three segments strings.Split would give, empty ones included.
+func TestLastSegsIsSplitsTail(t *testing.T) {
+	for _, s := range []string{"", "a", "a/b", "a/b/c", "a/b/c/d", "/", "//", "a//b", "/x/", "crates/serde/serde-1.0.0.crate", "x/3/l/log"} {
+		all := strings.Split(s, "/")
+		want := all[max(0, len(all)-3):]
+		var out [3]string
+		if got := lastSegs(s, &out); !slices.Equal(got, want) {
+			t.Errorf("lastSegs(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestRecognizeCratesDoesNotAllocate: the proxy asks on every request.
+func TestRecognizeCratesDoesNotAllocate(t *testing.T) {
+	for _, p := range []string{"/static/app/main.js", "/crates/serde/serde-1.0.0.crate", "/se/rd/serde"} {
+		if n := testing.AllocsPerRun(100, func() { recognizeCrates(p) }); n != 0 {
+			t.Errorf("recognizeCrates(%q): %v allocations, want 0", p, n)
 		}
 	}
 }

@@ -164,7 +164,8 @@ func recognizeCrates(p string) (Package, bool) {
 		}
 		return Package{}, false
 	}
-	segs := strings.Split(strings.Trim(p, "/"), "/")
+	var last [3]string
+	segs := lastSegs(strings.Trim(p, "/"), &last)
 	n := len(segs)
 	if n >= 3 && segs[n-3] == "crates" {
 		name := segs[n-2]
@@ -177,7 +178,25 @@ func recognizeCrates(p string) (Package, bool) {
 	return recognizeSparseIndex(segs)
 }
 
-// recognizeSparseIndex: 1/{n}, 2/{n}, 3/{c}/{n}, {ab}/{cd}/{name}.
+// lastSegs is the tail of strings.Split(s, "/"), at most its last three
+// segments, in out (no allocation on a path of every request): the
+// crates forms need no more.
+func lastSegs(s string, out *[3]string) []string {
+	n := 0
+	for end := len(s); n < len(out); n++ {
+		i := strings.LastIndexByte(s[:end], '/')
+		out[len(out)-1-n] = s[i+1 : end]
+		if i < 0 {
+			n++
+			break
+		}
+		end = i
+	}
+	return out[len(out)-n:]
+}
+
+// recognizeSparseIndex: 1/{n}, 2/{n}, 3/{c}/{n}, {ab}/{cd}/{name}; segs
+// are the path's last segments (at most three).
 func recognizeSparseIndex(segs []string) (Package, bool) {
 	n := len(segs)
 	if n < 2 {
