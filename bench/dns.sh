@@ -178,9 +178,9 @@ kill "$epid" 2>/dev/null || true
 # The machine's own floor under every server's p99: how often CPU 0 stops
 # running the thread that holds it, idle beside an idle CPU 1 and beside a
 # busy one (as during a latency run), and the p99 those stalls alone
-# impose at dnsd's rate on a server that answers in no time (bench/dns
-# stalls).
-stalls=$("$work/dnsbench" stalls -cpu 0 -busy 1 -dur "${DUR}s" -qps $(( R[dnsd.cached] / 2 )) 2>&1 || true)
+# impose at dnsd's rate on a server that spends dnsd's CPU per cached
+# query on each and waits for nothing else (bench/dns stalls).
+stalls=$("$work/dnsbench" stalls -cpu 0 -busy 1 -dur "${DUR}s" -qps $(( R[dnsd.cached] / 2 )) -svc "${R[dnsd.cached.cpu]:-0}us" 2>&1 || true)
 
 rss0=$(rss "$dpid" VmRSS)
 half=$(( MEMNAMES / 2 ))

@@ -21,10 +21,12 @@ import (
 // host does not give every virtual CPU a physical one at once, the second
 // run shows the stalls the host imposes.
 //
-// From the busy run's gaps it also prints the p99 delay those stalls alone
-// impose on queries arriving evenly at -qps on a server that answers in no
-// time: a query that arrives during a gap waits for its end. That is a
-// floor under any server's p99 at that rate on this machine.
+// From the busy run's gaps it also prints the p99 those stalls alone
+// impose on queries arriving evenly at -qps on a server that spends -svc
+// on each and never waits for anything else: a query that arrives during
+// a gap, or behind the backlog a gap left, waits. That is a floor under
+// the p99 of any server that costs -svc per query, at that rate, on this
+// machine in that moment.
 func stalls(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("stalls", flag.ExitOnError)
 	cpu := fs.Int("cpu", 0, "the server's CPU")
@@ -32,6 +34,7 @@ func stalls(ctx context.Context, args []string) error {
 	dur := fs.Duration("dur", 5*time.Second, "each run's length")
 	gap := fs.Duration("gap", 200*time.Microsecond, "the shortest gap recorded")
 	qps := fs.Int("qps", 0, "the query rate for the p99 floor (0: no floor)")
+	svc := fs.Duration("svc", 0, "the server's time per query, for the p99 floor")
 	_ = fs.Parse(args)
 	if *dur <= 0 || *gap <= 0 {
 		return fmt.Errorf("stalls: -dur and -gap must be positive")
@@ -69,7 +72,8 @@ func stalls(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("cpu %d, cpu %d busy: %s\n", *cpu, *busy, loaded)
 	if *qps > 0 {
-		fmt.Printf("p99 delay these stalls alone impose at %d qps: %d us\n", *qps, loaded.p99Delay(*qps).Microseconds())
+		fmt.Printf("p99 of a server that spends %s per query, from these stalls alone, at %d qps: %d us\n",
+			*svc, *qps, loaded.p99Delay(*qps, *svc).Microseconds())
 	}
 	return nil
 }
@@ -99,26 +103,41 @@ func (g gaps) String() string {
 		over1, over4, float64(longest)/1e6, 100*float64(lost)/float64(g.dur), g.least.Microseconds(), g.dur)
 }
 
-// p99Delay is the 99th percentile of the wait of queries arriving every
-// 1/qps over the run: a query that arrives inside a gap waits until its
-// end, any other waits nothing.
-func (g gaps) p99Delay(qps int) time.Duration {
+// p99Delay is the 99th percentile of the time from arrival to answer of
+// queries arriving every 1/qps over the run at a server that spends svc
+// on each, one at a time, and runs only outside the gaps: a query that
+// arrives during a gap, or behind the queue a gap left, waits.
+func (g gaps) p99Delay(qps int, svc time.Duration) time.Duration {
 	every := time.Second / time.Duration(qps)
-	total := int(g.dur / every)
-	var waits []time.Duration
-	for i, s := range g.starts {
-		end := s + g.lens[i]
-		first := (s + every - 1) / every * every // the first arrival at or after s
-		for t := first; t < end; t += every {
-			waits = append(waits, end-t)
+	delays := make([]time.Duration, 0, int(g.dur/every))
+	var free time.Duration // when the server finishes what it holds
+	k := 0                 // the first gap that may still matter
+	// run advances t past the gaps it falls in.
+	run := func(t time.Duration) time.Duration {
+		for k < len(g.starts) && g.starts[k]+g.lens[k] <= t {
+			k++
 		}
+		if k < len(g.starts) && g.starts[k] <= t {
+			t = g.starts[k] + g.lens[k]
+			k++
+		}
+		return t
 	}
-	k := total / 100 // how many queries may wait longer than p99
-	if len(waits) <= k {
+	for t := time.Duration(0); t < g.dur; t += every {
+		start := run(max(t, free))
+		end := start + svc
+		// A gap that opens while the query is served pauses it.
+		for j := k; j < len(g.starts) && g.starts[j] < end; j++ {
+			end += g.lens[j]
+		}
+		free = end
+		delays = append(delays, end-t)
+	}
+	if len(delays) == 0 {
 		return 0
 	}
-	slices.Sort(waits)
-	return waits[len(waits)-1-k]
+	slices.Sort(delays)
+	return delays[len(delays)*99/100]
 }
 
 // probeGaps pins a thread to cpu and records the gaps between its clock
