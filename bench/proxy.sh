@@ -325,9 +325,9 @@ checks = [
 for name, a, col, b, f in checks:
     show(name, paired(a, col, b, col, f, div), "x")
 floors = [
-    ("floor: TLS relay keep-alive / squid ssl-bump (what MITM's >= 2.0x leaves)", "floor: TLS relay", f"ka{big}", "squid ssl-bump", "req_per_s"),
-    ("floor: TLS relay 1MiB / direct (what MITM's >= 0.7x leaves)", "floor: TLS relay", f"bulk{big}", "direct", "mib_per_s"),
-    ("floor: splice 1MiB / direct (what splice's >= 0.9x leaves)", "floor: splice", f"bulk{big}", "direct", "mib_per_s"),
+    ("floor: TLS relay keep-alive / squid ssl-bump (a relay that does nothing else; MITM target >= 2.0x)", "floor: TLS relay", f"ka{big}", "squid ssl-bump", "req_per_s"),
+    ("floor: TLS relay 1MiB / direct (a relay that does nothing else; MITM target >= 0.7x)", "floor: TLS relay", f"bulk{big}", "direct", "mib_per_s"),
+    ("floor: splice 1MiB / direct (a relay that does nothing else; splice target >= 0.9x)", "floor: splice", f"bulk{big}", "direct", "mib_per_s"),
     ("airlock MITM keep-alive / floor: TLS relay", "airlock MITM", f"ka{big}", "floor: TLS relay", "req_per_s"),
     ("airlock splice 1MiB / floor: splice", "airlock splice", f"bulk{big}", "floor: splice", "mib_per_s"),
 ]
