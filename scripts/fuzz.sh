@@ -9,10 +9,17 @@
 # "Failing input written", no panic, no test error. A real finding always
 # writes its input under testdata/fuzz/ and fails at once.
 #
-# Usage: scripts/fuzz.sh [go test flags...]   (FUZZTIME=10s by default)
+# Each new input that widens coverage is minimized for at most
+# FUZZMINIMIZE (100 runs by default, -fuzzminimizetime): Go's default of
+# 60 s spends a brief run on minimizing the first input it finds — a 10 s
+# run of the ClientHello parser made 3,532 executions with it and 48,371
+# with 100x. A failing input is written whole when 100 runs do not shrink it.
+#
+# Usage: scripts/fuzz.sh [go test flags...]   (FUZZTIME=10s, FUZZMINIMIZE=100x by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10s}
+FUZZMINIMIZE=${FUZZMINIMIZE:-100x}
 GO=${GO:-go}
 
 flake() { # log file: only the coordinator's deadline race, nothing found
@@ -29,7 +36,7 @@ for pkg in $("$GO" list "$@" ./...); do
 	for t in $("$GO" test "$@" -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		for attempt in 1 2; do
 			echo "fuzz $pkg $t ($FUZZTIME)"
-			"$GO" test "$@" -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$log"
+			"$GO" test "$@" -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZE" "$pkg" 2>&1 | tee "$log"
 			if [ "${PIPESTATUS[0]}" = 0 ]; then
 				break
 			fi
