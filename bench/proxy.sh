@@ -21,15 +21,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-2s}
-ONLY=${ONLY:-"direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis"}
+PARTS="direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis"
+ONLY=${ONLY:-$PARTS}
 for part in $ONLY; do
-	case $part in
-	direct | airlock-mitm | airlock-splice | squid-bump | squid-splice | floor-tls | floor-splice | idle | snis) ;;
-	*)
-		echo "bench: unknown part $part in ONLY (want: direct airlock-mitm airlock-splice squid-bump squid-splice floor-tls floor-splice idle snis)" >&2
+	if [[ " $PARTS " != *" $part "* ]]; then
+		echo "bench: unknown part $part in ONLY (want: $PARTS)" >&2
 		exit 2
-		;;
-	esac
+	fi
 done
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 # Each idle tunnel costs the proxy two descriptors (its two sockets; no
@@ -85,21 +83,17 @@ airlock_ca="$work/airlock-state/ca.crt"
 for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
 
 # The floors: the least a proxy can do (see bench/proxy floor).
+# start_floor MODE sets floor_port and floor_pid.
+start_floor() {
+	floor_port=$(free_port)
+	"$B" floor -mode "$1" -addr "127.0.0.1:$floor_port" -origin "127.0.0.1:$oport" -cert "$work/origin.pem" -origin-ca "$work/origin-ca.pem" >/dev/null &
+	floor_pid=$!
+	pids+=($floor_pid)
+	wait_port "127.0.0.1:$floor_port"
+}
 ftls_port="" ftls_pid="" fspl_port="" fspl_pid=""
-if want floor-tls; then
-	ftls_port=$(free_port)
-	"$B" floor -mode tls -addr "127.0.0.1:$ftls_port" -origin "127.0.0.1:$oport" -cert "$work/origin.pem" -origin-ca "$work/origin-ca.pem" >/dev/null &
-	ftls_pid=$!
-	pids+=($ftls_pid)
-	wait_port "127.0.0.1:$ftls_port"
-fi
-if want floor-splice; then
-	fspl_port=$(free_port)
-	"$B" floor -mode splice -addr "127.0.0.1:$fspl_port" -origin "127.0.0.1:$oport" >/dev/null &
-	fspl_pid=$!
-	pids+=($fspl_pid)
-	wait_port "127.0.0.1:$fspl_port"
-fi
+if want floor-tls; then start_floor tls; ftls_port=$floor_port ftls_pid=$floor_pid; fi
+if want floor-splice; then start_floor splice; fspl_port=$floor_port fspl_pid=$floor_pid; fi
 
 # squid: one instance, one ssl-bump port and one plain CONNECT port.
 squid_bump="" squid_splice="" squid_pid=""

@@ -36,8 +36,11 @@ func stalls(ctx context.Context, args []string) error {
 	qps := fs.Int("qps", 0, "the query rate for the p99 floor (0: no floor)")
 	svc := fs.Duration("svc", 0, "the server's time per query, for the p99 floor")
 	_ = fs.Parse(args)
-	if *dur <= 0 || *gap <= 0 {
-		return fmt.Errorf("stalls: -dur and -gap must be positive")
+	if *dur <= 0 || *gap <= 0 || *svc < 0 {
+		return fmt.Errorf("stalls: -dur and -gap must be positive, -svc not negative")
+	}
+	if *qps < 0 || *qps > 10_000_000 {
+		return fmt.Errorf("stalls: -qps %d: want 0 (no floor) up to 10000000", *qps)
 	}
 	if *cpu < 0 || *cpu >= runtime.NumCPU() || *busy >= runtime.NumCPU() || *busy == *cpu {
 		return fmt.Errorf("stalls: -cpu %d and -busy %d must be distinct CPUs of %d", *cpu, *busy, runtime.NumCPU())
@@ -46,10 +49,11 @@ func stalls(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cpu %d, cpu %d idle: %s\n", *cpu, *busy, idle)
 	if *busy < 0 {
+		fmt.Printf("cpu %d: %s\n", *cpu, idle)
 		return nil
 	}
+	fmt.Printf("cpu %d, cpu %d idle: %s\n", *cpu, *busy, idle)
 	var stop atomic.Bool
 	started := make(chan error, 1)
 	go func() {
