@@ -225,6 +225,9 @@ func splitAuthority(a, scheme string) (string, uint16, error) {
 	if a == "" {
 		return "", 0, errors.New("empty")
 	}
+	if strings.HasSuffix(a, ":") && (a[0] == '[' || strings.Count(a, ":") == 1) {
+		return "", 0, errors.New("empty port")
+	}
 	host, portStr := a, ""
 	if h, p, err := net.SplitHostPort(a); err == nil {
 		host, portStr = h, p
