@@ -181,6 +181,9 @@ func decodeUnreserved(p string) (string, error) {
 			i += 2
 			continue
 		}
+		if c == 0 {
+			return "", errPathNUL
+		}
 		if !isPathChar(c) {
 			b.WriteByte('%')
 			b.WriteByte(upperHex[c>>4])
