@@ -40,8 +40,9 @@ func (p *Proxy) requestFacts(x *exch, req *http.Request, pr *policies.Request) *
 	return nil
 }
 
-// setPath makes u's path the normal form norm (escapes kept as written
-// there).
+// setPath makes u's path the normal form norm, byte for byte: RawPath
+// is always set, since url.URL would escape sub-delimiters ("!", "'",
+// "(", ")", "*") that the normal form keeps.
 func setPath(u *url.URL, norm string) {
 	if u.EscapedPath() == norm {
 		return
@@ -50,10 +51,7 @@ func setPath(u *url.URL, norm string) {
 	if err != nil { // normal forms hold only valid escapes
 		dec = norm
 	}
-	u.Path, u.RawPath = dec, ""
-	if dec != norm {
-		u.RawPath = norm
-	}
+	u.Path, u.RawPath = dec, norm
 }
 
 // peekBody reads up to max bytes of a request body and puts them back in

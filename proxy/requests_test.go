@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -146,10 +147,10 @@ func TestRequestPathForwardedInNormalForm(t *testing.T) {
 		e.expectBoth(t, fact{method: "GET", host: h, path: path}, 400, rulePath)
 	}
 	e.w.reset()
-	e.expectBoth(t, fact{method: "GET", host: h, path: "/a/./b/%2e%2e/c//d/%7Euser/x%2fy"}, 200, "")
+	e.expectBoth(t, fact{method: "GET", host: h, path: "/a/./b/%2e%2e/c//d/%7Euser/x%2fy/p!q"}, 200, "")
 	for _, r := range e.w.requests() {
-		if r.URI != "/a/c/d/~user/x%2Fy" {
-			t.Errorf("origin saw %q, want the normal form /a/c/d/~user/x%%2Fy", r.URI)
+		if r.URI != "/a/c/d/~user/x%2Fy/p!q" {
+			t.Errorf("origin saw %q, want the normal form /a/c/d/~user/x%%2Fy/p!q", r.URI)
 		}
 	}
 }
@@ -230,4 +231,26 @@ func TestRequestDoHBlocked(t *testing.T) {
 	if resp.StatusCode != 200 || !bytes.Contains([]byte(readAll(resp.Body)), []byte("origin")) {
 		t.Errorf("allow_doh category: status %d", resp.StatusCode)
 	}
+}
+
+// FuzzSetPath: for every path the policy accepts, the URL the proxy
+// forwards carries exactly the normal form the policy matched.
+func FuzzSetPath(f *testing.F) {
+	for _, s := range []string{"/a/./b/%2e%2e/c", "/x%2fy", "/@s%2Fn", "/a b", "/%7Euser", "/caf%C3%A9", "/a;b=c/d", "/a%3Bb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		norm, err := policies.NormalizePath(p)
+		if err != nil {
+			return
+		}
+		u, err := url.Parse("https://h.test/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		setPath(u, norm)
+		if got := u.EscapedPath(); got != norm {
+			t.Fatalf("path %.80q: normal form %.80q, forwarded as %.80q", p, norm, got)
+		}
+	})
 }
