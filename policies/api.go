@@ -111,8 +111,21 @@ type Request struct {
 	Path   string // raw request path (http stage); Decide matches on its normalized form
 	Query  string // raw query string without '?'
 	QType  uint16 // DNS query type (dns stage), numeric as on the wire
-	// Package is set when the proxy recognized a package download.
+	// Package, when set, is the package the request fetches (a policy
+	// test's package= option, a replayed event); when nil, Decide
+	// recognizes it from the path with the category's path_prefix.
 	Package *Package
+
+	// Request facts the proxy supplies on the http stage (see facts.go).
+	// MethodOverrides are the values of the method-override headers
+	// (MethodOverrideHeaders), each decided as the method it names.
+	MethodOverrides []string
+	ContentType     string // the Content-Type header
+	Accept          string // the Accept header, values joined with ","
+	// Body is the start of the request body when NeedsBody asked for it;
+	// BodyTruncated says the body goes on beyond it.
+	Body          []byte
+	BodyTruncated bool
 }
 
 // Position is a place in a policy file.
@@ -155,6 +168,9 @@ type Verdict struct {
 	Category  string // category name, "" when none decided
 	Rule      Rule
 	Reason    string // short, for people: why this rule decided
+	// Package is the package the decision recognized in the request path
+	// (http stage, registries); its Ecosystem is "" when none.
+	Package Package
 	// Cat is the compiled category that decided, nil when none did. The
 	// mechanism reads per-category settings (inspect, inject, limits) from it.
 	Cat *Category

@@ -9,30 +9,35 @@ import (
 
 // catRules is the compiled per-request part of a category.
 type catRules struct {
-	path        string // "categories.git"
-	actionRule  Rule
-	hosts       []*hostRule
-	cidrs       []*cidrRule
-	cidrsRule   Rule
-	portsRule   Rule
-	portsReason string
-	httpRule    Rule
-	methods     methodSet
-	methodsRule Rule
-	methodsWhy  string
-	routes      []route
-	routesRule  Rule
-	push        bool
-	pushRule    Rule
-	repos       []repoPattern
-	reposRule   Rule
-	publish     bool
-	publishRule Rule
-	pkgAllow    []pkgPattern
-	pkgDeny     []pkgPattern
-	pkgAllowEco map[string]Rule // ecosystems with an allow list
-	paths       map[string]Rule // webhooks: exact paths
-	pathsRule   Rule
+	path         string // "categories.git"
+	actionRule   Rule
+	hosts        []*hostRule
+	cidrs        []*cidrRule
+	cidrsRule    Rule
+	portsRule    Rule
+	portsReason  string
+	httpRule     Rule
+	methods      methodSet
+	methodsRule  Rule
+	methodsWhy   string
+	routes       []route
+	routesRule   Rule
+	push         bool
+	pushRule     Rule
+	repos        []repoPattern
+	reposRule    Rule
+	publish      bool
+	publishRule  Rule
+	pkgAllow     []pkgPattern
+	pkgDeny      []pkgPattern
+	pkgAllowEco  map[string]Rule // ecosystems with an allow list
+	pkgRule      Rule            // categories.NAME.packages: an unrecognized path
+	prefixes     []string        // path_prefix: where packages sit on the registry
+	unrecognized string          // the reason an unrecognized path is denied
+	allowDoH     bool
+	allowDoHRule Rule
+	paths        map[string]Rule // webhooks: exact paths
+	pathsRule    Rule
 	// reasons precomputed so Decide does not allocate
 	denyReason, qtypeReason, addrReason, askReason string
 }
@@ -62,11 +67,11 @@ var kindByName = map[string]Kind{
 var kindList = []string{"registries", "git", "internal_api", "webhooks", "public_web"}
 
 var commonKeys = []string{"kind", "mode", "action", "description", "hosts", "cidrs", "ports", "http",
-	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "log_query", "dns_types"}
+	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "log_query", "dns_types", "allow_doh"}
 
 var kindKeys = map[Kind][]string{
 	KindGit:        {"push", "repos"},
-	KindRegistries: {"packages", "publish"},
+	KindRegistries: {"packages", "publish", "path_prefix"},
 	KindWebhooks:   {"paths", "max_body", "rate"},
 }
 
@@ -99,6 +104,8 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	c.r.httpRule = l.rule(joinPath(path, "http"))
 	c.LogQuery = l.boolean(m, "log_query", path, false)
 	c.SentinelBody = l.boolean(m, "sentinel_body", path, false)
+	c.r.allowDoH = l.boolean(m, "allow_doh", path, false)
+	c.r.allowDoHRule = l.rule(joinPath(path, "allow_doh"))
 	l.catHosts(c, m)
 	c.r.cidrs = l.cidrs(m, path)
 	c.r.cidrsRule = l.rule(joinPath(path, "cidrs"))

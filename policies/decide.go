@@ -267,6 +267,9 @@ func (p *Policy) dnsCategory(hr *hostRule, qtype uint16, tr *trace) (Verdict, in
 }
 
 func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
+	if hasEmptyPort(r.Host) {
+		return p.deny(p.defaultRule, "host has an empty port (\"name:\")")
+	}
 	var t target
 	t.ip = r.IP
 	host, port := splitHostPort(r.Host)
@@ -350,7 +353,49 @@ func (p *Policy) connectCategory(c *Category, rule Rule, reason string, t *targe
 	return catVerdict(c, ActionAllow, rule, reason), rankAllow
 }
 
+// decideHTTP decides a request as its method, then as every method its
+// override headers or "_method" parameters name (servers that honour
+// them run the request as that method): each must be allowed.
 func (p *Policy) decideHTTP(r *Request, tr *trace) Verdict {
+	v := p.decideHTTPAs(r, tr)
+	if !v.Action.Allows() && v.Action != ActionAsk {
+		return v
+	}
+	methods, err := overrideMethods(r)
+	if err != nil {
+		if v.Cat == nil {
+			return p.deny(p.defaultRule, err.Error())
+		}
+		tr.add(v.Cat.r.methodsRule, err.Error())
+		return catVerdict(v.Cat, ActionDeny, v.Cat.r.methodsRule, err.Error())
+	}
+	for _, m := range methods {
+		if m == r.Method {
+			continue
+		}
+		as := *r
+		as.Method = m
+		ov := p.decideHTTPAs(&as, tr)
+		switch {
+		case !ov.Action.Allows() && ov.Action != ActionAsk:
+			ov.Reason = "decided as " + m + ", the method an override names: " + ov.Reason
+			return ov
+		case ov.Action == ActionAsk:
+			v = ov
+		}
+	}
+	return v
+}
+
+// hasEmptyPort: "name:" or "[addr]:", a port separator with no port.
+func hasEmptyPort(h string) bool {
+	return strings.HasSuffix(h, ":") && (h[0] == '[' || strings.Count(h, ":") == 1)
+}
+
+func (p *Policy) decideHTTPAs(r *Request, tr *trace) Verdict {
+	if hasEmptyPort(r.Host) {
+		return p.deny(p.defaultRule, "host has an empty port (\"name:\")")
+	}
 	var t target
 	t.ip = r.IP
 	host, port := splitHostPort(r.Host)
@@ -410,10 +455,17 @@ func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, 
 	if v, rank, done := p.common(c, rule, t, tr); done {
 		return v, rank
 	}
+	if !c.r.allowDoH {
+		if why := dohShape(r); why != "" {
+			return ruleDeny(c.r.allowDoHRule, "doh_blocked: a DNS-over-HTTPS request ("+why+"); "+c.r.path+".allow_doh is not set")
+		}
+	}
 	switch c.Kind {
 	case KindGit:
-		if !c.r.push && isReceivePack(path, r.Query) {
-			return ruleDeny(c.r.pushRule, "git push (git-receive-pack) is not allowed ("+c.r.path+".push = false)")
+		if !c.r.push {
+			if why := gitWrite(r, path); why != "" {
+				return ruleDeny(c.r.pushRule, why+" ("+c.r.path+".push = false)")
+			}
 		}
 		if len(c.r.repos) > 0 && !c.repoAllowed(path) {
 			return ruleDeny(c.r.reposRule, "repository is not in "+c.r.path+".repos")
@@ -446,25 +498,32 @@ func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, 
 		rule, reason = rt.rule, rt.reason
 		tr.add(rule, "the first route that matches the method and path")
 	}
+	var pkg Package
 	if c.Kind == KindRegistries {
-		if v, rank, done := p.packageRules(c, r, path, tr); done {
+		v, rank, done := p.packageRules(c, r, path, tr)
+		if done {
 			return v, rank
-		} else if v.Rule.Name != "" {
+		}
+		if v.Rule.Name != "" {
 			rule, reason = v.Rule, v.Reason
 			tr.add(rule, "the package matches this allow pattern")
 		}
+		pkg = v.Package
 	}
 	if c.Kind == KindWebhooks {
 		rule = c.r.paths[path]
 		tr.add(rule, "the path is listed")
 	}
+	a, rank := ActionAllow, rankAllow
 	switch c.Action {
 	case ActionAudit:
-		return catVerdict(c, ActionAudit, rule, reason), rankAudit
+		a, rank = ActionAudit, rankAudit
 	case ActionAsk:
-		return catVerdict(c, ActionAsk, rule, reason), rankAsk
+		a, rank = ActionAsk, rankAsk
 	}
-	return catVerdict(c, ActionAllow, rule, reason), rankAllow
+	v := catVerdict(c, a, rule, reason)
+	v.Package = pkg
+	return v, rank
 }
 
 func (c *Category) repoAllowed(path string) bool {
@@ -490,37 +549,47 @@ func (c *Category) matchRoute(method, path string) *route {
 	return nil
 }
 
-// packageRules applies packages.deny and packages.allow to a recognized
-// package. done is set when it decided (a deny); otherwise a non-empty
-// rule in v names the allow pattern that matched.
+// packageRules applies packages.deny and packages.allow to the package
+// the request fetches. done is set when it decided (a deny); otherwise a
+// non-empty rule in v names the allow pattern that matched. v.Package is
+// the package recognized, if any. A category with package rules denies a
+// path that is neither a package nor registry metadata: a mirror layout
+// it does not know must not pass unchecked.
 func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (Verdict, int, bool) {
-	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 {
-		return Verdict{}, 0, false
-	}
-	pkg := r.Package
-	if pkg == nil {
+	var pkg Package
+	ok, meta := false, false
+	if r.Package != nil {
+		pkg, ok = *r.Package, true
+	} else {
 		host, _ := splitHostPort(r.Host)
-		found, ok := RecognizePackage(host, path)
-		if !ok {
-			return Verdict{}, 0, false
-		}
-		pkg = &found
+		pkg, ok, meta = c.readPackage(host, path)
+	}
+	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 || meta {
+		return Verdict{Package: pkg}, 0, false
+	}
+	if !ok {
+		tr.add(c.r.pkgRule, "the path is not a package this category recognizes")
+		return catVerdict(c, ActionDeny, c.r.pkgRule, c.r.unrecognized), rankRuleDeny, true
 	}
 	for i := range c.r.pkgDeny {
-		if pp := &c.r.pkgDeny[i]; pp.match(pkg) {
+		if pp := &c.r.pkgDeny[i]; pp.match(&pkg) {
 			tr.add(pp.rule, "package matches a deny pattern")
-			return catVerdict(c, ActionDeny, pp.rule, "package "+pkg.Ecosystem+":"+pkg.Name+" matches "+pp.raw), rankRuleDeny, true
+			v := catVerdict(c, ActionDeny, pp.rule, "package "+pkg.Ecosystem+":"+pkg.Name+" matches "+pp.raw)
+			v.Package = pkg
+			return v, rankRuleDeny, true
 		}
 	}
 	allowRule, listed := c.r.pkgAllowEco[pkg.Ecosystem]
 	if !listed {
-		return Verdict{}, 0, false
+		return Verdict{Package: pkg}, 0, false
 	}
 	for i := range c.r.pkgAllow {
-		if pp := &c.r.pkgAllow[i]; pp.matchVersion(pkg, true) {
-			return Verdict{Rule: pp.rule, Reason: "package " + pkg.Ecosystem + ":" + pkg.Name + " matches " + pp.raw}, 0, false
+		if pp := &c.r.pkgAllow[i]; pp.matchVersion(&pkg, true) {
+			return Verdict{Rule: pp.rule, Reason: "package " + pkg.Ecosystem + ":" + pkg.Name + " matches " + pp.raw, Package: pkg}, 0, false
 		}
 	}
 	tr.add(allowRule, "package is not in the allow list of its ecosystem")
-	return catVerdict(c, ActionDeny, allowRule, "package "+pkg.Ecosystem+":"+pkg.Name+" is not in "+c.r.path+".packages.allow"), rankRuleDeny, true
+	v := catVerdict(c, ActionDeny, allowRule, "package "+pkg.Ecosystem+":"+pkg.Name+" is not in "+c.r.path+".packages.allow")
+	v.Package = pkg
+	return v, rankRuleDeny, true
 }

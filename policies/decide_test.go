@@ -170,7 +170,6 @@ hosts = ["git.example.test"]
 		"POST https://git.example.test/o/r.git/x/%2e%2e/git-receive-pack",
 		"POST https://git.example.test/o/r.git/git-receive-pack;x",
 		"POST https://git.example.test/o/r.git/git-receive-pack?x=1",
-		"POST https://git.example.test/o/r.git/git%252Dreceive-pack",
 		"GET https://git.example.test/o/r.git/info/refs?service=GIT-RECEIVE-PACK",
 		"GET https://git.example.test/o/r.git/info/refs?service=git%2Dreceive%2Dpack",
 		"GET https://git.example.test/o/r.git/info/refs?SERVICE=git-receive-pack",
@@ -179,6 +178,10 @@ hosts = ["git.example.test"]
 		"GET https://git.example.test/o/r.git/info/%72efs?service=git-receive-pack",
 		"GET https://GIT.example.test./o/r.git/info/refs?service=git-receive-pack",
 		"GET https://git.example.test:443/o/r.git/info/refs?service=git-receive-pack",
+	}
+	// Double encoding is refused before the push rule looks at it.
+	if v := p.Decide(mustReq(t, "POST https://git.example.test/o/r.git/git%252Dreceive-pack")); v.Action != ActionDeny || v.Rule.Name != "default" {
+		t.Errorf("git%%252Dreceive-pack: got %v by %s, want deny by default", v.Action, v.Rule.Name)
 	}
 	for _, line := range pushes {
 		v := p.Decide(mustReq(t, line))

@@ -494,11 +494,20 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 	path := c.r.path
 	c.r.publish = l.boolean(m, "publish", path, false)
 	c.r.publishRule = l.rule(joinPath(path, "publish"))
+	l.pathPrefixes(c, m)
 	pm, ok := l.table(m, "packages", path)
 	if !ok {
 		return
 	}
 	ppath := joinPath(path, "packages")
+	c.r.pkgRule = l.rule(ppath)
+	c.r.unrecognized = "path is not a package download or metadata request " + c.r.path +
+		" recognizes; a category with packages rules denies the rest"
+	if len(c.r.prefixes) > 0 {
+		c.r.unrecognized += " (path_prefix: " + strings.Join(c.r.prefixes, ", ") + ")"
+	} else {
+		c.r.unrecognized += " (set path_prefix if the registry sits under a prefix)"
+	}
 	l.known(pm, ppath, "allow", "deny")
 	c.r.pkgAllowEco = map[string]Rule{}
 	for _, key := range []string{"allow", "deny"} {
@@ -520,4 +529,109 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 			}
 		}
 	}
+}
+
+// pathPrefixes reads path_prefix: a string or a list of strings, each a
+// path in normal form that starts and ends with "/".
+func (l *loader) pathPrefixes(c *Category, m map[string]any) {
+	v, ok := m["path_prefix"]
+	if !ok {
+		return
+	}
+	key := joinPath(c.r.path, "path_prefix")
+	var list, paths []string
+	if s, isStr := v.(string); isStr {
+		list, paths = []string{s}, []string{key}
+	} else {
+		list, paths, _ = l.strList(m, "path_prefix", c.r.path)
+		if len(list) == 0 {
+			l.errf(key, "empty: list the path prefixes the registry sits under, or remove the key")
+		}
+	}
+	for i, s := range list {
+		n, err := NormalizePath(s)
+		switch {
+		case err != nil:
+			l.errf(paths[i], "%q: %v", s, err)
+		case n != s || !strings.HasSuffix(s, "/") || strings.Contains(s, "*"):
+			l.errf(paths[i], "%q: want a path in normal form that starts and ends with \"/\", such as \"/api/npm/npm-remote/\"", s)
+		default:
+			c.r.prefixes = append(c.r.prefixes, s)
+		}
+	}
+}
+
+// mirrorLayouts are the path layouts of common repository managers, in
+// the order they are tried; "*" stands for the repository's name.
+// Artifactory: /artifactory/api/npm/REPO/..., /api/npm/REPO/...,
+// /artifactory/REPO/...; Nexus: /repository/REPO/...,
+// /nexus/repository/REPO/....
+var mirrorLayouts = [][]string{
+	{"artifactory", "api", "*", "*"},
+	{"api", "*", "*"},
+	{"nexus", "repository", "*"},
+	{"repository", "*"},
+	{"artifactory", "*"},
+}
+
+// stripLayout returns the rest of a normalized path after a mirror layout's
+// prefix (with its leading "/"), or false when no layout matches.
+func stripLayout(p string) (string, bool) {
+	for _, lay := range mirrorLayouts {
+		rest, ok := p, true
+		for _, seg := range lay {
+			cur, tail, more := strings.Cut(rest[1:], "/")
+			if !more || cur == "" || seg != "*" && !strings.EqualFold(cur, seg) {
+				ok = false
+				break
+			}
+			rest = "/" + tail
+		}
+		if ok && rest != "/" {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// registryMeta are registry endpoints that name no package: ping and
+// search, audit advisories, index roots, the Go checksum database, the
+// crates sparse index configuration, Debian indices.
+func registryMeta(p string) bool {
+	d := strings.ToLower(decodeAll(p))
+	for _, pre := range []string{"/-/ping", "/-/v1/search", "/-/npm/v1/security/", "/sumdb/"} {
+		if d == pre || strings.HasPrefix(d, pre) {
+			return true
+		}
+	}
+	return d == "/simple" || d == "/simple/" || d == "/api/v1/crates" ||
+		strings.HasSuffix(d, "/config.json") || strings.Contains(d, "/dists/")
+}
+
+// readPackage is how a registries category reads a normalized path: under
+// its path_prefix when it has one (a path outside every prefix is not
+// recognized), else under a mirror layout when one matches, else from
+// the root. meta is set for a registry endpoint that names no package.
+func (c *Category) readPackage(host, p string) (pkg Package, ok, meta bool) {
+	if len(c.r.prefixes) > 0 {
+		for _, pre := range c.r.prefixes {
+			if rest, found := strings.CutPrefix(p, pre); found {
+				return readAt(host, "/"+rest)
+			}
+		}
+		return Package{}, false, false
+	}
+	if rest, found := stripLayout(p); found {
+		if pkg, ok, meta = readAt(host, rest); ok || meta {
+			return pkg, ok, meta
+		}
+	}
+	return readAt(host, p)
+}
+
+func readAt(host, p string) (Package, bool, bool) {
+	if pkg, ok := RecognizePackage(host, p); ok {
+		return pkg, true, false
+	}
+	return Package{}, false, registryMeta(p)
 }

@@ -3,12 +3,18 @@ package policies
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
-	errPathStart  = errors.New("path must start with \"/\"")
-	errPercent    = errors.New("invalid percent-encoding in path")
-	errPathTooBig = errors.New("path longer than 8192 bytes")
+	errPathStart   = errors.New("path must start with \"/\"")
+	errPercent     = errors.New("invalid percent-encoding in path")
+	errPathTooBig  = errors.New("path longer than 8192 bytes")
+	errDoubleEnc   = errors.New("percent-encoded escape in path (%25 followed by hex digits): servers decode it differently")
+	errPathNUL     = errors.New("NUL byte (%00) in path")
+	errPathUTF8    = errors.New("path is not valid UTF-8 once decoded (an overlong or broken sequence)")
+	errPathConfuse = errors.New("path holds a character that some servers read as '.' or '/' (fullwidth or other look-alike dot or slash)")
+	errPathDotDot  = errors.New("path ends in a \"..\" segment: servers resolve it differently")
 )
 
 const maxPath = 8192
@@ -19,6 +25,11 @@ const maxPath = 8192
 // the URI path alphabet percent-encoded, "." and ".." segments resolved
 // (also "..;" and ".;" as some servers read them), runs of "/" collapsed.
 // A trailing slash is kept. The path must start with "/".
+//
+// A path that servers may read in more than one way is an error, not a
+// normal form: a percent-encoded escape ("%252e"), a NUL byte, bytes that
+// are not UTF-8 once decoded (overlong forms such as "%C0%AE"), look-alike
+// dots and slashes (U+FF0E, U+2024...) and a final ".." segment.
 func NormalizePath(p string) (string, error) {
 	if p == "" {
 		return "/", nil
@@ -36,7 +47,78 @@ func NormalizePath(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := checkDecoded(p); err != nil {
+		return "", err
+	}
+	if endsInDotDot(dec) {
+		return "", errPathDotDot
+	}
 	return cleanSegments(dec), nil
+}
+
+// confusables are characters that servers (or the file systems behind
+// them) fold into '.', '/' or '\\'.
+var confusables = []rune{
+	'\uFF0E', '\uFE52', '\u2024', '\u2025', '\u3002', '\uFF61', // dots
+	'\uFF0F', '\u2215', '\u2044', '\u29F8', // slashes
+	'\uFF3C', '\uFE68', '\u29F9', '\u2216', // backslashes
+}
+
+// checkDecoded refuses a path whose bytes, with every escape decoded
+// once, are not UTF-8 or hold a look-alike dot or slash. Only paths with
+// a byte or escape outside ASCII get here with something to check.
+func checkDecoded(p string) error {
+	if !hasNonASCII(p) {
+		return nil
+	}
+	d := decodeOnce(p)
+	if !utf8.ValidString(d) {
+		return errPathUTF8
+	}
+	for _, r := range d {
+		for _, c := range confusables {
+			if r == c {
+				return errPathConfuse
+			}
+		}
+	}
+	return nil
+}
+
+// hasNonASCII: a raw byte >= 0x80 or an escape of one (%8x-%Fx).
+func hasNonASCII(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] >= 0x80 || p[i] == '%' && i+1 < len(p) && strings.IndexByte("89abcdefABCDEF", p[i+1]) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeOnce decodes every well-formed escape once.
+func decodeOnce(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			h, ok1 := unhex(s[i+1])
+			l, ok2 := unhex(s[i+2])
+			if ok1 && ok2 {
+				b.WriteByte(h<<4 | l)
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// endsInDotDot: the last segment of a decoded path is ".." (or "..;x").
+func endsInDotDot(p string) bool {
+	last := p[strings.LastIndexByte(p, '/')+1:]
+	_, dotdot := isDotSeg(last)
+	return dotdot
 }
 
 func isUnreserved(c byte) bool {
@@ -61,6 +143,11 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
+func isHex(c byte) bool {
+	_, ok := unhex(c)
+	return ok
+}
+
 const upperHex = "0123456789ABCDEF"
 
 func decodeUnreserved(p string) (string, error) {
@@ -78,6 +165,12 @@ func decodeUnreserved(p string) (string, error) {
 				return "", errPercent
 			}
 			v := h<<4 | l
+			switch {
+			case v == 0:
+				return "", errPathNUL
+			case v == '%' && i+4 < len(p) && isHex(p[i+3]) && isHex(p[i+4]):
+				return "", errDoubleEnc
+			}
 			if isUnreserved(v) {
 				b.WriteByte(v)
 			} else {
@@ -87,6 +180,9 @@ func decodeUnreserved(p string) (string, error) {
 			}
 			i += 2
 			continue
+		}
+		if c == 0 {
+			return "", errPathNUL
 		}
 		if !isPathChar(c) {
 			b.WriteByte('%')

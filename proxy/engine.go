@@ -181,12 +181,11 @@ func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
 		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery,
 	}
-	if pkg, ok := policies.RecognizePackage(host, pr.Path); ok {
-		x.pkg, x.evPkg = pkg, packageOf(pkg)
-		pr.Package = &x.pkg
-		x.ev.e.HTTP.Package = &x.evPkg
+	if resp := p.requestFacts(x, req, &pr); resp != nil {
+		return req, resp
 	}
 	v := f.sb.Policy.Decide(pr)
+	p.tagPackage(x, v, host, pr.Path)
 	if v.Action == policies.ActionAsk {
 		v = p.ask(x, f, x.ev.e.ID, req.Method+" "+sc.scheme+"://"+hostPort(host, port)+pr.Path, v)
 	}

@@ -30,6 +30,7 @@ const (
 	ruleBodyLimit = "proxy.body-limit" // request body over the category's limit
 	ruleRate      = "proxy.rate"       // over the category's request rate
 	ruleUpstream  = "proxy.upstream"   // upstream failure (certificate, connect)
+	rulePath      = "proxy.path"       // a request path that cannot be normalized unambiguously
 )
 
 // flow is one client connection from accept to close.

@@ -187,7 +187,7 @@ func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
 func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Verdict) *http.Response {
 	r.setVerdict(v)
 	r.refused = true
-	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "status", status)
+	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
 	p.finish(r, status, 0, 0)
 	return reject(req, r.e.ID, status, v)
 }
@@ -224,6 +224,9 @@ func (sc *scope) target(abs bool, u *url.URL, hostHeader string) (string, uint16
 func splitAuthority(a, scheme string) (string, uint16, error) {
 	if a == "" {
 		return "", 0, errors.New("empty")
+	}
+	if strings.HasSuffix(a, ":") && (a[0] == '[' || strings.Count(a, ":") == 1) {
+		return "", 0, errors.New("empty port")
 	}
 	host, portStr := a, ""
 	if h, p, err := net.SplitHostPort(a); err == nil {

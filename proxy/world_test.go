@@ -52,6 +52,7 @@ const (
 
 type seenReq struct {
 	Method, Host, Path, Query, Auth, XToken string
+	URI                                     string // the request target as sent
 	Body                                    string
 	Header                                  http.Header
 }
@@ -154,7 +155,7 @@ func (w *world) serve(conf *tls.Config) uint16 {
 func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 2<<20))
 	w.mu.Lock()
-	w.seen = append(w.seen, seenReq{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
+	w.seen = append(w.seen, seenReq{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, URI: r.RequestURI,
 		Auth: r.Header.Get("Authorization"), XToken: r.Header.Get("X-Token"), Body: string(body), Header: r.Header.Clone()})
 	w.mu.Unlock()
 	if r.URL.Path == "/ws" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
