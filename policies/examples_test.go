@@ -26,6 +26,9 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load:\n%v", err)
 			}
+			for _, w := range p.Warnings() { // the examples pass check --strict
+				t.Errorf("warning: %v", w)
+			}
 			results := p.RunTests()
 			if len(results) < 5 {
 				t.Errorf("only %d tests; each example should test what it promises", len(results))

@@ -22,7 +22,7 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errw bytes.Buffer
-	if err := policyCheck(&out, &errw, []string{sug}); err != nil {
+	if err := policyCheck(&out, &errw, []string{sug}, true); err != nil {
 		b, _ := os.ReadFile(sug)
 		t.Fatalf("suggested policy fails check: %v\n%s\n%s", err, errw.String(), b)
 	}
