@@ -147,6 +147,10 @@ var riskyRanges = []struct {
 	{netip.MustParsePrefix("::ffff:0:0/96"), "IPv4-mapped addresses"},
 }
 
+// CIDRRisk says what a prefix in a category's cidrs reaches that needs
+// the escape hatch HatchRiskyCIDRs, or "" when nothing does.
+func CIDRRisk(pfx netip.Prefix) string { return risks(pfx) }
+
 // risks says what a prefix reaches that it should not, or "".
 func risks(pfx netip.Prefix) string {
 	if pfx.Bits() == 0 {

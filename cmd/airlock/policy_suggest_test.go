@@ -26,6 +26,11 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 		b, _ := os.ReadFile(sug)
 		t.Fatalf("suggested policy fails check: %v\n%s\n%s", err, errw.String(), b)
 	}
+	out.Reset()
+	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+		b, _ := os.ReadFile(sug)
+		t.Fatalf("suggested policy fails its tests: %v\n%s\n%s", err, errw.String(), b)
+	}
 	text, _ := os.ReadFile(sug)
 	if !strings.Contains(string(text), `"git.example.test"`) || !strings.Contains(string(text), "registry.example.test") ||
 		strings.Contains(string(text), `"paste.example.test"`) {
