@@ -22,6 +22,8 @@ var lintKeys = []string{HatchRiskyCIDRs}
 // Warnings returns the policy's warnings in file order.
 func (p *Policy) Warnings() ErrorList { return p.warnings }
 
+const lintInternalMsg = "internal error in the policy lints"
+
 // linter gathers warnings for one loaded policy.
 type linter struct {
 	l     *loader
@@ -41,7 +43,7 @@ func (l *loader) lint(p *Policy, tree map[string]any, data []byte) (warns ErrorL
 	defer func() {
 		if r := recover(); r != nil {
 			warns = append(w.warns, &Error{Pos: Position{File: l.file, Line: 1, Col: 1},
-				Msg: fmt.Sprintf("internal error in the policy lints (please report): %v", r)})
+				Msg: fmt.Sprintf("%s (please report): %v", lintInternalMsg, r)})
 		}
 	}()
 	w.formatChars(data)
