@@ -67,3 +67,40 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 		t.Fatalf("nothing recorded: %v", err)
 	}
 }
+
+// TestPolicySuggestKeepsSourcePolicy: --policy keeps the source's [deny]
+// and its git category's settings, and the output passes check --strict
+// and its own tests.
+func TestPolicySuggestKeepsSourcePolicy(t *testing.T) {
+	dir := seedAuditStore(t, logsFixture(time.Now()))
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "p.toml")
+	os.WriteFile(src, []byte("version = 1\n[deny]\nhosts = [\"paste.example.test\"]\n[categories.git]\nhosts = [\"*.example.test\"]\nrepos = [\"org/*\"]\n"), 0o644)
+	sug := filepath.Join(tmp, "suggested.toml")
+	cmd := newPolicySuggestCmd()
+	cmd.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src, "-o", sug})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(sug)
+	var out, errw bytes.Buffer
+	if err := policyCheck(&out, &errw, []string{sug}, true); err != nil {
+		t.Fatalf("check --strict: %v\n%s\n%s", err, errw.String(), text)
+	}
+	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+		t.Fatalf("test: %v\n%s\n%s", err, errw.String(), text)
+	}
+	for _, want := range []string{`hosts = ["paste.example.test"]`, `repos = ["org/*"]`, `hosts = ["git.example.test"]`} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("suggestion lacks %s:\n%s", want, text)
+		}
+	}
+	bad := newPolicySuggestCmd()
+	os.WriteFile(src, []byte("version = 2\n"), 0o644)
+	bad.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src})
+	bad.SetOut(&out)
+	bad.SetErr(&errw)
+	if err := bad.Execute(); err == nil || !strings.Contains(err.Error(), "does not load") {
+		t.Errorf("a broken --policy: %v", err)
+	}
+}
