@@ -109,11 +109,11 @@ func (w *linter) formatChars(data []byte) {
 // A-label; a look-alike letter (Cyrillic "а" for Latin "a") hides in it.
 func (w *linter) hostSpelling() {
 	check := func(m map[string]any, path string) {
-		vals, paths := rawStrings(m, "hosts", path)
-		for i, h := range vals {
-			if !isASCII(h) {
+		items, _ := m["hosts"].([]any)
+		for i, it := range items { // paths only for what warns: a policy may list 100,000 hosts
+			if h, ok := it.(string); ok && !isASCII(h) {
 				pat, _, _ := parseHostPattern(h)
-				w.warnf(paths[i], "%q is not ASCII: write its A-label %q, so look-alike letters cannot hide in it", h, pat)
+				w.warnf(elemPath(joinPath(path, "hosts"), i), "%q is not ASCII: write its A-label %q, so look-alike letters cannot hide in it", h, pat)
 			}
 		}
 	}
