@@ -176,7 +176,7 @@ func (s *suggester) refuses(e *Event, req *policies.Request) string {
 		return "refused by " + rule
 	case e.WouldDeny && !s.opt.AllowWouldDeny:
 		return "would have been refused by " + rule + " (audit mode); only --allow-would-deny allows it"
-	case e.WouldDeny && s.sourceCat(e) != nil:
+	case e.WouldDeny && (s.sourceCat(e) != nil || s.opt.Source != nil && strings.HasPrefix(e.Rule, "deny.")):
 		return "would have been refused by " + rule + ", a rule of the source policy that is kept"
 	}
 	if !req.IP.IsValid() || s.opt.AllowInternal {

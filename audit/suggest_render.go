@@ -20,6 +20,9 @@ func (s *suggester) render(q Query) (string, error) {
 	w("# Suggested by `airlock policy suggest` from %d recorded requests\n", s.events)
 	w("# of sandbox(es) %s, %s .. %s.\n", dashIfEmpty(strings.Join(sbs, ", ")), s.from.UTC().Format(time.RFC3339), s.to.UTC().Format(time.RFC3339))
 	w("# It allows exactly the destinations, methods and ports seen, nothing more. Review it.\n")
+	if s.opt.Source == nil {
+		w("# No source policy (--policy): kinds, routes, paths, inject, packages and [deny] are not known here.\n")
+	}
 	if s.opt.AllowWouldDeny {
 		w("# --allow-would-deny: requests the policy would have denied are allowed below.\n")
 	}

@@ -322,6 +322,24 @@ func TestSuggestKeepsTheSourcePolicy(t *testing.T) {
 	if c, ok := pol.Category("staging"); !ok || c.Inject == nil || c.Mode != policies.ModeEnforce {
 		t.Errorf("staging lost its inject or is not enforced: %+v", c)
 	}
+
+	// --allow-would-deny allows the would-deny nothing in the source
+	// refuses (pastebin, under default) and keeps refusing what a kept
+	// source rule refuses (the metadata address under [deny], staging's
+	// DELETE under its routes).
+	text, pol = suggestedWith(t, st, SuggestOptions{Source: src, SourceText: []byte(sourcePolicy), AllowWouldDeny: true, AllowInternal: true})
+	for _, tc := range []struct {
+		req  string
+		want policies.Action
+	}{
+		{"connect pastebin.example.test:443 ip=203.0.113.7", policies.ActionAllow},
+		{"connect metadata.example.test:443 ip=169.254.169.254", policies.ActionDeny},
+		{"DELETE https://api.staging.example.test/v2/items/7", policies.ActionDeny},
+	} {
+		if v := pol.Decide(mustRequest(t, tc.req)); v.Action != tc.want {
+			t.Errorf("with the flags: %s: %s by %s, want %s\n%s", tc.req, v.Action, v.Rule, tc.want, text)
+		}
+	}
 }
 
 // TestSuggestNeedsFlagsToAllowRisk: would-deny and non-public destinations
