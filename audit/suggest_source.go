@@ -46,12 +46,13 @@ func (s *suggester) sourceSections(gs []*group) (string, error) {
 		delete(t, "mode")
 		delete(t, "hosts")
 		var hosts []string
+		cat, _ := s.opt.Source.Category(g.name)
 		for _, u := range g.hosts {
-			if u.host != "" {
+			if u.host != "" && matchesAny(cat.Hosts, u.host) {
 				hosts = append(hosts, u.host)
 				fmt.Fprintf(&comments, "#   categories.%s: %s (%s)\n", g.name, u.host, evidence(u))
 			} else {
-				fmt.Fprintf(&comments, "#   categories.%s: bare addresses %s\n", g.name, strings.Join(sortedAddrs(u.addrs), ", "))
+				fmt.Fprintf(&comments, "#   categories.%s: %s, decided by its cidrs\n", g.name, dashIfEmpty(u.host))
 			}
 		}
 		if len(hosts) > 0 {
@@ -173,4 +174,15 @@ func verifySuggestion(text string) error {
 		return errors.New("audit: suggested policy fails its checks (please report):\n" + strings.Join(problems, "\n"))
 	}
 	return nil
+}
+
+// matchesAny: a name seen is added to a kept category only if one of its
+// own host patterns covers it; a name it decided by cidrs alone stays so.
+func matchesAny(patterns []string, host string) bool {
+	for _, p := range patterns {
+		if policies.HostPattern(p).Match(host) {
+			return true
+		}
+	}
+	return false
 }

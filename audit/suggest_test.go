@@ -230,6 +230,9 @@ inject = { header = "Authorization", secret = "staging-token", format = "Bearer 
 hosts = ["hooks.example.test"]
 paths = ["/services/T01/agentstatus"]
 max_body = "16KiB"
+[categories.lab]
+kind = "public_web"
+cidrs = ["10.60.0.0/16"]
 [[tests]]
 request = "GET https://api.staging.example.test/v2/items/1"
 expect = "allow"
@@ -265,6 +268,7 @@ func s3Run() []Event {
 		flow("audit", "default", "", true, "pastebin.example.test", "203.0.113.7:443"),
 		flow("audit", "deny.cidrs[0]", "", true, "metadata.example.test", "169.254.169.254:443"),
 		flow("allow", "categories.staging.hosts[0]", "staging", false, "api.staging.example.test", "10.50.0.9:443"),
+		flow("allow", "categories.lab.cidrs[0]", "lab", false, "db.lab.example.test", "10.60.0.5:443"),
 	}
 }
 
@@ -314,10 +318,16 @@ func TestSuggestKeepsTheSourcePolicy(t *testing.T) {
 		{"connect metadata.example.test:443 ip=169.254.169.254", policies.ActionDeny},
 		{"connect api.staging.example.test:443 ip=169.254.169.254", policies.ActionDeny},
 		{"connect api.staging.example.test:443 ip=10.50.0.9", policies.ActionAllow},
+		{"connect db.lab.example.test:443 ip=10.60.0.5", policies.ActionAllow},
 	} {
 		if v := pol.Decide(mustRequest(t, tc.req)); v.Action != tc.want {
 			t.Errorf("%s: %s by %s, want %s", tc.req, v.Action, v.Rule, tc.want)
 		}
+	}
+	// A name its category decided by cidrs alone does not become a host
+	// pattern: that would allow the name at any public address.
+	if c, ok := pol.Category("lab"); !ok || len(c.Hosts) != 0 || len(c.CIDRs) != 1 {
+		t.Errorf("lab: %+v", c)
 	}
 	if c, ok := pol.Category("staging"); !ok || c.Inject == nil || c.Mode != policies.ModeEnforce {
 		t.Errorf("staging lost its inject or is not enforced: %+v", c)

@@ -81,6 +81,9 @@ func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile,
 		if opt.Source, err = policies.Parse(source, opt.SourceText); err != nil {
 			return fmt.Errorf("--policy %s does not load:\n%w", source, err)
 		}
+		if w := opt.Source.Warnings(); len(w) > 0 {
+			return fmt.Errorf("--policy %s has warnings, and its rules would be copied; fix them first (policy check --strict):\n%w", source, w)
+		}
 	}
 	st, err := f.open()
 	if err != nil {

@@ -95,12 +95,17 @@ func TestPolicySuggestKeepsSourcePolicy(t *testing.T) {
 			t.Errorf("suggestion lacks %s:\n%s", want, text)
 		}
 	}
-	bad := newPolicySuggestCmd()
-	os.WriteFile(src, []byte("version = 2\n"), 0o644)
-	bad.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src})
-	bad.SetOut(&out)
-	bad.SetErr(&errw)
-	if err := bad.Execute(); err == nil || !strings.Contains(err.Error(), "does not load") {
-		t.Errorf("a broken --policy: %v", err)
+	for body, want := range map[string]string{
+		"version = 2\n": "does not load",
+		"version = 1\n[categories.public_web]\nhosts = [\"*.co.uk\"]\n": "has warnings",
+	} {
+		bad := newPolicySuggestCmd()
+		os.WriteFile(src, []byte(body), 0o644)
+		bad.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src})
+		bad.SetOut(&out)
+		bad.SetErr(&errw)
+		if err := bad.Execute(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--policy %q: %v, want %q", body, err, want)
+		}
 	}
 }
