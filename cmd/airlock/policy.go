@@ -211,13 +211,16 @@ func policyTest(out, errw io.Writer, files []string) error {
 			continue
 		}
 		pass := 0
-		for _, r := range results {
+		for i, r := range results {
 			if r.Pass {
 				pass++
 				continue
 			}
 			failed = true
 			writeFailure(errw, r)
+			for _, w := range testWarnings(p, i) { // a rule or category that does not exist
+				fmt.Fprintf(errw, "    %s\n", w.Msg)
+			}
 		}
 		fmt.Fprintf(out, "%s: %d/%d tests passed\n", f, pass, len(results))
 	}
@@ -243,4 +246,16 @@ func writeFailure(w io.Writer, r policies.TestResult) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "    %s\n", p)
 	}
+}
+
+// testWarnings are the policy's warnings about its i-th [[tests]] entry.
+func testWarnings(p *policies.Policy, i int) []*policies.Error {
+	prefix := fmt.Sprintf("tests[%d].", i)
+	var out []*policies.Error
+	for _, w := range p.Warnings() {
+		if strings.HasPrefix(w.Path, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -141,3 +141,26 @@ hosts = ["*.co.uk"]
 		t.Errorf("check --strict on the examples: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestPolicyTestSaysTheRuleDoesNotExist: a failing test whose rule name
+// does not exist says so, with the closest name (users.md S7).
+func TestPolicyTestSaysTheRuleDoesNotExist(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "p.toml")
+	src := `version = 1
+[categories.git]
+hosts = ["git.example.test"]
+
+[[tests]]
+request = "GET https://git.example.test/a/b.git/info/refs"
+expect = "allow"
+rule = "categories.git.host[0]"
+`
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := runPolicy(t, "test", f)
+	want := `    no rule is named "categories.git.host[0]" (did you mean "categories.git.hosts[0]"?): the test can never pass` + "\n"
+	if code != 1 || !strings.HasSuffix(errs, want) {
+		t.Errorf("exit %d, want 1; stderr lacks %q:\n%s", code, want, errs)
+	}
+}
