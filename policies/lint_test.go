@@ -165,6 +165,19 @@ routes = [
 			`11:3: categories.api.routes[4]: can never match: categories.api.routes[3] comes first and matches every request this route would`,
 			`13:3: categories.api.routes[6]: can never match: categories.api.routes[5] comes first and matches every request this route would`,
 		}},
+		{"routes written as an array of tables", `version = 1
+[categories.api]
+kind = "internal_api"
+hosts = ["api.example.test"]
+[[categories.api.routes]]
+methods = ["*"]
+path = "/v1/**"
+[[categories.api.routes]]
+methods = ["GET"]
+path = "/v1/items"
+`, []string{
+			`8:1: categories.api.routes[1]: can never match: categories.api.routes[0] comes first and matches every request this route would`,
+		}},
 		{"tests naming what does not exist", `version = 1
 [categories.git]
 hosts = ["git.example.test"]
@@ -205,5 +218,13 @@ rule = "categories.git.hosts[1]"
 				t.Errorf("warnings (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestLintHatchMustBeABoolean(t *testing.T) {
+	_, err := Parse("w.toml", []byte("version = 1\n[categories.public_web]\nhosts = [\"a.example.test\"]\ncidrs_reach_host_and_metadata = \"yes\"\n"))
+	want := "w.toml:4:1: categories.public_web.cidrs_reach_host_and_metadata: want true or false, got a string"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }
