@@ -16,7 +16,7 @@ DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nfta
 SANDBOX_USER := airlock-sandbox
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go lint vet fmt fmt-check staticcheck fuzz generate generate-check \
+.PHONY: help build test test-go lint vet fmt fmt-check staticcheck policy-check fuzz generate generate-check \
         bench setup image run clean
 
 help: ## list the targets
@@ -30,7 +30,11 @@ test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): l
 test-go: ## go test ./... (tests that need root run when root)
 	$(GO) test $(GOTAGS) -count=1 -timeout $(TESTTIMEOUT) ./...
 
-lint: vet fmt-check staticcheck ## go vet, gofmt check, staticcheck
+lint: vet fmt-check staticcheck policy-check ## go vet, gofmt check, staticcheck, the example policies
+
+policy-check: ## check (--strict: warnings fail) and test the example policies
+	$(GO) run $(GOTAGS) ./cmd/airlock policy check --strict policies/examples/*.toml
+	$(GO) run $(GOTAGS) ./cmd/airlock policy test policies/examples/*.toml
 
 vet:
 	$(GO) vet $(GOTAGS) ./...
@@ -78,7 +82,7 @@ image: ## build the sandbox images locally and import them for the sandbox user 
 
 run: build image ## the main job: a sandbox under an example policy, then its log
 	@if [ -x scripts/quickstart.sh ]; then scripts/quickstart.sh; else \
-	  $(BIN) policy check policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
+	  $(BIN) policy check --strict policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
 
 clean: ## remove build output
 	rm -rf bin

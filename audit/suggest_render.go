@@ -7,37 +7,63 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"airlock/policies"
 )
 
 var defaultQTypes = map[string]bool{"A": true, "AAAA": true, "CNAME": true, "HTTPS": true, "SVCB": true, "MX": true, "SRV": true}
 
-func (s *suggester) render(q Query) string {
+func (s *suggester) render(q Query) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	sbs := sortedKeys(s.sandboxes)
 	w("# Suggested by `airlock policy suggest` from %d recorded requests\n", s.events)
 	w("# of sandbox(es) %s, %s .. %s.\n", dashIfEmpty(strings.Join(sbs, ", ")), s.from.UTC().Format(time.RFC3339), s.to.UTC().Format(time.RFC3339))
 	w("# It allows exactly the destinations, methods and ports seen, nothing more. Review it.\n")
+	if s.opt.Source == nil {
+		w("# No source policy (--policy): kinds, routes, paths, inject, packages and [deny] are not known here.\n")
+	}
+	if s.opt.AllowWouldDeny {
+		w("# --allow-would-deny: requests the policy would have denied are allowed below.\n")
+	}
+	if s.opt.AllowInternal {
+		w("# --allow-internal-addrs: non-public addresses seen are allowed below.\n")
+	}
 	w("version = 1\nmode = \"enforce\"\n")
 	w("description = %s\n", tomlString("suggested from "+describeScope(q, sbs)))
-	gs, dnsOnly, refused := s.groups()
+	gs, dnsOnly := s.groups()
+	src, err := s.sourceSections(gs)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(src)
 	for _, g := range gs {
-		w("\n")
-		renderGroup(&b, g)
+		if !g.source {
+			w("\n")
+			renderGroup(&b, g)
+		}
 	}
 	if len(dnsOnly) > 0 {
 		w("\n# Looked up but never connected to (not allowed by this policy):\n")
 		for _, u := range dnsOnly {
-			w("#   %s (%s, %d queries)\n", u.host, strings.Join(sortedKeys(u.qtypes), ","), u.dns)
+			w("#   %s (%s, %s)\n", u.host, strings.Join(sortedKeys(u.qtypes), ","), plural(u.dns, "query", "queries"))
 		}
 	}
-	if len(refused) > 0 {
-		w("\n# Refused when recorded by an enforcing rule (not allowed here; add deliberately if needed):\n")
-		for _, u := range refused {
-			w("#   %s: %s\n", dashIfEmpty(u.host), u.denied)
+	if len(s.refused) > 0 {
+		w("\n# Refused, and refused here too (add deliberately if needed):\n")
+		for _, r := range s.refused {
+			w("#   %s: %s\n", r.line, r.why)
 		}
 	}
-	return b.String()
+	s.renderTests(&b)
+	return b.String(), nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 func describeScope(q Query, sbs []string) string {
@@ -93,12 +119,22 @@ func renderGroup(b *strings.Builder, g *group) {
 	}
 	if len(addrs) > 0 {
 		w("cidrs = %s # addresses seen (non-public ones must be named)\n", tomlList(sortedAddrs(addrs)))
+		if why := riskyAddrs(addrs); why != "" {
+			w("%s = true # --allow-internal-addrs: these cidrs reach %s\n", policies.HatchRiskyCIDRs, why)
+		}
 	}
 	renderPorts(b, ports, plain)
 	if !g.inspect {
 		w("inspect = false # only spliced TLS was seen: decided on the server name\n")
 	} else if len(methods) > 0 {
 		w("methods = %s\n", tomlList(sortedKeys(methods)))
+	}
+	if g.inspect && needsRoutes(g) {
+		w("# a request to these hosts was refused: only the paths seen are allowed\nroutes = [\n")
+		for _, r := range routesFor(g) {
+			w("  %s,\n", r)
+		}
+		w("]\n")
 	}
 	if push {
 		w("push = true # git-receive-pack was seen\n")
@@ -141,13 +177,13 @@ func renderPorts(b *strings.Builder, ports map[uint16]bool, plain bool) {
 func evidence(u *hostUse) string {
 	var parts []string
 	if u.requests > 0 {
-		parts = append(parts, fmt.Sprintf("%d requests (%s)", u.requests, strings.Join(sortedKeys(u.methods), ",")))
+		parts = append(parts, fmt.Sprintf("%s (%s)", plural(u.requests, "request", "requests"), strings.Join(sortedKeys(u.methods), ",")))
 	}
 	if u.flows > 0 {
-		parts = append(parts, fmt.Sprintf("%d connections", u.flows))
+		parts = append(parts, plural(u.flows, "connection", "connections"))
 	}
 	if u.dns > 0 {
-		parts = append(parts, fmt.Sprintf("%d DNS queries", u.dns))
+		parts = append(parts, plural(u.dns, "DNS query", "DNS queries"))
 	}
 	if len(u.samples) > 0 {
 		parts = append(parts, "e.g. "+strings.Join(u.samples, ", "))

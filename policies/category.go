@@ -79,7 +79,7 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	c := &Category{Name: name, Pos: l.pos(path)}
 	c.r.path = path
 	c.Kind = l.kind(name, path, m)
-	keys := append(append([]string{}, commonKeys...), kindKeys[c.Kind]...)
+	keys := append(append(append([]string{}, commonKeys...), kindKeys[c.Kind]...), lintKeys...)
 	for _, k := range []Kind{KindGit, KindRegistries, KindWebhooks} {
 		if k == c.Kind {
 			continue

@@ -6,15 +6,15 @@ import (
 )
 
 // Precedence among rules that tie (the same, most specific host pattern in
-// several categories): an explicit deny beats ask, ask beats allow, allow
-// beats audit, and a category that denies only because a request-level
-// rule failed loses to any category that lets the request through.
+// several categories): the more restrictive verdict wins. An explicit deny
+// beats a deny by a request-level rule, which beats ask, which beats audit,
+// which beats allow; `policy check` warns about such ties.
 const (
 	rankNone = iota
-	rankRuleDeny
-	rankAudit
 	rankAllow
+	rankAudit
 	rankAsk
+	rankRuleDeny
 	rankExplicitDeny
 )
 

@@ -86,7 +86,7 @@ func TestPrecedence(t *testing.T) {
 		// An exact name beats a wildcard even when the wildcard category denies.
 		{"GET https://inner.blocked.test/", ActionAllow, "categories.docs.hosts[2]"},
 		{"GET https://x.blocked.test/", ActionDeny, "categories.broad_deny.action"},
-		// Ties on the same pattern: explicit deny > ask > allow > audit.
+		// Ties on the same pattern: explicit deny > rule deny > ask > audit > allow.
 		{"GET https://shared.test/", ActionDeny, "categories.broad_deny.action"},
 		{"GET https://askme.test/", ActionAsk, "categories.api_ask.hosts[1]"},
 		// Default deny.
@@ -95,19 +95,33 @@ func TestPrecedence(t *testing.T) {
 	})
 }
 
-func TestTieAllowBeatsRuleDeny(t *testing.T) {
+// TestTieMoreRestrictiveWins: a host listed in two categories is decided
+// by the more restrictive of their verdicts, never by the looser one
+// (users.md S7: a broad registries category overrode staging's routes).
+func TestTieMoreRestrictiveWins(t *testing.T) {
 	p := mustParse(t, `
 version = 1
 [categories.registries]
-hosts = ["both.test"]
+hosts = ["both.test", "api.staging.test", "watched.test"]
 [categories.webhooks]
 hosts = ["both.test"]
 paths = ["/hook"]
+[categories.staging]
+kind = "internal_api"
+hosts = ["api.staging.test"]
+routes = [{ methods = ["GET"], path = "/v2/items/*" }]
+[categories.watch]
+kind = "public_web"
+hosts = ["watched.test"]
+action = "audit"
 `)
 	checkDecisions(t, p, []decideCase{
-		{"POST https://both.test/hook", ActionAllow, "categories.webhooks.paths[0]"},
-		{"GET https://both.test/left-pad", ActionAllow, "categories.registries.hosts[0]"},
+		{"POST https://both.test/hook", ActionDeny, "categories.registries.methods"},
+		{"GET https://both.test/left-pad", ActionDeny, "categories.webhooks.paths"},
 		{"DELETE https://both.test/hook", ActionDeny, ""},
+		{"GET https://api.staging.test/v2/secret", ActionDeny, "categories.staging.routes"},
+		{"GET https://api.staging.test/v2/items/1", ActionAllow, ""},
+		{"GET https://watched.test/", ActionAudit, "categories.watch.hosts[0]"},
 	})
 }
 

@@ -26,6 +26,9 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load:\n%v", err)
 			}
+			for _, w := range p.Warnings() { // the examples pass check --strict
+				t.Errorf("warning: %v", w)
+			}
 			results := p.RunTests()
 			if len(results) < 5 {
 				t.Errorf("only %d tests; each example should test what it promises", len(results))
@@ -55,7 +58,9 @@ func TestExamples(t *testing.T) {
 var tomlBlock = regexp.MustCompile("(?s)```toml\n(.*?)```")
 
 // TestDocExamples parses every ```toml block of docs/policy.md. A block
-// that starts with "# invalid" must fail and show its error; a block that
+// that starts with "# invalid" must fail and show its error, one that
+// starts with "# warns" must load with warnings, any other must load
+// without (it passes check --strict); a block that
 // is a fragment (no version line) is checked with "version = 1" added.
 func TestDocExamples(t *testing.T) {
 	data, err := os.ReadFile("../docs/policy.md")
@@ -69,6 +74,7 @@ func TestDocExamples(t *testing.T) {
 	for i, b := range blocks {
 		src := b[1]
 		invalid := strings.HasPrefix(src, "# invalid")
+		warns := strings.HasPrefix(src, "# warns")
 		if !strings.Contains(src, "version =") {
 			src = "version = 1\n" + src
 		}
@@ -79,6 +85,9 @@ func TestDocExamples(t *testing.T) {
 		case !invalid && err != nil:
 			t.Errorf("example %d:\n%s\nerror:\n%v", i+1, src, err)
 		case err == nil:
+			if got := len(p.Warnings()) > 0; got != warns {
+				t.Errorf("example %d: warnings %v (a block that warns starts with \"# warns\"):\n%s", i+1, p.Warnings(), src)
+			}
 			for _, r := range p.RunTests() {
 				if !r.Pass {
 					t.Errorf("example %d: test %q: %v", i+1, r.Case.Line, r.Problems)

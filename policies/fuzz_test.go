@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("version = 1\n[categories.git]\nhosts = [\"*.a.test\"]\n"), "dns x.a.test TXT")
 	f.Add([]byte("version = 1\n[categories.\"q.\\\"x\"]\nkind='git'\nhosts = ['''a.test''']\n[[tests]]\nrequest=\"connect a.test:443\"\nexpect=\"allow\"\n"), "connect a.test:443 ip=::1")
+	f.Add([]byte("\ufeffversion = 1\n# \u202e\n[categories.public_web]\nhosts = [\"*.co.uk\", \"b\u00fccher.test\", \"b\u00fccher.test\"]\ncidrs = [\"0.0.0.0/0\", \"::ffff:0:0/96\"]\nports = [\"1-65535\", 80]\nroutes = [{methods=[\"*\"], path=\"/**\"}, {methods=[\"GET\"], path=\"/x\"}]\n[[tests]]\nrequest = \"dns a.test\"\nexpect = \"deny\"\nrule = \"categories.x.routes[9]\"\n"), "dns a.test")
 	f.Add([]byte("[[a]]\n[[a.b]]\n[a.b.c]\nx = [[1,2],[{y=\"\"\"z\"\"\"}]]\n"), "POST http://[::1]:80/%2e%2e/")
 	f.Fuzz(func(t *testing.T, data []byte, line string) {
 		p, err := Parse("fuzz.toml", data)
@@ -30,6 +31,11 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse panicked (recovered): %v", err)
 			}
 			return
+		}
+		for _, w := range p.Warnings() {
+			if strings.Contains(w.Msg, lintInternalMsg) {
+				t.Fatalf("a lint panicked (recovered): %v", w)
+			}
 		}
 		if r, err := ParseRequest(line); err == nil {
 			p.Decide(r)

@@ -39,6 +39,7 @@ type Policy struct {
 	denyPos     Position
 	defaultRule Rule
 	tests       []TestCase
+	warnings    ErrorList // see lint.go
 }
 
 type dnsRules struct {
@@ -78,6 +79,9 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 		hash: hex.EncodeToString(sum[:]),
 	}
 	l.policy(p, tree)
+	if len(l.errs) == 0 {
+		p.warnings = l.lint(p, tree, data)
+	}
 	if len(l.errs) > 0 {
 		l.errs.sort()
 		return nil, l.errs

@@ -23,14 +23,22 @@ var policyCmd = &cobra.Command{
   airlock policy test FILE...        run the [[tests]] embedded in each policy`,
 }
 
+var checkStrict bool
+
 var policyCheckCmd = &cobra.Command{
-	Use:   "check FILE...",
-	Short: "Validate policy files and print every error with its position",
+	Use:   "check [--strict] FILE...",
+	Short: "Validate policy files and print every error and warning with its position",
 	Long: `Validate policy files. Every problem in every file is printed, one per line,
-as file:line:col: key.path: message. Exits 1 if any file has an error.`,
+as file:line:col: key.path: message; warnings (valid, but a reviewer would
+reject them: over-broad wildcards, cidrs reaching the metadata service,
+ties between categories, routes that never match... see docs/policy.md,
+"Warnings") as file:line:col: warning: key.path: message.
+
+Exits 1 if any file has an error, or with --strict a warning. CI and the
+shipped examples use --strict.`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, checkStrict)
 	},
 }
 
@@ -67,6 +75,7 @@ case fails or any file does not load; a policy without tests counts as a failure
 }
 
 func init() {
+	policyCheckCmd.Flags().BoolVar(&checkStrict, "strict", false, "treat warnings as errors (exit 1)")
 	policyCmd.AddCommand(policyCheckCmd, policyExplainCmd, policyTestCmd)
 	rootCmd.AddCommand(policyCmd)
 }
@@ -83,7 +92,7 @@ func printLoadError(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
-func policyCheck(out, errw io.Writer, files []string) error {
+func policyCheck(out, errw io.Writer, files []string, strict bool) error {
 	failed := false
 	for _, f := range files {
 		p, err := policies.Load(f)
@@ -92,12 +101,45 @@ func policyCheck(out, errw io.Writer, files []string) error {
 			failed = true
 			continue
 		}
-		fmt.Fprintf(out, "%s: ok (%d categories, %d tests, sha256 %s)\n", f, len(p.Categories()), len(p.Tests()), p.Hash()[:12])
+		warns := p.Warnings()
+		for _, w := range warns {
+			fmt.Fprintln(errw, warningLine(w))
+		}
+		status := "ok"
+		switch {
+		case len(warns) > 0 && strict:
+			failed = true
+			fmt.Fprintf(errw, "%s: %s (--strict)\n", f, plural(len(warns), "warning"))
+			continue
+		case len(warns) > 0:
+			status = "ok with " + plural(len(warns), "warning")
+		}
+		fmt.Fprintf(out, "%s: %s (%s, %s, sha256 %s)\n", f, status, plural(len(p.Categories()), "category"),
+			plural(len(p.Tests()), "test"), p.Hash()[:12])
 	}
 	if failed {
 		return exitError{1}
 	}
 	return nil
+}
+
+// warningLine prints a warning as file:line:col: warning: key.path: message.
+func warningLine(w *policies.Error) string {
+	s := w.Pos.String() + ": warning: "
+	if w.Path != "" {
+		s += w.Path + ": "
+	}
+	return s + w.Msg
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func policyExplain(out, errw io.Writer, file, line string) error {
@@ -169,13 +211,16 @@ func policyTest(out, errw io.Writer, files []string) error {
 			continue
 		}
 		pass := 0
-		for _, r := range results {
+		for i, r := range results {
 			if r.Pass {
 				pass++
 				continue
 			}
 			failed = true
 			writeFailure(errw, r)
+			for _, w := range testWarnings(p, i) { // a rule or category that does not exist
+				fmt.Fprintf(errw, "    %s\n", w.Msg)
+			}
 		}
 		fmt.Fprintf(out, "%s: %d/%d tests passed\n", f, pass, len(results))
 	}
@@ -201,4 +246,16 @@ func writeFailure(w io.Writer, r policies.TestResult) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "    %s\n", p)
 	}
+}
+
+// testWarnings are the policy's warnings about its i-th [[tests]] entry.
+func testWarnings(p *policies.Policy, i int) []*policies.Error {
+	prefix := fmt.Sprintf("tests[%d].", i)
+	var out []*policies.Error
+	for _, w := range p.Warnings() {
+		if strings.HasPrefix(w.Path, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -15,6 +15,7 @@ func runPolicy(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	rootCmd.SetErr(&errb)
 	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
 	code = run(append([]string{"policy"}, args...))
+	checkStrict = false // cobra keeps a flag's value from one Execute to the next
 	return out.String(), errb.String(), code
 }
 
@@ -27,7 +28,7 @@ func examples(t *testing.T) []string {
 }
 
 func TestPolicyCheckExamples(t *testing.T) {
-	out, errs, code := runPolicy(t, append([]string{"check"}, examples(t)...)...)
+	out, errs, code := runPolicy(t, append([]string{"check", "--strict"}, examples(t)...)...)
 	if code != 0 || errs != "" {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errs)
 	}
@@ -112,5 +113,54 @@ func TestPolicyExplain(t *testing.T) {
 	}
 	if _, _, code := runPolicy(t, "explain", file, "FETCH something"); code != 2 {
 		t.Errorf("bad request line: exit %d, want 2", code)
+	}
+}
+
+// TestPolicyCheckStrict: a policy that loads but warns passes check with
+// its warnings printed, and fails check --strict with exit code 1.
+func TestPolicyCheckStrict(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "broad.toml")
+	src := `version = 1
+[categories.public_web]
+hosts = ["*.co.uk"]
+`
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warn := f + `:3:10: warning: categories.public_web.hosts[0]: "*.co.uk" matches every name under the public suffix "co.uk", names anyone can register: list the names the category needs` + "\n"
+	out, errs, code := runPolicy(t, "check", f)
+	if code != 0 || errs != warn || !strings.HasPrefix(out, f+": ok with 1 warning (1 category, 0 tests, sha256 ") {
+		t.Errorf("check: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
+	out, errs, code = runPolicy(t, "check", "--strict", f)
+	if code != 1 || out != "" || errs != warn+f+": 1 warning (--strict)\n" {
+		t.Errorf("check --strict: exit %d, want 1\nstdout %q\nstderr %q", code, out, errs)
+	}
+	out, errs, code = runPolicy(t, append([]string{"check", "--strict"}, examples(t)...)...)
+	if code != 0 || errs != "" {
+		t.Errorf("check --strict on the examples: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestPolicyTestSaysTheRuleDoesNotExist: a failing test whose rule name
+// does not exist says so, with the closest name (users.md S7).
+func TestPolicyTestSaysTheRuleDoesNotExist(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "p.toml")
+	src := `version = 1
+[categories.git]
+hosts = ["git.example.test"]
+
+[[tests]]
+request = "GET https://git.example.test/a/b.git/info/refs"
+expect = "allow"
+rule = "categories.git.host[0]"
+`
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := runPolicy(t, "test", f)
+	want := `    no rule is named "categories.git.host[0]" (did you mean "categories.git.hosts[0]"?): the test can never pass` + "\n"
+	if code != 1 || !strings.HasSuffix(errs, want) {
+		t.Errorf("exit %d, want 1; stderr lacks %q:\n%s", code, want, errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -16,24 +17,39 @@ import (
 
 func newPolicySuggestCmd() *cobra.Command {
 	var f logFilter
-	var outFile string
+	var outFile, source string
+	var opt audit.SuggestOptions
 	cmd := &cobra.Command{
-		Use:   "suggest --sandbox ID | --since TIME [--until TIME]",
+		Use:   "suggest --sandbox ID | --since TIME [--until TIME] [--policy FILE]",
 		Short: "Suggest a minimal policy from recorded traffic (run the sandbox in audit mode first)",
-		Long: `Write a minimal TOML policy that would have allowed what a sandbox did, from
+		Long: `Write a minimal TOML policy that allows what a sandbox was let through, from
 the events recorded in the store: exact host names grouped by the category
 that decided them (or by the kind their traffic shows: registries, git,
-public_web), only the methods, ports, DNS types and non-public addresses
-seen, with comments citing the evidence (counts, sample requests, packages,
-times). Names only looked up, and destinations an enforcing rule refused,
-are listed in comments and not allowed. The output passes 'airlock policy
-check'; review it before use.
+public_web), only the methods, ports and DNS types seen, with comments citing
+the evidence (counts, sample requests, packages, times), and [[tests]] for
+every request it allows and refuses.
 
-  airlock policy suggest --sandbox sb-1 > agent.toml
-  airlock policy suggest --since 24h -o agent.toml`,
+What an enforcing rule refused stays refused, without dropping the host's
+other requests. Two kinds of request are refused too unless a flag says
+otherwise, because allowing them is a decision, not a recording:
+
+  --allow-would-deny       requests an audit-mode policy would have denied
+  --allow-internal-addrs   non-public addresses (private, link-local, the
+                           metadata service, loopback) no category names
+
+With --policy (the policy the traffic was recorded under), its [deny] and
+[dns] sections are kept, and each of its categories that decided traffic is
+kept whole (kind, action, methods, routes, paths, inject, packages) with its
+hosts narrowed to the names seen.
+
+The output passes 'airlock policy check --strict' and 'airlock policy test';
+review it before use.
+
+  airlock policy suggest --sandbox sb-1 --policy agent.toml > suggested.toml
+  airlock policy suggest --since 24h --allow-would-deny -o agent.toml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPolicySuggest(cmd.Context(), cmd.OutOrStdout(), &f, outFile)
+			return runPolicySuggest(cmd.Context(), cmd.OutOrStdout(), &f, outFile, source, opt)
 		},
 	}
 	f.addStateDir(cmd.Flags())
@@ -41,10 +57,13 @@ check'; review it before use.
 	cmd.Flags().StringVar(&f.since, "since", "", "traffic from this time: a duration back (24h, 7d) or an RFC 3339 timestamp")
 	cmd.Flags().StringVar(&f.until, "until", "", "traffic before this time")
 	cmd.Flags().StringVarP(&outFile, "output", "o", "", "write the policy to this file instead of stdout")
+	cmd.Flags().StringVar(&source, "policy", "", "the policy the traffic was recorded under: keep its [deny], [dns] and categories")
+	cmd.Flags().BoolVar(&opt.AllowWouldDeny, "allow-would-deny", false, "allow requests the policy would have denied (audit mode): each is an egress path nobody reviewed")
+	cmd.Flags().BoolVar(&opt.AllowInternal, "allow-internal-addrs", false, "allow non-public addresses seen (private, link-local, metadata, loopback)")
 	return cmd
 }
 
-func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile string) error {
+func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile, source string, opt audit.SuggestOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -55,18 +74,25 @@ func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile 
 	if err != nil {
 		return err
 	}
+	if source != "" {
+		if opt.SourceText, err = os.ReadFile(source); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		if opt.Source, err = policies.Parse(source, opt.SourceText); err != nil {
+			return fmt.Errorf("--policy %s does not load:\n%w", source, err)
+		}
+		if w := opt.Source.Warnings(); len(w) > 0 {
+			return fmt.Errorf("--policy %s has warnings, and its rules would be copied; fix them first (policy check --strict):\n%w", source, w)
+		}
+	}
 	st, err := f.open()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	text, err := audit.Suggest(ctx, st, q)
+	text, err := audit.Suggest(ctx, st, q, opt) // checked: loads without warnings, its tests pass
 	if err != nil {
 		return err
-	}
-	// The suggestion must pass check; if it does not, that is a bug here.
-	if _, err := policies.Parse("suggested.toml", []byte(text)); err != nil {
-		return fmt.Errorf("suggested policy does not pass check (please report): %w", err)
 	}
 	if outFile == "" {
 		_, err = io.WriteString(out, text)

@@ -22,9 +22,14 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errw bytes.Buffer
-	if err := policyCheck(&out, &errw, []string{sug}); err != nil {
+	if err := policyCheck(&out, &errw, []string{sug}, true); err != nil {
 		b, _ := os.ReadFile(sug)
 		t.Fatalf("suggested policy fails check: %v\n%s\n%s", err, errw.String(), b)
+	}
+	out.Reset()
+	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+		b, _ := os.ReadFile(sug)
+		t.Fatalf("suggested policy fails its tests: %v\n%s\n%s", err, errw.String(), b)
 	}
 	text, _ := os.ReadFile(sug)
 	if !strings.Contains(string(text), `"git.example.test"`) || !strings.Contains(string(text), "registry.example.test") ||
@@ -60,5 +65,47 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 	c.SetArgs([]string{"--state-dir", dir, "--sandbox", "nobody"})
 	if err := c.Execute(); !errors.Is(err, audit.ErrNothingToSuggest) {
 		t.Fatalf("nothing recorded: %v", err)
+	}
+}
+
+// TestPolicySuggestKeepsSourcePolicy: --policy keeps the source's [deny]
+// and its git category's settings, and the output passes check --strict
+// and its own tests.
+func TestPolicySuggestKeepsSourcePolicy(t *testing.T) {
+	dir := seedAuditStore(t, logsFixture(time.Now()))
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "p.toml")
+	os.WriteFile(src, []byte("version = 1\n[deny]\nhosts = [\"paste.example.test\"]\n[categories.git]\nhosts = [\"*.example.test\"]\nrepos = [\"org/*\"]\n"), 0o644)
+	sug := filepath.Join(tmp, "suggested.toml")
+	cmd := newPolicySuggestCmd()
+	cmd.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src, "-o", sug})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(sug)
+	var out, errw bytes.Buffer
+	if err := policyCheck(&out, &errw, []string{sug}, true); err != nil {
+		t.Fatalf("check --strict: %v\n%s\n%s", err, errw.String(), text)
+	}
+	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+		t.Fatalf("test: %v\n%s\n%s", err, errw.String(), text)
+	}
+	for _, want := range []string{`hosts = ["paste.example.test"]`, `repos = ["org/*"]`, `hosts = ["git.example.test"]`} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("suggestion lacks %s:\n%s", want, text)
+		}
+	}
+	for body, want := range map[string]string{
+		"version = 2\n": "does not load",
+		"version = 1\n[categories.public_web]\nhosts = [\"*.co.uk\"]\n": "has warnings",
+	} {
+		bad := newPolicySuggestCmd()
+		os.WriteFile(src, []byte(body), 0o644)
+		bad.SetArgs([]string{"--state-dir", dir, "--since", "3h", "--policy", src})
+		bad.SetOut(&out)
+		bad.SetErr(&errw)
+		if err := bad.Execute(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--policy %q: %v, want %q", body, err, want)
+		}
 	}
 }
