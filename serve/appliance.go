@@ -416,7 +416,7 @@ func (a *Appliance) attach(ifindex int, n runner.SandboxNet) (func() error, erro
 	}
 	h, err := a.path.Attach(ifindex, bpf.SandboxNet{
 		Sandbox: bpf.SandboxID{Num: a.addrNum(n.Addr), Name: n.SandboxID},
-		Addr:    n.Addr, Gateway: n.Gateway, ProxyPort: a.cfg.Listen.ProxyExplicit,
+		Addr:    n.Addr, MAC: n.MAC, Gateway: n.Gateway, ProxyPort: a.cfg.Listen.ProxyExplicit,
 	})
 	if err != nil {
 		return nil, err
