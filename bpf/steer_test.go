@@ -259,7 +259,8 @@ func TestSteering(t *testing.T) {
 		}()
 		spoofedMAC := func(ethertype uint16) func(Drop) bool {
 			return func(d Drop) bool {
-				return d.Sandbox.Num == sandboxA && d.Reason == ReasonSpoofedMAC && d.EtherType == ethertype
+				return d.Sandbox.Num == sandboxA && d.Reason == ReasonSpoofedMAC && d.EtherType == ethertype &&
+					d.MAC.String() == spoofed.String()
 			}
 		}
 		// The MAC change flushes the sandbox's neighbours: its ARP request

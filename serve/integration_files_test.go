@@ -67,7 +67,7 @@ func macSpoof(t *testing.T, l *lab) {
 	l.exec(sb.ID, "ip neigh flush dev eth0; timeout 5 "+lookup+"; true")
 	waitFor(t, 30*time.Second, "a spoofed-mac drop event", func() bool {
 		for _, e := range l.events(sb.ID) {
-			if e.Kind == audit.KindDrop && e.Rule == "kernel:spoofed-mac" {
+			if e.Kind == audit.KindDrop && e.Rule == "kernel:spoofed-mac" && e.Drop != nil && e.Drop.MAC == "02:ee:00:00:00:01" {
 				return true
 			}
 		}
