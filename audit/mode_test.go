@@ -3,7 +3,10 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStoreIsPrivate: audit.db holds every request every sandbox made; it
@@ -46,5 +49,30 @@ func TestStoreIsPrivate(t *testing.T) {
 	if s, err := OpenStore(fifo); err == nil {
 		s.Close()
 		t.Error("a store linked to /dev/zero was opened")
+	}
+}
+
+// TestStreamRefusesFIFO: a FIFO where the JSONL stream goes hung the start
+// (its last line is read back for the hash chain); it is refused by name.
+func TestStreamRefusesFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		s, _, err := openFileSink(path, 1<<20, 2)
+		if err == nil {
+			s.f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), path) {
+			t.Errorf("openFileSink(FIFO): %v, want a refusal naming it", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("openFileSink(FIFO) did not return within 5s")
 	}
 }
