@@ -119,7 +119,8 @@ type Drop struct {
 	Source   string `json:"source"`
 	Dest     string `json:"dest"`
 	Port     uint16 `json:"port,omitempty"`
-	Count    uint64 `json:"count"` // packets this record stands for (aggregated)
+	MAC      string `json:"mac,omitempty"` // the refused source MAC of a spoofed-mac drop
+	Count    uint64 `json:"count"`         // packets this record stands for (aggregated)
 }
 
 // Exec is the payload of an exec event.

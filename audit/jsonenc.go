@@ -124,6 +124,7 @@ func appendDrop(b []byte, d *Drop) []byte {
 	b = appendString(append(b, `,"source":`...), d.Source)
 	b = appendString(append(b, `,"dest":`...), d.Dest)
 	b = optUint(b, `,"port":`, uint64(d.Port))
+	b = optString(b, `,"mac":`, d.MAC)
 	b = strconv.AppendUint(append(b, `,"count":`...), d.Count, 10)
 	return append(b, '}')
 }

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
@@ -137,8 +139,11 @@ func dsn(path string, readOnly bool) string {
 // OpenStore opens (creating if needed) the store at path for writing.
 // Only one process should write a store; any number may read it.
 func OpenStore(path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: store directory: %w", err)
+	}
+	if err := privateStoreFiles(path); err != nil {
+		return nil, err
 	}
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
@@ -161,6 +166,48 @@ func OpenStore(path string) (*Store, error) {
 	}
 	s.ck.SetMaxOpenConns(1)
 	return s, nil
+}
+
+// StoreMode is the mode of the store and its WAL files: they hold every
+// request every sandbox made, for the appliance's user only.
+const StoreMode = 0o600
+
+// privateStoreFiles creates the store file StoreMode before SQLite does
+// (SQLite creates it 0644 under the usual umask, and gives the WAL and
+// shared-memory files the store's mode), and tightens a store, WAL or
+// shared-memory file left with a looser mode. A store that is not a
+// regular file (a symbolic link, a FIFO) is refused.
+func privateStoreFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, StoreMode)
+	if err != nil {
+		return fmt.Errorf("audit: store %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("audit: store %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("audit: store %s is not a regular file (%s)", path, st.Mode().Type())
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: store %s: %w", p, err)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("audit: store %s is not a regular file (%s)", p, st.Mode().Type())
+		}
+		if st.Mode().Perm() != StoreMode {
+			if err := os.Chmod(p, StoreMode); err != nil {
+				return fmt.Errorf("audit: tighten %s to %04o: %w", p, StoreMode, err)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Store) init() error {

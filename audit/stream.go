@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // sink is where the stream writes lines. write returns how many whole lines
@@ -107,7 +108,7 @@ func openFileSink(path string, maxBytes int64, maxFiles int) (*fileSink, []byte,
 		return nil, nil, err
 	}
 	if last == nil && s.size == 0 {
-		if f, err := os.Open(path + ".1"); err == nil {
+		if f, err := openRegular(path + ".1"); err == nil {
 			var sz int64
 			last, _ = lastLine(f, &sz)
 			f.Close()
@@ -116,8 +117,24 @@ func openFileSink(path string, maxBytes int64, maxFiles int) (*fileSink, []byte,
 	return s, last, nil
 }
 
+// openRegular opens path for reading if it is a regular file, without
+// blocking on a FIFO.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("audit: %s is not a regular file", path)
+	}
+	return f, nil
+}
+
 func (s *fileSink) open() error {
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o640)
+	// Non-blocking: a FIFO in its place must not hang the start (its last
+	// line is read back below); only a regular file is accepted.
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o640)
 	if err != nil {
 		return fmt.Errorf("audit: open stream: %w", err)
 	}
@@ -125,6 +142,10 @@ func (s *fileSink) open() error {
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("audit: open stream: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("audit: stream %s is not a regular file (%s)", s.path, st.Mode().Type())
 	}
 	s.f, s.size = f, st.Size()
 	return nil

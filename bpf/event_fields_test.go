@@ -33,7 +33,7 @@ func TestDropEventFields(t *testing.T) {
 	want := map[string]event{
 		"arp request for other address":   arp(sb, other, 1),
 		"arp with spoofed sender address": arp(other, gw, 1),
-		"spoofed source mac":              {ethertype: 0x0800},
+		"spoofed source mac":              {ethertype: 0x0800, mac: [6]byte{2, 0xbb, 0, 0, 0, 9}},
 		"spoofed source address":          v4(6, other, world, 0, 0),
 		"tcp syn to world":                v4(6, sb, world, 40000, 443),
 		"udp 53 to foreign resolver":      v4(17, sb, world, 40000, 53),
@@ -84,7 +84,7 @@ func TestDropEventFields(t *testing.T) {
 	t.Run("arp with spoofed sender mac", func(t *testing.T) {
 		runOnce(t, p, ethFrame(macSandbox, 0x0806, arpPacket(1, []byte{2, 0xbb, 0, 0, 0, 9}, sb, gw)))
 		w := arp(sb, gw, 1)
-		w.sandbox, w.reason = unitNet.Sandbox.Num, ReasonSpoofedMAC
+		w.sandbox, w.reason, w.mac = unitNet.Sandbox.Num, ReasonSpoofedMAC, [6]byte{2, 0xbb, 0, 0, 0, 9}
 		if got := readEvent(t, rd); got != w {
 			t.Errorf("event\n got %+v\nwant %+v", got, w)
 		}
@@ -118,6 +118,7 @@ type event struct {
 	proto        uint8
 	src, dst     netip.Addr
 	sport, dport uint16
+	mac          [6]byte // the refused source MAC (spoofed-mac only)
 }
 
 func readEvent(t *testing.T, rd *ringbuf.Reader) event {
@@ -136,5 +137,5 @@ func readEvent(t *testing.T, rd *ringbuf.Reader) event {
 	}
 	return event{sandbox: k.sandbox, reason: k.reason, ethertype: k.ethertype, family: int(k.family),
 		proto: k.proto, src: k.src, dst: k.dst,
-		sport: binary.LittleEndian.Uint16(rec.RawSample[18:]), dport: k.dport}
+		sport: binary.LittleEndian.Uint16(rec.RawSample[18:]), dport: k.dport, mac: k.mac}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"time"
@@ -83,7 +84,10 @@ type Drop struct {
 	Proto     uint8 // IP protocol / IPv6 next header
 	Src, Dst  netip.Addr
 	DstPort   uint16 // TCP/UDP port, ICMP type, ARP operation
-	Count     uint64
+	// MAC is the source MAC a spoofed-mac drop refused (the Ethernet
+	// source, or an ARP body's sender); nil for other reasons.
+	MAC   net.HardwareAddr
+	Count uint64
 }
 
 // Protocol names the packet's protocol for humans and audit records.
@@ -125,6 +129,9 @@ func AuditEvent(d Drop) audit.Event {
 		Port:     d.DstPort,
 		Count:    d.Count,
 	}
+	if d.MAC != nil {
+		e.Drop.MAC = d.MAC.String()
+	}
 	return e
 }
 
@@ -144,6 +151,7 @@ type dropKey struct {
 	proto     uint8
 	src, dst  netip.Addr
 	dport     uint16
+	mac       [6]byte
 }
 
 // maxKeys bounds the aggregation table; beyond it records merge per sandbox
@@ -217,6 +225,7 @@ func decodeDrop(b []byte) (dropKey, bool) {
 		proto:     b[22],
 		reason:    Reason(b[23]),
 		family:    b[24],
+		mac:       [6]byte(b[25:31]),
 	}
 	switch {
 	case k.family == 6:
@@ -281,6 +290,9 @@ func (p *Path) dropOf(k dropKey, n uint64, now time.Time) Drop {
 		Time: now, Sandbox: p.sandbox(k.sandbox), Ifindex: int(k.ifindex), Reason: k.reason,
 		EtherType: k.ethertype, Family: int(k.family), Proto: k.proto,
 		Src: k.src, Dst: k.dst, DstPort: k.dport, Count: n,
+	}
+	if k.mac != ([6]byte{}) {
+		d.MAC = net.HardwareAddr(k.mac[:])
 	}
 	return d
 }

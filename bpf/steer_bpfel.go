@@ -24,7 +24,8 @@ type steerDropEvent struct {
 	Proto     uint8
 	Reason    uint8
 	Family    uint8
-	Pad       [7]uint8
+	Mac       [6]uint8
+	Pad       [1]uint8
 	Src       [16]uint8
 	Dst       [16]uint8
 }

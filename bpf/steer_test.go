@@ -245,6 +245,38 @@ func TestSteering(t *testing.T) {
 		l.worldSawNothing(t)
 	})
 
+	t.Run("cap_net_admin in the sandbox cannot change its MAC", func(t *testing.T) {
+		peer, err := l.sbxA.nl.LinkByIndex(l.epA.peerIdx)
+		must(t, err)
+		spoofed := net.HardwareAddr{0x02, 0xee, 0, 0, 0, 2}
+		must(t, l.sbxA.nl.LinkSetHardwareAddr(peer, spoofed))
+		gwNeigh := &netlink.Neigh{LinkIndex: l.epA.peerIdx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+			IP: l.gw.AsSlice(), HardwareAddr: l.epA.hostMAC}
+		defer func() {
+			_ = l.sbxA.nl.NeighDel(gwNeigh)
+			must(t, l.sbxA.nl.LinkSetHardwareAddr(peer, l.epA.peerMAC))
+			l.expectProxy(t, l.sbxA, netip.AddrPortFrom(l.world, 80), "proxy")
+		}()
+		spoofedMAC := func(ethertype uint16) func(Drop) bool {
+			return func(d Drop) bool {
+				return d.Sandbox.Num == sandboxA && d.Reason == ReasonSpoofedMAC && d.EtherType == ethertype &&
+					d.MAC.String() == spoofed.String()
+			}
+		}
+		// The MAC change flushes the sandbox's neighbours: its ARP request
+		// for the gateway leaves from the new MAC and is dropped.
+		l.expectNoConnect(t, l.sbxA, netip.AddrPortFrom(l.world, 80))
+		l.drops.wait(t, "arp from the spoofed mac", spoofedMAC(0x0806))
+		// With the gateway's MAC known, IPv4 leaves from the new MAC.
+		must(t, l.sbxA.nl.NeighSet(gwNeigh))
+		l.expectNoConnect(t, l.sbxA, netip.AddrPortFrom(l.world, 80))
+		if _, err := udpQueryTimeout(l.sbxA, netip.AddrPortFrom(l.world, 53), 700*time.Millisecond); err == nil {
+			t.Error("dns answered from the spoofed mac")
+		}
+		l.drops.wait(t, "ipv4 from the spoofed mac", spoofedMAC(0x0800))
+		l.worldSawNothing(t)
+	})
+
 	t.Run("no proxy listener fails closed and a new one restores without re-attach", func(t *testing.T) {
 		dst := netip.AddrPortFrom(l.world, 80)
 		l.proxy.l.Close()

@@ -20,7 +20,13 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"airlock/internal/safefile"
 )
+
+// maxPEMFile caps what is read of ca.key and ca.crt (a P-256 key and its
+// certificate are well under 4 KiB).
+const maxPEMFile = 64 << 10
 
 // File names inside the state directory.
 const (
@@ -92,11 +98,11 @@ func (ca *CA) load() error {
 	if err := checkKeyPerm(keyPath); err != nil {
 		return err
 	}
-	keyPEM, err := os.ReadFile(keyPath)
+	keyPEM, err := safefile.ReadIn(ca.dir, KeyFile, maxPEMFile)
 	if err != nil {
 		return fmt.Errorf("certs: read key: %w", err)
 	}
-	certPEM, err := os.ReadFile(filepath.Join(ca.dir, CertFile))
+	certPEM, err := safefile.ReadIn(ca.dir, CertFile, maxPEMFile)
 	if err != nil {
 		return fmt.Errorf("certs: read certificate: %w", err)
 	}

@@ -6,18 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"airlock/internal/safefile"
 )
 
 const internalErrorMsg = "internal error while loading the policy"
-
-// maxPolicySize bounds what Parse reads; policies are hand-written text.
-const maxPolicySize = 64 << 20
 
 // Policy is a loaded, validated and compiled policy. It is immutable and
 // safe for concurrent use.
@@ -46,9 +44,11 @@ type dnsRules struct {
 	qtypes, maxLabel, maxName Rule
 }
 
-// Load reads and parses a policy file.
+// Load reads and parses a policy file. It reads only a regular file of at
+// most MaxPolicySize, and no symbolic link that leaves the file's directory
+// (a FIFO or a link to a device would hang or exhaust the reader).
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadIn(filepath.Dir(path), filepath.Base(path), MaxPolicySize)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
@@ -64,14 +64,17 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 			err = ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: fmt.Sprintf("%s: %v", internalErrorMsg, r)}}
 		}
 	}()
-	if len(data) > maxPolicySize {
-		return nil, ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: "policy file is larger than 64 MiB"}}
+	if len(data) > MaxPolicySize {
+		return nil, ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: "policy file is larger than " + maxPolicySizeText}}
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		return nil, tomlError(file, err)
 	}
 	l := &loader{file: file, ix: indexPositions(string(data))}
+	if l.limits(tree); len(l.errs) > 0 {
+		return nil, l.errs
+	}
 	sum := sha256.Sum256(data)
 	p = &Policy{
 		file: file,

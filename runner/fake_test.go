@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -224,8 +225,8 @@ type fakeNet struct {
 	next  int
 }
 
-func (n *fakeNet) AddVeth(host, peer, alias string) (int, error) {
-	n.t.add("net.AddVeth %s %s alias=%s", host, peer, alias)
+func (n *fakeNet) AddVeth(host, peer, alias string, mac net.HardwareAddr) (int, error) {
+	n.t.add("net.AddVeth %s %s alias=%s mac=%s", host, peer, alias, mac)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.links[host] = alias

@@ -20,8 +20,8 @@ type netlinkHost struct{}
 
 var _ hostNet = netlinkHost{}
 
-func (netlinkHost) AddVeth(host, peer, alias string) (int, error) {
-	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: host}, PeerName: peer}
+func (netlinkHost) AddVeth(host, peer, alias string, mac net.HardwareAddr) (int, error) {
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: host}, PeerName: peer, PeerHardwareAddr: mac}
 	if err := netlink.LinkAdd(v); err != nil {
 		return 0, fmt.Errorf("add veth %s: %w", host, err)
 	}

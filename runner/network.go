@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -13,9 +14,10 @@ const VethPrefix = "alk-"
 // hostNet is the host-side plumbing, as root: netlink in production, a
 // recording fake in tests.
 type hostNet interface {
-	// AddVeth creates the pair, both ends down, the host end tagged with
-	// alias and with forwarding and IPv6 off; it returns the host ifindex.
-	AddVeth(host, peer, alias string) (int, error)
+	// AddVeth creates the pair, both ends down, the peer with MAC mac, the
+	// host end tagged with alias and with forwarding and IPv6 off; it
+	// returns the host ifindex.
+	AddVeth(host, peer, alias string, mac net.HardwareAddr) (int, error)
 	// UpHost gives the host end the gateway address, brings it up and routes
 	// the sandbox's /32 to it.
 	UpHost(host string, addr, gw netip.Addr) error
@@ -35,6 +37,16 @@ type hostNet interface {
 func VethName(id string) string { return VethPrefix + shortID(id) }
 
 func peerName(id string) string { return "alp-" + shortID(id) }
+
+// PeerMAC is the MAC of the sandbox end of the veth of the sandbox at
+// addr: locally administered unicast 02:a1 and the four address bytes, so
+// unique among live sandboxes and the same after a restart (adoption
+// pins it again without looking into the sandbox). The kernel path drops
+// every frame from the sandbox with another source MAC (spoofed-mac).
+func PeerMAC(addr netip.Addr) net.HardwareAddr {
+	a := addr.As4()
+	return net.HardwareAddr{0x02, 0xa1, a[0], a[1], a[2], a[3]}
+}
 
 func shortID(id string) string {
 	if len(id) > 10 {
@@ -62,13 +74,14 @@ func (r *Runner) plumb(ctx context.Context, sb *sandbox) error {
 		return fmt.Errorf("container is not running after start")
 	}
 	id, host := sb.info.ID, VethName(sb.info.ID)
-	idx, err := r.net.AddVeth(host, peerName(id), r.vethAlias(id))
+	mac := PeerMAC(sb.info.Address)
+	idx, err := r.net.AddVeth(host, peerName(id), r.vethAlias(id), mac)
 	if err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
 	r.update(sb, func(i *Sandbox) { i.HostIf = host })
 	n := SandboxNet{SandboxID: id, Policy: sb.info.Policy, HostIfName: host, HostIfIndex: idx,
-		Addr: sb.info.Address, Gateway: sb.info.Gateway}
+		Addr: sb.info.Address, MAC: mac, Gateway: sb.info.Gateway}
 	detach, err := r.cfg.AttachNetwork(idx, n)
 	if err != nil {
 		return fmt.Errorf("network: attach the path to %s: %w", host, err)

@@ -134,7 +134,7 @@ func (r *Runner) adopt(sb *sandbox) error {
 			return err
 		}
 		n := SandboxNet{SandboxID: sb.info.ID, Policy: sb.info.Policy, HostIfName: sb.info.HostIf,
-			HostIfIndex: idx, Addr: sb.info.Address, Gateway: sb.info.Gateway, Adopted: true}
+			HostIfIndex: idx, Addr: sb.info.Address, MAC: PeerMAC(sb.info.Address), Gateway: sb.info.Gateway, Adopted: true}
 		detach, err := r.cfg.AttachNetwork(idx, n)
 		if err != nil {
 			r.pool.release(sb.info.Address)

@@ -62,7 +62,7 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 		SandboxUser: "root",
 		Pool:        netip.MustParsePrefix("198.18.0.0/24"),
 		AttachNetwork: func(idx int, n SandboxNet) (func() error, error) {
-			h.t.add("hook.Attach ifindex=%d %s %s addr=%s gw=%s adopted=%t", idx, n.SandboxID, n.HostIfName, n.Addr, n.Gateway, n.Adopted)
+			h.t.add("hook.Attach ifindex=%d %s %s addr=%s mac=%s gw=%s adopted=%t", idx, n.SandboxID, n.HostIfName, n.Addr, n.MAC, n.Gateway, n.Adopted)
 			return func() error { h.t.add("hook.Detach %s", n.SandboxID); return nil }, nil
 		},
 		CACertPEM: []byte("-----BEGIN CERTIFICATE-----\nAIRLOCK\n-----END CERTIFICATE-----\n"),
@@ -368,6 +368,10 @@ func TestReconcile(t *testing.T) {
 	}
 	if h2.t.index("hook.Attach ifindex=200 "+sb.ID) < 0 || !strings.Contains(h2.t.String(), "adopted=true") {
 		t.Errorf("network path not re-attached:\n%s", h2.t)
+	}
+	// Adoption pins the same sandbox MAC the veth was created with.
+	if mac := "mac=" + PeerMAC(sb.Address).String() + " "; !strings.Contains(h2.t.String(), mac) || !strings.Contains(h.t.String(), mac) {
+		t.Errorf("the adopted path does not pin %s:\n%s", mac, h2.t)
 	}
 	if res, err := h2.r.Exec(ctx, sb.ID, ExecRequest{Argv: []string{"echo", "again"}}); err != nil || string(res.Stdout) != "again\n" {
 		t.Errorf("exec after adoption: %+v %v", res, err)

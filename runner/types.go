@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"io"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -108,7 +109,8 @@ type SandboxNet struct {
 	Policy      string
 	HostIfName  string
 	HostIfIndex int
-	Addr        netip.Addr // the sandbox's /32
+	Addr        netip.Addr       // the sandbox's /32
+	MAC         net.HardwareAddr // the sandbox end's MAC: PeerMAC(Addr)
 	Gateway     netip.Addr
 	Adopted     bool // re-attaching after a restart (reconcile)
 }

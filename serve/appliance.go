@@ -20,6 +20,7 @@ import (
 	"airlock/bpf"
 	"airlock/certs"
 	"airlock/dnsd"
+	"airlock/internal/safefile"
 	"airlock/proxy"
 	"airlock/runner"
 )
@@ -128,8 +129,13 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 func (a *Appliance) onClose(f func() error) { a.closers = append(a.closers, f) }
 
 func (a *Appliance) startState(context.Context) error {
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+	if err := prepareStateDir("state_dir", a.cfg.StateDir); err != nil {
 		return err
+	}
+	if d := filepath.Dir(a.cfg.Audit.Store); filepath.Clean(d) != filepath.Clean(a.cfg.StateDir) {
+		if err := prepareStateDir("audit.store", d); err != nil {
+			return err
+		}
 	}
 	// Searchable (not readable) by others: the sandbox user must reach the
 	// runner's resolv.conf and CA bundle below it.
@@ -364,7 +370,7 @@ func (a *Appliance) resolver() *net.Resolver {
 func readCAFiles(files []string) ([][]byte, error) {
 	var out [][]byte
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := safefile.Read(f, MaxCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("upstream.ca_files: %w", err)
 		}
@@ -410,7 +416,7 @@ func (a *Appliance) attach(ifindex int, n runner.SandboxNet) (func() error, erro
 	}
 	h, err := a.path.Attach(ifindex, bpf.SandboxNet{
 		Sandbox: bpf.SandboxID{Num: a.addrNum(n.Addr), Name: n.SandboxID},
-		Addr:    n.Addr, Gateway: n.Gateway, ProxyPort: a.cfg.Listen.ProxyExplicit,
+		Addr:    n.Addr, MAC: n.MAC, Gateway: n.Gateway, ProxyPort: a.cfg.Listen.ProxyExplicit,
 	})
 	if err != nil {
 		return nil, err

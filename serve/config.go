@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"airlock/internal/safefile"
 )
 
 // Config is the appliance configuration (docs/config.md). Load fills in
@@ -192,7 +194,7 @@ var ErrNoConfig = errors.New("no config file")
 // Load reads, decodes and validates the appliance config at path. Every
 // problem is reported at once, each with file:line:col (see Errors).
 func Load(path string) (*Config, error) {
-	src, err := os.ReadFile(path)
+	src, err := safefile.Read(path, MaxConfigFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoConfig, path)
 	}

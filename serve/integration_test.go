@@ -289,6 +289,7 @@ push = false
 func (l *lab) writeFiles() {
 	state, runtime := filepath.Join(l.dir, "state"), filepath.Join(l.dir, "run")
 	os.MkdirAll(filepath.Join(l.dir, "policies"), 0o700)
+	os.Mkdir(state, 0o755) // an existing state_dir is tightened (stateModes)
 	cfg := fmt.Sprintf(`version = 1
 state_dir = %q
 runtime_dir = %q
@@ -498,7 +499,10 @@ func TestServe(t *testing.T) {
 	}
 	t.Run("metrics", func(t *testing.T) { l.t = t; metrics(t, l) })
 	t.Run("policy reload", func(t *testing.T) { l.t = t; reload(t, l, sb) })
+	t.Run("state modes", func(t *testing.T) { l.t = t; stateModes(t, l) })
+	t.Run("mac spoof", func(t *testing.T) { l.t = t; macSpoof(t, l) })
 	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
+	t.Run("irregular policy files", func(t *testing.T) { l.t = t; irregularPolicies(t, l) })
 }
 
 // metrics: the loopback endpoint counts what the real path just did.

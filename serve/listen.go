@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/safefile"
 )
 
 // ListenUnix opens the control socket at path: the directory is created
@@ -93,7 +94,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 // ReadToken reads a bearer token file; it must be mode 0600 or stricter
 // and hold at least 16 characters.
 func ReadToken(path string) (string, error) {
-	b, err := readPrivate(path)
+	b, err := safefile.ReadPrivate(path, MaxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("control token: %w", err)
 	}
@@ -102,34 +103,6 @@ func ReadToken(path string) (string, error) {
 		return "", fmt.Errorf("control token %s is too short: use at least 16 random characters", path)
 	}
 	return tok, nil
-}
-
-// readPrivate reads a file that must not be readable by group or others.
-func readPrivate(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s has mode %04o: it holds secrets, run `chmod 600 %s`", path, st.Mode().Perm(), path)
-	}
-	return readAllLimit(f, 1<<20)
-}
-
-func readAllLimit(f *os.File, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Name(), limit)
-	}
-	return b, nil
 }
 
 // NewHTTPServer returns the control API's http.Server with timeouts that

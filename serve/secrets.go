@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"airlock/internal/safefile"
 	"airlock/proxy"
 )
 
@@ -42,7 +43,7 @@ func LoadSecrets(path string) (*Secrets, error) {
 	if path == "" {
 		return s, nil
 	}
-	b, err := readPrivate(path)
+	b, err := safefile.ReadPrivate(path, MaxSecretsFile)
 	if err != nil {
 		return nil, fmt.Errorf("secret store: %w", err)
 	}

@@ -104,7 +104,8 @@ struct drop_event {
 	__u8 proto; // IP protocol (or IPv6 next header)
 	__u8 reason; // enum drop_reason
 	__u8 family; // 4, 6, or 0 when there is no IP header
-	__u8 pad[7];
+	__u8 mac[6]; // the source MAC that was refused (spoofed-mac only)
+	__u8 pad[1];
 	__u8 src[16];
 	__u8 dst[16];
 };
@@ -259,8 +260,10 @@ static __always_inline void fill_l3(struct drop_event *ev, struct __sk_buff *skb
 	ev->ethertype = bpf_ntohs(eth->proto);
 	if (reason == R_ETHERTYPE)
 		return;
-	if (reason == R_SPOOFED_MAC && cfg->check_mac && !mac_eq(eth->src, cfg->mac))
+	if (reason == R_SPOOFED_MAC && cfg->check_mac && !mac_eq(eth->src, cfg->mac)) {
+		__builtin_memcpy(ev->mac, eth->src, 6);
 		return;
+	}
 
 	void *l3 = eth + 1;
 	if (eth->proto == bpf_htons(ETH_P_ARP)) {
@@ -270,6 +273,8 @@ static __always_inline void fill_l3(struct drop_event *ev, struct __sk_buff *skb
 		__builtin_memcpy(ev->src, a->spa, 4);
 		__builtin_memcpy(ev->dst, a->tpa, 4);
 		ev->dport = bpf_ntohs(a->op);
+		if (reason == R_SPOOFED_MAC) // the sender MAC in the ARP body
+			__builtin_memcpy(ev->mac, a->sha, 6);
 		return;
 	}
 	if (eth->proto == bpf_htons(ETH_P_IPV6)) {

@@ -1,0 +1,140 @@
+// Package safefile reads the appliance's own files — policies, config,
+// secrets, tokens, CA material — without letting a file that is not a
+// plain file hang or exhaust the process. A file is opened non-blocking
+// (a FIFO cannot wedge the open), fstat'ed, and refused unless it is a
+// regular file; what is read is capped. ReadIn also refuses a symbolic
+// link that leaves the directory it is read from.
+package safefile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// ErrNotRegular is wrapped by the error for a path that is not a regular
+// file (a FIFO, a device, a socket, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is wrapped by the error for a file above its cap.
+var ErrTooLarge = errors.New("file is too large")
+
+// ErrOutsideDir is wrapped by the error for a name in ReadIn that is, or
+// resolves through a symbolic link to, a file outside the directory.
+var ErrOutsideDir = errors.New("path leaves its directory")
+
+// ErrPermissions is wrapped by ReadPrivate's error for a file that group
+// or others may read or write.
+var ErrPermissions = errors.New("file is accessible to group or others")
+
+const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_CLOEXEC
+
+// Read reads the regular file at path, at most limit bytes. A symbolic
+// link is followed (an operator may link their config), but what it
+// names must be a regular file.
+func Read(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readChecked(f, path, limit, false)
+}
+
+// ReadPrivate is Read for a file that holds secrets: it also refuses a
+// file whose mode gives group or others any access.
+func ReadPrivate(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readChecked(f, path, limit, true)
+}
+
+// ReadIn reads the regular file name inside dir, at most limit bytes.
+// Symbolic links are resolved inside dir; one that leads out of it (or a
+// name with "..") is refused with ErrOutsideDir.
+func ReadIn(dir, name string, limit int64) ([]byte, error) {
+	path := filepath.Join(dir, name)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(name, openFlags, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
+			return nil, fmt.Errorf("%s: %w %s (a symbolic link or \"..\" out of it is refused)", path, ErrOutsideDir, dir)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	return readChecked(f, path, limit, false)
+}
+
+func readChecked(f *os.File, path string, limit int64, private bool) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w: it is %s; only regular files are read", path, ErrNotRegular, Describe(st.Mode()))
+	}
+	if private && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: %w: mode %04o, it holds secrets: run `chmod 600 %s`",
+			path, ErrPermissions, st.Mode().Perm(), path)
+	}
+	if st.Size() > limit {
+		return nil, tooLarge(path, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return b, nil
+}
+
+func tooLarge(path string, limit int64) error {
+	return fmt.Errorf("%s: %w: above the %s cap", path, ErrTooLarge, Size(limit))
+}
+
+// Size writes a cap for an error message: 1 MiB, 64 KiB, 100 bytes.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// Describe names a file mode's type for an error: "a named pipe (FIFO)".
+func Describe(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "an irregular file (" + m.Type().String() + ")"
+}

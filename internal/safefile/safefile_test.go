@@ -1,0 +1,127 @@
+package safefile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// within fails the test if f does not return in time: the files these
+// tests make used to hang a reader (a FIFO) or feed it forever (/dev/zero).
+func within(t *testing.T, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("read did not return within 5s")
+		return nil
+	}
+}
+
+func TestRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.toml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"fifo.toml", "a named pipe (FIFO)"},
+		{"zero.toml", "a character device"},
+		{".", "a directory"},
+	} {
+		p := filepath.Join(dir, c.name)
+		for fn, read := range map[string]func() error{
+			"Read":        func() error { _, err := Read(p, 1<<20); return err },
+			"ReadPrivate": func() error { _, err := ReadPrivate(p, 1<<20); return err },
+		} {
+			err := within(t, read)
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("%s(%s): %v, want ErrNotRegular naming the path and %q", fn, c.name, err, c.want)
+			}
+		}
+	}
+	// ReadIn: /dev/zero is outside the directory, so it is refused before
+	// its type is looked at; the FIFO is inside and refused by type.
+	if err := within(t, func() error { _, err := ReadIn(dir, "fifo.toml", 1<<20); return err }); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadIn(fifo): %v, want ErrNotRegular", err)
+	}
+	if err := within(t, func() error { _, err := ReadIn(dir, "zero.toml", 1<<20); return err }); !errors.Is(err, ErrOutsideDir) {
+		t.Errorf("ReadIn(symlink to /dev/zero): %v, want ErrOutsideDir", err)
+	}
+}
+
+func TestReadInSymlinks(t *testing.T) {
+	outside, dir := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(outside, "secret.toml"), "x", 0o600)
+	write(t, filepath.Join(dir, "real.toml"), "version = 1\n", 0o600)
+	if err := os.Symlink(filepath.Join(outside, "secret.toml"), filepath.Join(dir, "abs.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../"+filepath.Base(outside)+"/secret.toml", filepath.Join(dir, "rel.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.toml", filepath.Join(dir, "inside.toml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"abs.toml", "rel.toml", "../" + filepath.Base(outside) + "/secret.toml"} {
+		if _, err := ReadIn(dir, n, 1<<20); !errors.Is(err, ErrOutsideDir) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("ReadIn(%s): %v, want ErrOutsideDir naming the directory", n, err)
+		}
+	}
+	b, err := ReadIn(dir, "inside.toml", 1<<20)
+	if err != nil || string(b) != "version = 1\n" {
+		t.Errorf("ReadIn(symlink inside the directory) = %q, %v", b, err)
+	}
+}
+
+func TestSizeCap(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	write(t, p, strings.Repeat("a", 1025), 0o600)
+	for fn, read := range map[string]func() ([]byte, error){
+		"Read":        func() ([]byte, error) { return Read(p, 1024) },
+		"ReadPrivate": func() ([]byte, error) { return ReadPrivate(p, 1024) },
+		"ReadIn":      func() ([]byte, error) { return ReadIn(dir, "big", 1024) },
+	} {
+		if _, err := read(); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1 KiB") {
+			t.Errorf("%s: %v, want ErrTooLarge naming the 1 KiB cap", fn, err)
+		}
+	}
+	if b, err := Read(p, 1025); err != nil || len(b) != 1025 {
+		t.Errorf("Read at the cap: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestReadPrivateModes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "token")
+	write(t, p, "s", 0o600)
+	if _, err := ReadPrivate(p, 10); err != nil {
+		t.Fatalf("0600: %v", err)
+	}
+	for _, m := range []os.FileMode{0o640, 0o604, 0o620, 0o602} {
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadPrivate(p, 10); !errors.Is(err, ErrPermissions) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %04o: %v, want ErrPermissions", m, err)
+		}
+	}
+}
+
+func write(t *testing.T, p, s string, m os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), m); err != nil {
+		t.Fatal(err)
+	}
+}
