@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"airlock/audit"
+	"airlock/internal/safefile"
 	"airlock/policies"
 )
 
@@ -75,7 +75,7 @@ func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile,
 		return err
 	}
 	if source != "" {
-		if opt.SourceText, err = os.ReadFile(source); err != nil {
+		if opt.SourceText, err = safefile.Read(source, policies.MaxPolicySize); err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
 		if opt.Source, err = policies.Parse(source, opt.SourceText); err != nil {
