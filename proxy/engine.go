@@ -293,6 +293,9 @@ func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Res
 		resp.Header.Set("Upgrade", x.upgrade)
 	}
 	x.status = resp.StatusCode
+	if x.ev.inj != nil {
+		return p.guardResponse(x, resp, ctx.Req)
+	}
 	return resp
 }
 

@@ -139,6 +139,10 @@ type reqEvent struct {
 	start   time.Time
 	done    bool
 	refused bool // the response is the proxy's refusal
+	// inj are the secret values put into the request: its response is
+	// scanned for them (reflect.go); nil on the plain path, which so pays
+	// one pointer for it.
+	inj *injected
 }
 
 func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
@@ -387,6 +391,8 @@ func (c *countReader) Read(p []byte) (int, error) {
 // applySecrets swaps sentinel placeholders for real secrets toward the
 // secret's own hosts, blocks placeholders going anywhere else, and sets
 // the category's injected credential after every client value is gone.
+// Every value put in is recorded, so that the response is scanned for it
+// (reflect.go).
 func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, host string, v policies.Verdict) *http.Response {
 	sec := p.cfg.Secrets
 	var allowed []string
@@ -411,6 +417,9 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			}
 		}
 	}
+	if ev.inj != nil {
+		narrowForScan(out.Header)
+	}
 	if v.Cat == nil || v.Cat.Inject == nil {
 		return nil
 	}
@@ -427,6 +436,8 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 	out.Header.Del(in.Header)
 	out.Header.Set(in.Header, in.Value(val))
 	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
+	ev.addInjection(in.Secret, val, p.replacementFor(sandboxID, in.Secret))
+	narrowForScan(out.Header)
 	return nil
 }
 
@@ -470,6 +481,7 @@ func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID 
 		}
 	}
 	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, ph.Name)
+	ev.addInjection(ph.Name, real, ph.Value)
 	return nil
 }
 
