@@ -366,6 +366,7 @@ ports = [TLSPORT]
 routes = [{ methods = ["GET", "POST"], path = "/v1/items/*" }]
 inject = { header = "Authorization", secret = "staging-token", format = "Bearer {}" }
 sentinels = ["staging-token"]
+sentinel_headers = ["X-Token"]
 
 [categories.webhooks]
 hosts = ["hooks.example.test"]

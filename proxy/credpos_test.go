@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"airlock/audit"
+)
+
+// TestSentinelOnlyWhereConfigured: a placeholder is swapped only in the
+// positions its category names (api: header X-Sign; hooks: the body). In
+// any other position — the URL query or path, another header, Cookie,
+// the injected header, a body without sentinel_body — the request is
+// refused with 403 and logged as secret egress, like a placeholder sent
+// to another host, over HTTP/1.1 and HTTP/2; the upstream sees nothing.
+func TestSentinelOnlyWhereConfigured(t *testing.T) {
+	e := newReflectEnv(t)
+	type attempt struct {
+		name, host, path, method, body string
+		header                         [2]string
+		want                           int
+	}
+	attempts := []attempt{
+		{"configured header", "api.staging.example.test", "/v1/x", "GET", "", [2]string{"X-Sign", signPH}, 200},
+		{"configured body", "hooks.example.test", "/hook", "POST", `{"sig":"` + signPH + `"}`, [2]string{}, 200},
+		{"query", "api.staging.example.test", "/v1/x?access_token=" + signPH, "GET", "", [2]string{}, 403},
+		{"path", "api.staging.example.test", "/v1/" + signPH, "GET", "", [2]string{}, 403},
+		{"other header", "api.staging.example.test", "/v1/x", "GET", "", [2]string{"X-Debug", signPH}, 403},
+		{"cookie", "api.staging.example.test", "/v1/x", "GET", "", [2]string{"Cookie", "s=" + signPH}, 403},
+		{"injected header", "api.staging.example.test", "/v1/x", "GET", "", [2]string{"Authorization", "Bearer " + signPH}, 403},
+		{"body without sentinel_body", "api.staging.example.test", "/v1/x", "POST", "k=" + signPH, [2]string{}, 403},
+		{"header on a body-only host", "hooks.example.test", "/hook", "POST", "x", [2]string{"X-Sign", signPH}, 403},
+		{"another host", "docs.example.test", "/", "GET", "", [2]string{"X-Sign", signPH}, 403},
+	}
+	for _, cl := range e.reflectClients() {
+		for _, a := range attempts {
+			e.w.reset()
+			req, _ := http.NewRequest(a.method, e.url(a.host, a.path), strings.NewReader(a.body))
+			if a.header[0] != "" {
+				req.Header.Set(a.header[0], a.header[1])
+			}
+			resp, err := cl.c.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", cl.name, a.name, err)
+			}
+			resp.Body.Close()
+			seen := e.w.requests()
+			if resp.StatusCode != a.want {
+				t.Fatalf("%s %s: status %d, want %d (upstream saw %+v)", cl.name, a.name, resp.StatusCode, a.want, seen)
+			}
+			if a.want == 200 {
+				if len(seen) != 1 || !strings.Contains(seen[0].Header.Get("X-Sign")+seen[0].Body, signSecret) {
+					t.Fatalf("%s %s: not swapped upstream: %+v", cl.name, a.name, seen)
+				}
+				continue
+			}
+			if resp.Header.Get(HeaderRule) != ruleSentinel {
+				t.Fatalf("%s %s: rule %q", cl.name, a.name, resp.Header.Get(HeaderRule))
+			}
+			if len(seen) != 0 {
+				t.Fatalf("%s %s: forwarded: %+v", cl.name, a.name, seen)
+			}
+		}
+	}
+	ev := e.ev.waitFor(t, "secret egress event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindHTTP && ev.HTTP.Secret == "sign-key" && ev.Rule == ruleSentinel &&
+			strings.Contains(ev.Reason, "URL query")
+	})
+	if ev.Verdict != "deny" || ev.HTTP.Status != http.StatusForbidden {
+		t.Errorf("event %+v", ev)
+	}
+	if f := leaked(e.ev.dump()); f != "" {
+		t.Fatalf("an event carries the secret (%q)", f)
+	}
+}
