@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"airlock/audit"
 )
@@ -73,4 +76,62 @@ func TestSentinelOnlyWhereConfigured(t *testing.T) {
 	if f := leaked(e.ev.dump()); f != "" {
 		t.Fatalf("an event carries the secret (%q)", f)
 	}
+}
+
+// TestConnectionNamingGuardedField: a Connection header naming a framing
+// or identity field, the injected header or a sentinel header gets 400
+// and is never forwarded — inside an inspected tunnel and on a plain
+// explicit proxy request; naming an ordinary field still passes.
+func TestConnectionNamingGuardedField(t *testing.T) {
+	e := newReflectEnv(t)
+	host := fmt.Sprintf("api.staging.example.test:%d", e.w.tlsPort)
+	for _, tc := range []struct {
+		conn string
+		want int
+	}{
+		{"Content-Length", 400}, {"host", 400}, {"keep-alive, Transfer-Encoding", 400},
+		{"Authorization", 400}, {"x-sign", 400}, {"keep-alive, X-Other", 200},
+	} {
+		e.w.reset()
+		c, err := e.tlsThroughTransparent(e.worldDst(), "api.staging.example.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := rawExchange(t, c, "GET /v1/x HTTP/1.1\r\nHost: "+host+"\r\nX-Other: 1\r\nConnection: "+tc.conn+"\r\n\r\n")
+		if resp.StatusCode != tc.want {
+			t.Fatalf("Connection: %s: status %d, want %d", tc.conn, resp.StatusCode, tc.want)
+		}
+		if tc.want == 400 {
+			if resp.Header.Get(HeaderRule) != ruleFraming || len(e.w.requests()) != 0 {
+				t.Fatalf("Connection: %s: rule %q, forwarded %d", tc.conn, resp.Header.Get(HeaderRule), len(e.w.requests()))
+			}
+		}
+	}
+	e.ev.waitFor(t, "framing refusal", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindHTTP && ev.Rule == ruleFraming && strings.Contains(ev.Reason, "Authorization")
+	})
+
+	// The plain explicit path (the default test world's plain category).
+	p := newEnv(t)
+	for _, conn := range []string{"Content-Length", "Host", "Transfer-Encoding"} {
+		c := dialExplicit(t, p)
+		u := fmt.Sprintf("http://plain.example.test:%d/p", p.w.plainPort)
+		resp := rawExchange(t, c, "GET "+u+" HTTP/1.1\r\nHost: "+strings.TrimPrefix(u[:strings.LastIndex(u, "/")], "http://")+"\r\nConnection: "+conn+"\r\n\r\n")
+		if resp.StatusCode != 400 || resp.Header.Get(HeaderRule) != ruleFraming {
+			t.Fatalf("explicit, Connection: %s: status %d rule %q", conn, resp.StatusCode, resp.Header.Get(HeaderRule))
+		}
+	}
+	if n := len(p.w.requests()); n != 0 {
+		t.Fatalf("origin saw %d requests", n)
+	}
+}
+
+func dialExplicit(t *testing.T, e *env) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", e.explicit, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

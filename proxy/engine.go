@@ -236,6 +236,9 @@ func (p *Proxy) onLimit(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 func (p *Proxy) onPrepare(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	x := ctx.UserData.(*exch)
 	f := x.sc.f
+	if name := connectionGuarded(req.Header, x.v.Cat); name != "" {
+		return req, p.refuseConnection(x, req, name)
+	}
 	p.outRequest(req, x.sc, x.host, x.port, x.upgrade)
 	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
 		return req, resp
