@@ -1,12 +1,18 @@
 package proxy
 
 import (
+	"bytes"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"airlock/audit"
 )
@@ -134,4 +140,55 @@ func dialExplicit(t *testing.T, e *env) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestConnectionHeaderH2: HTTP/2 has no Connection field (RFC 9113
+// §8.2.2): a stream that sends one naming Content-Length or the injected
+// header gets 400 from the HTTP/2 server (or a reset) before the engine
+// sees it, and nothing is forwarded.
+func TestConnectionHeaderH2(t *testing.T) {
+	e := newReflectEnv(t)
+	for _, conn := range []string{"Content-Length", "Authorization"} {
+		c := tls.Client(e.dialTransparent(e.worldDst()), &tls.Config{ServerName: "api.staging.example.test", RootCAs: e.clientRoots(), NextProtos: []string{"h2"}})
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := c.Handshake(); err != nil || c.ConnectionState().NegotiatedProtocol != "h2" {
+			t.Fatalf("handshake: %v, ALPN %q", err, c.ConnectionState().NegotiatedProtocol)
+		}
+		io.WriteString(c, http2.ClientPreface)
+		fr := http2.NewFramer(c, c)
+		fr.WriteSettings()
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/v1/x"},
+			{":authority", fmt.Sprintf("api.staging.example.test:%d", e.w.tlsPort)}, {"connection", conn}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+		got := ""
+		for got == "" {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("connection: %s: %v before an answer", conn, err)
+			}
+			switch f := f.(type) {
+			case *http2.RSTStreamFrame:
+				got = "reset " + f.ErrCode.String()
+			case *http2.HeadersFrame:
+				fields, _ := hpack.NewDecoder(4096, nil).DecodeFull(f.HeaderBlockFragment())
+				got = "headers"
+				for _, hf := range fields {
+					got += " " + hf.Name + "=" + hf.Value
+				}
+			case *http2.GoAwayFrame:
+				got = "goaway " + f.ErrCode.String()
+			}
+		}
+		if got != "reset PROTOCOL_ERROR" && !strings.HasPrefix(got, "headers :status=400 ") {
+			t.Fatalf("connection: %s: got %s, want 400 or the stream reset", conn, got)
+		}
+		c.Close()
+	}
+	if n := len(e.w.requests()); n != 0 {
+		t.Fatalf("origin saw %d requests", n)
+	}
 }
