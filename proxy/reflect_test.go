@@ -55,6 +55,14 @@ kind = "public_web"
 hosts = ["docs.example.test"]
 ports = [TLSPORT, H1PORT]
 methods = ["GET", "POST"]
+
+[categories.plainapi]
+kind = "public_web"
+hosts = ["plain.example.test"]
+http = true
+ports = [PLAINPORT]
+methods = ["GET"]
+inject = { header = "X-Api-Key", secret = "api-token" }
 `
 
 type reflectSecrets struct{}
@@ -266,6 +274,28 @@ func TestReflectInjectedCredential(t *testing.T) {
 	}
 	if f := leaked(e.ev.dump()); f != "" {
 		t.Fatalf("an event carries the secret (%q)", f)
+	}
+}
+
+// TestReflectPlainHTTP: the same holds for plain HTTP through the
+// explicit proxy.
+func TestReflectPlainHTTP(t *testing.T) {
+	e := newReflectEnv(t)
+	c := e.explicitClient()
+	c.Transport.(*http.Transport).DisableCompression = true
+	for _, mode := range []string{"headers", "cl", "gzip"} {
+		resp, err := c.Get(fmt.Sprintf("http://plain.example.test:%d/echo/%s", e.w.plainPort, mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := received(t, resp)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d, %v", mode, resp.StatusCode, err)
+		}
+		if f := leaked(got); f != "" || !strings.Contains(got, apiRedacted) {
+			t.Fatalf("%s: secret %q delivered, or no placeholder:\n%s", mode, f, got)
+		}
+		reflectedEvent(e, t, "api-token", map[string]string{"headers": "header:", "cl": "body", "gzip": "body"}[mode])
 	}
 }
 
