@@ -19,6 +19,7 @@ type matcher struct {
 	pats   []secretPattern
 	maxLen int
 	carry  []byte // held-back input, shorter than maxLen
+	win    []byte // carry and the next piece, reused
 	off    int64  // stream offset of carry[0]
 	// hit is called for each value replaced, with its offset in the
 	// input stream.
@@ -40,7 +41,8 @@ func newMatcher(pats []secretPattern, hit func(string, int64)) *matcher {
 func (m *matcher) feed(dst, p []byte, final bool) []byte {
 	w := p
 	if len(m.carry) > 0 {
-		w = append(m.carry, p...)
+		m.win = append(append(m.win[:0], m.carry...), p...)
+		w = m.win
 	}
 	i := 0
 	for {
@@ -64,10 +66,7 @@ func (m *matcher) feed(dst, p []byte, final bool) []byte {
 	end := len(w) - keep
 	dst = append(dst, w[i:end]...)
 	m.off += int64(end)
-	m.carry = append(m.carry[:0:0], w[end:]...)
-	if cap(m.carry) == 0 {
-		m.carry = nil
-	}
+	m.carry = append(m.carry[:0], w[end:]...) // w is p or win, never carry
 	return dst
 }
 
