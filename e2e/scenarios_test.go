@@ -102,6 +102,22 @@ func TestAgentScenarios(t *testing.T) {
 				strings.Contains(r.stdout, "PLACEHOLDER-SEEN"), "the echo does not carry the placeholder where the credential was:\n"+r.stdout)
 		})
 
+	// The placeholder goes to its own host, but outside the header its
+	// rule names (Authorization, by default): refused, never swapped.
+	for _, where := range []struct{ name, curl string }{
+		{"the URL query", api + "/v1/items/1?access_token=$STAGING_TOKEN"},
+		{"another header", "-H \"X-Debug: $STAGING_TOKEN\" " + api + "/v1/items/2"},
+	} {
+		sc.refusal("a sentinel in "+where.name+" of its own host is refused",
+			"test -n \"$STAGING_TOKEN\" || exit 9; curl -sS -f -m 20 "+where.curl,
+			[]string{"staging-token", "proxy.sentinel"},
+			func(r result, wmark uint64) []string {
+				got := w.Since(wmark, world.ByRole(world.RoleAPI), world.ByKind(world.KindHTTP))
+				return expect(r.code != 0 && r.code != 9, "the request went out (or the sandbox has no placeholder)",
+					len(got) == 0, "the API received it:\n"+records(got))
+			})
+	}
+
 	sc.refusal("the internal API refuses a POST", "curl -sS -f -m 20 -X POST -H 'Content-Type: application/json' -d '{\"name\":\"x\"}' "+api+"/v1/items",
 		[]string{"/v1/items"},
 		func(r result, wmark uint64) []string {
