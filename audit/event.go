@@ -22,6 +22,9 @@ const (
 	KindPolicy    Kind = "policy"    // a policy loaded, reloaded or rejected
 	KindApproval  Kind = "approval"  // a held request and the human decision on it
 	KindGap       Kind = "gap"       // events the pipeline had to drop, counted
+	// KindSecretReflected: a response carried a secret the proxy injected
+	// back toward the sandbox (replaced, or the response refused).
+	KindSecretReflected Kind = "secret_reflected"
 )
 
 // Event is one audit record. Common fields are flat; the kind-specific
@@ -47,6 +50,8 @@ type Event struct {
 	Policy    *Policy    `json:"policy,omitempty"`
 	Approval  *Approval  `json:"approval,omitempty"`
 	Gap       *Gap       `json:"gap,omitempty"`
+
+	SecretReflected *SecretReflected `json:"secret_reflected,omitempty"`
 
 	// Seq and PrevHash are set by the stream: the record's position and the
 	// hash of the previous record (tamper evidence).
@@ -182,6 +187,17 @@ type Gap struct {
 	Dropped uint64    `json:"dropped"`
 	From    time.Time `json:"from"`
 	To      time.Time `json:"to"`
+}
+
+// SecretReflected is the payload of a secret_reflected event: where a
+// response to a request the proxy injected into carried the secret back.
+type SecretReflected struct {
+	Secret   string `json:"secret"`   // the secret's name, never its value
+	Host     string `json:"host"`     // the host that sent it back
+	Position string `json:"position"` // header:NAME, trailer:NAME, body, upgrade, header name
+	Offset   int64  `json:"offset"`   // body: offset of the first occurrence in the decoded body
+	Count    int    `json:"count"`    // occurrences replaced there (0 when refused)
+	Action   string `json:"action"`   // replaced | refused
 }
 
 // Emitter is what producers write events to. Emit must not block for long

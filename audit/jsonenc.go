@@ -56,6 +56,9 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if e.SecretReflected != nil {
+		b = appendSecretReflected(append(b, `,"secret_reflected":`...), e.SecretReflected)
+	}
 	b = optUint(b, `,"seq":`, e.Seq)
 	b = optString(b, `,"prev_hash":`, e.PrevHash)
 	return append(b, '}'), nil
@@ -190,6 +193,16 @@ func appendApproval(b []byte, a *Approval) []byte {
 	b = optString(b, `,"command":`, a.Command)
 	b = optString(b, `,"decided_by":`, a.DecidedBy)
 	b = optString(b, `,"for":`, a.For)
+	return append(b, '}')
+}
+
+func appendSecretReflected(b []byte, r *SecretReflected) []byte {
+	b = appendString(append(b, `{"secret":`...), r.Secret)
+	b = appendString(append(b, `,"host":`...), r.Host)
+	b = appendString(append(b, `,"position":`...), r.Position)
+	b = strconv.AppendInt(append(b, `,"offset":`...), r.Offset, 10)
+	b = strconv.AppendInt(append(b, `,"count":`...), int64(r.Count), 10)
+	b = appendString(append(b, `,"action":`...), r.Action)
 	return append(b, '}')
 }
 

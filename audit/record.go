@@ -105,7 +105,8 @@ func endsSandbox(e *Event) bool {
 // Host is the destination an event is about, as stored in the host column
 // and matched by Query.Host: the DNS name, the flow's host (else SNI, else
 // original destination), the HTTP host, the dropped packet's destination or
-// the held destination. Empty for other kinds.
+// the held destination, the host that reflected a secret. Empty for other
+// kinds.
 func Host(e *Event) string {
 	switch {
 	case e.DNS != nil:
@@ -118,6 +119,8 @@ func Host(e *Event) string {
 		return e.Drop.Dest
 	case e.Approval != nil:
 		return hostOnly(e.Approval.Destination)
+	case e.SecretReflected != nil:
+		return e.SecretReflected.Host
 	}
 	return ""
 }

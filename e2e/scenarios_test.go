@@ -88,6 +88,36 @@ func TestAgentScenarios(t *testing.T) {
 				ok, "the API's record has no injected Authorization header")
 		})
 
+	// An endpoint that echoes the request (headers, gzip body) gives the
+	// sandbox the placeholder where the credential was, never the value.
+	sc.step("an API that echoes the request gives back the placeholder, never the credential",
+		"test -n \"$STAGING_TOKEN\" || exit 9; out=$(curl -sS -f -m 20 --compressed -D - "+api+"/v1/items/echo) || exit 1; "+
+			"printf '%s\\n' \"$out\"; case \"$out\" in *\"Bearer $STAGING_TOKEN\"*) echo PLACEHOLDER-SEEN;; esac",
+		func(r result) []string {
+			got := w.Since(0, world.ByRole(world.RoleAPI), world.ByKind(world.KindHTTP), func(x world.Record) bool { return x.Path == "/v1/items/echo" })
+			sent := len(got) > 0 && got[len(got)-1].Header.Get("Authorization") == "Bearer "+w.APIToken
+			return expect(r.code == 0, "the echo GET failed",
+				sent, "the API did not get the injected credential, so the echo proves nothing",
+				!strings.Contains(r.stdout, w.APIToken), "the sandbox received the injected credential back:\n"+r.stdout,
+				strings.Contains(r.stdout, "PLACEHOLDER-SEEN"), "the echo does not carry the placeholder where the credential was:\n"+r.stdout)
+		})
+
+	// The placeholder goes to its own host, but outside the header its
+	// rule names (Authorization, by default): refused, never swapped.
+	for _, where := range []struct{ name, curl string }{
+		{"the URL query", api + "/v1/items/1?access_token=$STAGING_TOKEN"},
+		{"another header", "-H \"X-Debug: $STAGING_TOKEN\" " + api + "/v1/items/2"},
+	} {
+		sc.refusal("a sentinel in "+where.name+" of its own host is refused",
+			"test -n \"$STAGING_TOKEN\" || exit 9; curl -sS -f -m 20 "+where.curl,
+			[]string{"staging-token", "proxy.sentinel"},
+			func(r result, wmark uint64) []string {
+				got := w.Since(wmark, world.ByRole(world.RoleAPI), world.ByKind(world.KindHTTP))
+				return expect(r.code != 0 && r.code != 9, "the request went out (or the sandbox has no placeholder)",
+					len(got) == 0, "the API received it:\n"+records(got))
+			})
+	}
+
 	sc.refusal("the internal API refuses a POST", "curl -sS -f -m 20 -X POST -H 'Content-Type: application/json' -d '{\"name\":\"x\"}' "+api+"/v1/items",
 		[]string{"/v1/items"},
 		func(r result, wmark uint64) []string {

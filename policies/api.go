@@ -208,6 +208,10 @@ type Category struct {
 	Ports []PortRange
 	// Methods are the HTTP methods the category allows; "*" means any.
 	Methods []string
+	// SentinelHeaders are the request header fields (canonical names) a
+	// sentinel's placeholder is swapped in; anywhere else it is refused.
+	// Default Authorization.
+	SentinelHeaders []string
 
 	r catRules // compiled rules, see category.go
 }

@@ -67,7 +67,7 @@ var kindByName = map[string]Kind{
 var kindList = []string{"registries", "git", "internal_api", "webhooks", "public_web"}
 
 var commonKeys = []string{"kind", "mode", "action", "description", "hosts", "cidrs", "ports", "http",
-	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "log_query", "dns_types", "allow_doh"}
+	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "sentinel_headers", "log_query", "dns_types", "allow_doh"}
 
 var kindKeys = map[Kind][]string{
 	KindGit:        {"push", "repos"},
@@ -134,6 +134,7 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 		}
 		c.Sentinels = s
 	}
+	l.sentinelHeaders(c, m, path)
 	if _, ok := m["dns_types"]; ok {
 		c.DNSTypes = l.qtypes(m, "dns_types", path)
 	}

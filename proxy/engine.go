@@ -235,6 +235,9 @@ func (p *Proxy) onLimit(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 func (p *Proxy) onPrepare(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	x := ctx.UserData.(*exch)
 	f := x.sc.f
+	if name := connectionGuarded(req.Header, x.v.Cat); name != "" {
+		return req, p.refuseConnection(x, req, name)
+	}
 	p.outRequest(req, x.sc, x.host, x.port, x.upgrade)
 	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
 		return req, resp
@@ -292,6 +295,9 @@ func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Res
 		resp.Header.Set("Upgrade", x.upgrade)
 	}
 	x.status = resp.StatusCode
+	if x.ev.inj != nil {
+		return p.guardResponse(x, resp, ctx.Req)
+	}
 	return resp
 }
 

@@ -415,6 +415,18 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, bufio.NewReadWriter(w.br, bufio.NewWriter(c)), nil
 }
 
+// errResponseAborted marks a response the proxy cut off.
+var errResponseAborted = errors.New("proxy: response aborted")
+
+// abort breaks the response: no last chunk, nothing more flushed, and the
+// connection closes, so the client never takes a cut body for the whole.
+func (w *h1Writer) abort() {
+	if w.err == nil {
+		w.err = errResponseAborted
+	}
+	w.close = true
+}
+
 // finish ends the response: the last chunk and trailers, then a flush.
 // It reports whether the connection can carry another request.
 func (w *h1Writer) finish() (bool, error) {

@@ -139,6 +139,10 @@ type reqEvent struct {
 	start   time.Time
 	done    bool
 	refused bool // the response is the proxy's refusal
+	// inj are the secret values put into the request: its response is
+	// scanned for them (reflect.go); nil on the plain path, which so pays
+	// one pointer for it.
+	inj *injected
 }
 
 func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
@@ -388,14 +392,12 @@ func (c *countReader) Read(p []byte) (int, error) {
 }
 
 // applySecrets swaps sentinel placeholders for real secrets toward the
-// secret's own hosts, blocks placeholders going anywhere else, and sets
-// the category's injected credential after every client value is gone.
+// secret's own hosts, in the positions its category names, blocks
+// placeholders anywhere else, and sets the category's injected credential
+// after every client value is gone. Every value put in is recorded, so
+// that the response is scanned for it (reflect.go).
 func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, host string, v policies.Verdict) *http.Response {
 	sec := p.cfg.Secrets
-	var allowed []string
-	if v.Cat != nil {
-		allowed = v.Cat.Sentinels
-	}
 	if sec != nil {
 		phs := sec.Placeholders(sandboxID)
 		body, err := scanBody(out, len(phs) > 0)
@@ -406,21 +408,29 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			if ph.Value == "" {
 				continue
 			}
-			if len(body) > 0 && !slices.Contains(allowed, ph.Name) && bytes.Contains(body, []byte(ph.Value)) {
-				return p.secretEgress(ev, req, ph.Name)
-			}
-			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, slices.Contains(allowed, ph.Name), v); resp != nil {
+			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, body, v); resp != nil {
 				return resp
 			}
 		}
 	}
+	if resp := p.inject(ev, req, out, sandboxID, v); resp != nil {
+		return resp
+	}
+	if ev.inj != nil {
+		narrowForScan(out.Header)
+	}
+	return nil
+}
+
+// inject sets the category's credential.
+func (p *Proxy) inject(ev *reqEvent, req, out *http.Request, sandboxID string, v policies.Verdict) *http.Response {
 	if v.Cat == nil || v.Cat.Inject == nil {
 		return nil
 	}
 	in := v.Cat.Inject
 	val, ok := "", false
-	if sec != nil {
-		val, ok = sec.Lookup(sandboxID, in.Secret)
+	if p.cfg.Secrets != nil {
+		val, ok = p.cfg.Secrets.Lookup(sandboxID, in.Secret)
 	}
 	if !ok {
 		d := internalDeny(ruleInject, "the credential for this category is not available")
@@ -430,25 +440,30 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 	out.Header.Del(in.Header)
 	out.Header.Set(in.Header, in.Value(val))
 	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
+	ev.addInjection(in.Secret, val, p.replacementFor(sandboxID, in.Secret))
 	return nil
 }
 
-func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID string, ph Placeholder, may bool, v policies.Verdict) *http.Response {
-	inHeaders := false
-	for _, vals := range out.Header {
-		for _, s := range vals {
-			if strings.Contains(s, ph.Value) {
-				inHeaders = true
-			}
-		}
+// swapPlaceholder swaps one placeholder in the positions its category
+// allows; body is the request body when scanBody could search it.
+func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID string, ph Placeholder, body []byte, v policies.Verdict) *http.Response {
+	may := v.Cat != nil && slices.Contains(v.Cat.Sentinels, ph.Name)
+	var allowed []string
+	if may {
+		allowed = v.Cat.SentinelHeaders
 	}
-	inURL := strings.Contains(out.URL.RawQuery, ph.Value) || strings.Contains(out.URL.EscapedPath(), ph.Value)
-	bodyOK := may && v.Cat != nil && v.Cat.SentinelBody
-	if !inHeaders && !inURL && !bodyOK {
+	outside, inAllowed := placeholderPositions(out, ph.Value, allowed)
+	bodyOK := may && v.Cat.SentinelBody
+	if outside == "" && !bodyOK && len(body) > 0 && bytes.Contains(body, []byte(ph.Value)) {
+		outside = "the body"
+	}
+	switch {
+	case !may && (outside != "" || inAllowed):
+		return p.secretEgress(ev, req, ph.Name, "a secret placeholder may only be sent to its own hosts")
+	case outside != "":
+		return p.secretEgress(ev, req, ph.Name, "a secret placeholder in "+outside+": it is swapped only in "+sentinelPlaces(v.Cat))
+	case !inAllowed && !bodyOK:
 		return nil
-	}
-	if (inHeaders || inURL) && !may {
-		return p.secretEgress(ev, req, ph.Name)
 	}
 	real, ok := "", false
 	if p.cfg.Secrets != nil {
@@ -459,34 +474,80 @@ func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID 
 		d.Category = v.Category
 		return p.refuse(ev, req, http.StatusBadGateway, d)
 	}
-	for k, vals := range out.Header {
-		for i, s := range vals {
+	swapped := inAllowed
+	for _, k := range allowed {
+		for i, s := range out.Header[k] {
 			out.Header[k][i] = strings.ReplaceAll(s, ph.Value, real)
 		}
 	}
-	if inURL {
-		out.URL.RawQuery = strings.ReplaceAll(out.URL.RawQuery, ph.Value, real)
-	}
 	if bodyOK && out.Body != nil && out.Body != http.NoBody {
-		if resp := p.swapBody(ev, req, out, ph.Value, real); resp != nil {
+		inBody, resp := p.swapBody(ev, req, out, ph.Value, real)
+		if resp != nil {
 			return resp
 		}
+		swapped = swapped || inBody
 	}
-	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, ph.Name)
+	if swapped {
+		ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, ph.Name)
+		ev.addInjection(ph.Name, real, ph.Value)
+	}
 	return nil
 }
 
-func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) *http.Response {
+// placeholderPositions finds a placeholder in the request's head: the
+// first position outside the allowed header fields ("" when none), and
+// whether it is in an allowed one.
+func placeholderPositions(out *http.Request, ph string, allowed []string) (string, bool) {
+	if strings.Contains(out.URL.RawQuery, ph) {
+		return "the URL query", false
+	}
+	if strings.Contains(out.URL.EscapedPath(), ph) || strings.Contains(out.URL.Path, ph) {
+		return "the URL path", false
+	}
+	in := false
+	for k, vals := range out.Header {
+		if strings.Contains(k, ph) {
+			return "a header name", false
+		}
+		for _, s := range vals {
+			if !strings.Contains(s, ph) {
+				continue
+			}
+			if !slices.Contains(allowed, k) {
+				return "header " + k, false
+			}
+			in = true
+		}
+	}
+	return "", in
+}
+
+// sentinelPlaces says where a category swaps placeholders.
+func sentinelPlaces(c *policies.Category) string {
+	s := "header " + strings.Join(c.SentinelHeaders, ", ")
+	if len(c.SentinelHeaders) == 0 {
+		s = "no header"
+	}
+	if c.SentinelBody {
+		s += " and the body"
+	}
+	return s + " (categories." + c.Name + ".sentinel_headers, sentinel_body)"
+}
+
+// swapBody replaces a placeholder in the whole body (bounded) and reports
+// whether it was there.
+func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) (bool, *http.Response) {
 	b, err := io.ReadAll(io.LimitReader(out.Body, maxSwapBody+1))
 	if err != nil || len(b) > maxSwapBody {
 		d := internalDeny(ruleBodyLimit, "body too large to swap a placeholder")
-		return p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
+		return false, p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
 	}
+	found := bytes.Contains(b, []byte(from))
 	b = bytes.ReplaceAll(b, []byte(from), []byte(to))
 	out.Body = io.NopCloser(bytes.NewReader(b))
 	out.ContentLength = int64(len(b))
 	out.TransferEncoding = nil
-	return nil
+	return found, nil
 }
 
 // maxScanBody bounds the request bodies searched for placeholders going
@@ -510,10 +571,11 @@ func scanBody(out *http.Request, want bool) ([]byte, error) {
 	return b, nil
 }
 
-// secretEgress blocks a placeholder going to a host it does not belong to.
-func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name string) *http.Response {
+// secretEgress blocks a placeholder going to a host it does not belong
+// to, or in a position its rule does not name.
+func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name, reason string) *http.Response {
 	ev.e.HTTP.Secret = name
-	d := internalDeny(ruleSentinel, "a secret placeholder may only be sent to its own hosts")
+	d := internalDeny(ruleSentinel, reason)
 	d.Category = ev.e.Category
 	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name)
 	return p.refuse(ev, req, http.StatusForbidden, d)

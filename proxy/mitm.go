@@ -236,6 +236,9 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	defer putH1Writer(w)
 	w.x, w.dw.dl = x, dl.wr
 	p.engine.ServeHTTP(w, xreq)
+	if x.ev.inj.cutOff() {
+		w.abort()
+	}
 	more, err := w.finish()
 	dl.wr = w.dw.dl
 	p.finish(&x.ev, w.status, x.up.n, w.n)

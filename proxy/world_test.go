@@ -158,6 +158,10 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 	w.seen = append(w.seen, seenReq{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, URI: r.RequestURI,
 		Auth: r.Header.Get("Authorization"), XToken: r.Header.Get("X-Token"), Body: string(body), Header: r.Header.Clone()})
 	w.mu.Unlock()
+	if strings.HasPrefix(r.URL.Path, "/echo/") {
+		echoBack(rw, r, body) // reflect_test.go
+		return
+	}
 	if r.URL.Path == "/ws" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// Not a real WebSocket: enough of the upgrade to test the proxy's
 		// handling (101, then bytes echoed both ways).
@@ -363,6 +367,7 @@ ports = [TLSPORT]
 routes = [{ methods = ["GET", "POST"], path = "/v1/items/*" }]
 inject = { header = "Authorization", secret = "staging-token", format = "Bearer {}" }
 sentinels = ["staging-token"]
+sentinel_headers = ["X-Token"]
 
 [categories.webhooks]
 hosts = ["hooks.example.test"]

@@ -41,7 +41,7 @@ func (f *logFilter) addStateDir(fs *pflag.FlagSet) {
 func (f *logFilter) addFlags(fs *pflag.FlagSet) {
 	f.addStateDir(fs)
 	fs.StringVar(&f.sandbox, "sandbox", "", "only this sandbox id")
-	fs.StringVar(&f.kind, "kind", "", "only this kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap")
+	fs.StringVar(&f.kind, "kind", "", "only this kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap, secret_reflected")
 	fs.StringVar(&f.verdict, "verdict", "", "only this verdict: allow, deny, ask, audit, or would_deny")
 	fs.StringVar(&f.category, "category", "", "only decisions by this category")
 	fs.StringVar(&f.rule, "rule", "", "only decisions by this rule name (e.g. deny.hosts[0])")
@@ -51,7 +51,7 @@ func (f *logFilter) addFlags(fs *pflag.FlagSet) {
 }
 
 var kinds = map[string]bool{"dns": true, "flow": true, "http": true, "drop": true, "exec": true,
-	"lifecycle": true, "policy": true, "approval": true, "gap": true}
+	"lifecycle": true, "policy": true, "approval": true, "gap": true, "secret_reflected": true}
 
 var verdicts = map[string]bool{"allow": true, "deny": true, "ask": true, "audit": true, "would_deny": true, "would-deny": true}
 
@@ -60,7 +60,7 @@ func (f *logFilter) query(now time.Time) (audit.Query, error) {
 	q := audit.Query{Sandbox: f.sandbox, Kind: audit.Kind(f.kind), Verdict: f.verdict,
 		Category: f.category, Rule: f.rule, Host: f.host}
 	if f.kind != "" && !kinds[f.kind] {
-		return q, fmt.Errorf("--kind %q: want one of dns, flow, http, drop, exec, lifecycle, policy, approval, gap", f.kind)
+		return q, fmt.Errorf("--kind %q: want one of dns, flow, http, drop, exec, lifecycle, policy, approval, gap, secret_reflected", f.kind)
 	}
 	if f.verdict != "" && !verdicts[strings.ToLower(f.verdict)] {
 		return q, fmt.Errorf("--verdict %q: want allow, deny, ask, audit or would_deny", f.verdict)

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -10,7 +11,9 @@ import (
 // request carries "Authorization: Bearer <APIToken>" (which the appliance
 // injects; the sandbox never has it). The answer says only whether the
 // credential was right, never its value. POST /v1/items creates (and is
-// recorded: a test asserts it never arrived).
+// recorded: a test asserts it never arrived). GET /v1/items/echo is a
+// careless endpoint: it answers with the request's header fields, the
+// credential among them, gzip-compressed when the client accepts it.
 func (w *World) apiHandler() http.Handler {
 	want := "Bearer " + w.APIToken
 	mux := http.NewServeMux()
@@ -23,6 +26,19 @@ func (w *World) apiHandler() http.Handler {
 			status, auth = http.StatusUnauthorized, "wrong"
 		}
 		writeJSON(rw, status, map[string]string{"id": r.PathValue("id"), "name": "item-" + r.PathValue("id"), "auth": auth})
+	})
+	mux.HandleFunc("GET /v1/items/echo", func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := json.Marshal(map[string]any{"headers": r.Header})
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			rw.Write(b)
+			return
+		}
+		rw.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(rw)
+		zw.Write(b)
+		zw.Close()
 	})
 	mux.HandleFunc("POST /v1/items", func(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusCreated, map[string]string{"created": "yes"})
