@@ -35,10 +35,6 @@ func mustPolicy(t testing.TB, src string) *policies.Policy {
 	return p
 }
 
-// publicForTest treats 198.18.0.0/15 and friends as non-public, like the
-// shared classifier.
-func publicForTest(a netip.Addr) bool { return policies.Classify(a).Public() }
-
 // recorder collects events.
 type recorder struct {
 	mu  sync.Mutex
@@ -213,7 +209,6 @@ func startServer(t *testing.T, w *world, id Identifier, mod func(*Config)) *harn
 		Listen:         []string{"127.0.0.1:0"},
 		Identifier:     id,
 		Emitter:        rec,
-		Public:         publicForTest,
 		Upstreams:      []Upstream{{Addr: w.addr}},
 		Timeout:        time.Second,
 		AttemptTimeout: 300 * time.Millisecond,
