@@ -331,6 +331,7 @@ func (s *Server) event(q *query) audit.Event {
 		QName:     q.name,
 		QType:     dns.Type(q.qtype).String(),
 		RCode:     dns.RcodeToString[q.rcode()],
+		Chain:     q.strip.chain,
 		Stripped:  q.strip.addrs,
 		Upstream:  q.upstream,
 		LatencyUS: now.Sub(q.start).Microseconds(),

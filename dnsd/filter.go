@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"airlock/audit"
 	"airlock/policies"
 )
 
@@ -18,6 +19,7 @@ func (s *Server) filterStep(q *query) bool {
 	if !q.cacheHit {
 		now = time.Now() // after the upstream's answer
 		q.strip = s.filterAnswer(q.resp, reacher(q.sb.Policy, q.verdict), q.sb.IPv6)
+		q.strip.chain = s.cnameChain(q, q.resp.Answer)
 		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 		if e != nil && s.serveEntry(q, e, now) {
 			return true // written from the entry's packed answer, like a hit
@@ -74,6 +76,9 @@ type stripInfo struct {
 	addrs  []string // audit.DNS.Stripped
 	guard  string   // audit.DNS.Guard: the guards that removed them, joined by ","
 	reason string   // appended to the event's reason
+	// chain is the answer's CNAME hops with the policy's verdict on each
+	// (audit.DNS.Chain); kept here so cache hits carry it too.
+	chain []audit.DNSHop
 }
 
 // removal is one address the filter took out, and why.
