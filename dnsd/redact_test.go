@@ -118,3 +118,28 @@ func TestGuardRefusedNamesStoredTruncated(t *testing.T) {
 		t.Errorf("the answered name is not logged whole:\n%s", logs.String())
 	}
 }
+
+// FuzzRedactName: any name and scope give a name no longer than the
+// input plus the marker, keeping at most redactKeep bytes of what it cut,
+// and a hash exactly when it cut.
+func FuzzRedactName(f *testing.F) {
+	f.Add("c2VjcmV0LXRva2Vu.pkg.example.test.", "pkg.example.test.")
+	f.Add("a.b.c.d.e.f.g.example.test.", "")
+	f.Add(".", "")
+	f.Add("", "x")
+	f.Fuzz(func(t *testing.T, name, scope string) {
+		got, truncated, sum := redactName(name, scope)
+		if !truncated {
+			if got != name || sum != "" {
+				t.Fatalf("not truncated but changed: %q -> %q %q", name, got, sum)
+			}
+			return
+		}
+		if len(sum) != 2*redactHashBytes || !strings.Contains(got, "...(+") {
+			t.Fatalf("truncated %q -> %q, hash %q", name, got, sum)
+		}
+		if !strings.HasPrefix(name, got[:redactKeep]) {
+			t.Fatalf("%q -> %q does not start with the name's first bytes", name, got)
+		}
+	})
+}
