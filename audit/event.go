@@ -61,17 +61,31 @@ type Event struct {
 
 // DNS is the payload of a dns event.
 type DNS struct {
-	QName     string   `json:"qname"`
-	QType     string   `json:"qtype"`
-	RCode     string   `json:"rcode"`
-	Answers   []string `json:"answers,omitempty"`
-	Stripped  []string `json:"stripped,omitempty"` // addresses removed by the rebinding guard
-	Upstream  string   `json:"upstream,omitempty"`
-	LatencyUS int64    `json:"latency_us"`
-	CacheHit  bool     `json:"cache_hit"`
-	Guard     string   `json:"guard,omitempty"` // the exfiltration guard that tripped
-	Client    string   `json:"client,omitempty"`
-	Server    string   `json:"server,omitempty"` // the address the query was sent to
+	QName string `json:"qname"`
+	// QNameTruncated: QName is cut short (a name an exfiltration guard
+	// refused); QNameSHA256 is then the hash of the whole name.
+	QNameTruncated bool     `json:"qname_truncated,omitempty"`
+	QNameSHA256    string   `json:"qname_sha256,omitempty"`
+	QType          string   `json:"qtype"`
+	RCode          string   `json:"rcode"`
+	Answers        []string `json:"answers,omitempty"`
+	Chain          []DNSHop `json:"chain,omitempty"`    // the answer's CNAME targets, in order
+	Stripped       []string `json:"stripped,omitempty"` // addresses removed by the rebinding guard
+	Upstream       string   `json:"upstream,omitempty"`
+	LatencyUS      int64    `json:"latency_us"`
+	CacheHit       bool     `json:"cache_hit"`
+	Guard          string   `json:"guard,omitempty"` // the exfiltration guard that tripped
+	Client         string   `json:"client,omitempty"`
+	Server         string   `json:"server,omitempty"` // the address the query was sent to
+}
+
+// DNSHop is one CNAME target of an answer and what the sandbox's policy
+// decides for that name.
+type DNSHop struct {
+	Name      string `json:"name"`
+	Verdict   string `json:"verdict"`
+	Rule      string `json:"rule"`
+	WouldDeny bool   `json:"would_deny,omitempty"`
 }
 
 // Flow is the payload of a flow event. Stage "decision" is written when the

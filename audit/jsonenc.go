@@ -66,9 +66,14 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 
 func appendDNS(b []byte, d *DNS) []byte {
 	b = appendString(append(b, `{"qname":`...), d.QName)
+	if d.QNameTruncated {
+		b = append(b, `,"qname_truncated":true`...)
+	}
+	b = optString(b, `,"qname_sha256":`, d.QNameSHA256)
 	b = appendString(append(b, `,"qtype":`...), d.QType)
 	b = appendString(append(b, `,"rcode":`...), d.RCode)
 	b = optStrings(b, `,"answers":`, d.Answers)
+	b = appendHops(b, d.Chain)
 	b = optStrings(b, `,"stripped":`, d.Stripped)
 	b = optString(b, `,"upstream":`, d.Upstream)
 	b = strconv.AppendInt(append(b, `,"latency_us":`...), d.LatencyUS, 10)
@@ -77,6 +82,26 @@ func appendDNS(b []byte, d *DNS) []byte {
 	b = optString(b, `,"client":`, d.Client)
 	b = optString(b, `,"server":`, d.Server)
 	return append(b, '}')
+}
+
+func appendHops(b []byte, hops []DNSHop) []byte {
+	if len(hops) == 0 {
+		return b
+	}
+	b = append(b, `,"chain":[`...)
+	for i, h := range hops {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(append(b, `{"name":`...), h.Name)
+		b = appendString(append(b, `,"verdict":`...), h.Verdict)
+		b = appendString(append(b, `,"rule":`...), h.Rule)
+		if h.WouldDeny {
+			b = append(b, `,"would_deny":true`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func appendFlow(b []byte, f *Flow) []byte {

@@ -16,7 +16,7 @@ func benchServer(b testing.TB) *Server {
 	rr, _ := dns.NewRR("www.example.test. 3600 IN A 1.2.3.4")
 	up.Answer = append(up.Answer, rr)
 	p := webPolicy(b, "", "")
-	s, err := New(Config{Identifier: oneSandbox(p, false), Emitter: &countEmitter{}, Public: publicForTest,
+	s, err := New(Config{Identifier: oneSandbox(p, false), Emitter: &countEmitter{},
 		Upstreams: []Upstream{{Addr: "127.0.0.1:1"}}})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
-	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func benchUDP(b *testing.B, name string, unique bool) {
 	up := startBenchUpstream(b)
 	p := webPolicy(b, "", "")
 	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Identifier: oneSandbox(p, false), Emitter: &countEmitter{},
-		Public: func(netip.Addr) bool { return true }, Upstreams: []Upstream{{Addr: up}}, BindingsGrace: time.Second})
+		Upstreams: []Upstream{{Addr: up}}, BindingsGrace: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

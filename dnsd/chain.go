@@ -287,7 +287,7 @@ func (s *Server) writeAndLog(q *query) {
 	if err := q.w.WriteMsg(q.resp); err != nil {
 		// An upstream answer that cannot be packed again (hostile or broken
 		// records) must not leave the client without an answer.
-		s.log.Warn("dns write failed, answering SERVFAIL", "client", q.src.String(), "qname", q.name, "err", err)
+		s.log.Warn("dns write failed, answering SERVFAIL", "client", q.src.String(), "qname", q.logName(), "err", err)
 		if err := q.w.WriteMsg(servfail(q.req)); err != nil {
 			s.log.Debug("dns write", "client", q.src.String(), "err", err)
 		}
@@ -331,6 +331,7 @@ func (s *Server) event(q *query) audit.Event {
 		QName:     q.name,
 		QType:     dns.Type(q.qtype).String(),
 		RCode:     dns.RcodeToString[q.rcode()],
+		Chain:     q.strip.chain,
 		Stripped:  q.strip.addrs,
 		Upstream:  q.upstream,
 		LatencyUS: now.Sub(q.start).Microseconds(),
@@ -345,6 +346,9 @@ func (s *Server) event(q *query) audit.Event {
 	} else if q.local != nil {
 		d.Server = q.local.String()
 	}
+	if q.guard != "" {
+		d.QName, d.QNameTruncated, d.QNameSHA256 = redactName(q.name, q.guardScope)
+	}
 	if d.Guard == "" {
 		d.Guard = q.strip.guard // the answer filter's guards; the verdict stays the name's
 	}
@@ -356,6 +360,15 @@ func (s *Server) event(q *query) audit.Event {
 	}
 	ev.DNS = d
 	return ev
+}
+
+// logName is the name as logs may keep it: cut short when a guard refused it.
+func (q *query) logName() string {
+	if q.guard == "" {
+		return q.name
+	}
+	n, _, _ := redactName(q.name, q.guardScope)
+	return n
 }
 
 // rcode is the rcode of the answer q gets.

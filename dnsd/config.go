@@ -15,12 +15,15 @@ import (
 	"airlock/policies"
 )
 
-// Policy is what dnsd needs from a compiled policy (*policies.Policy
-// satisfies it). Implementations must be comparable (a pointer): the policy
-// value is part of the cache key, so no answer shaped for one policy is
-// served to a sandbox under another.
+// Policy is what dnsd needs from a compiled policy (*policies.Policy and
+// *policies.Bound satisfy it). Reach alone decides which answer addresses
+// a sandbox may be given (Invariant 7); dnsd never widens it.
+// Implementations must be comparable (a pointer): the policy value is part
+// of the cache key, so no answer shaped for one policy is served to a
+// sandbox under another.
 type Policy interface {
 	Decide(policies.Request) policies.Verdict
+	Reach(netip.Addr, policies.Verdict) policies.AddrDecision
 	DNS() policies.DNSConfig
 }
 
@@ -110,16 +113,6 @@ type Config struct {
 
 	// Upstreams are used for policies whose [dns] names none.
 	Upstreams []Upstream
-	// Public reports whether an answer address may be handed to a sandbox
-	// without a category naming it, for policies without AddrAllowed
-	// (*policies.Policy has it and is then asked instead). Default:
-	// policies.Classify(a).Public().
-	Public func(netip.Addr) bool
-	// UpstreamAllow are non-public ranges the operator lets sandboxes reach
-	// (a lab setting, as the proxy's UpstreamAllow): answers in them are kept.
-	UpstreamAllow []netip.Prefix
-	// Own are the appliance's own addresses: always stripped from answers.
-	Own []netip.Addr
 
 	Timeout        time.Duration // whole forward budget per query (default 2s); SERVFAIL after it
 	AttemptTimeout time.Duration // one upstream attempt (default 700ms)
@@ -149,9 +142,6 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Public == nil {
-		c.Public = defaultPublic
-	}
 	def(&c.Timeout, 2*time.Second)
 	def(&c.AttemptTimeout, 700*time.Millisecond)
 	if c.CacheSize == 0 {
@@ -178,9 +168,6 @@ func (c *Config) validate() error {
 	}
 	if c.MinTTL > c.MaxTTL {
 		return fmt.Errorf("dnsd: config: MinTTL %v above MaxTTL %v", c.MinTTL, c.MaxTTL)
-	}
-	for i, a := range c.Own {
-		c.Own[i] = a.Unmap()
 	}
 	if c.AttemptTimeout > c.Timeout {
 		c.AttemptTimeout = c.Timeout

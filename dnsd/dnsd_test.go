@@ -576,16 +576,49 @@ func TestSlowUpstreamServfail(t *testing.T) {
 	}
 }
 
+// labOperator is a lab appliance's settings: the world in 198.18.0.0/15
+// is an upstream allow-range, 198.18.0.1 is the appliance's own address.
+var labOperator = policies.Operator{
+	Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")},
+	Own:   []netip.Addr{netip.MustParseAddr("198.18.0.1")},
+}
+
 // The operator's lab ranges are kept; the appliance's own addresses never are.
 func TestUpstreamAllowAndOwnAddresses(t *testing.T) {
 	w := newWorld(t)
 	w.add("lab.example.test. 60 IN A 198.19.0.10", "lab.example.test. 60 IN A 198.18.0.1", "lab.example.test. 60 IN A 10.0.0.1")
-	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), func(c *Config) {
-		c.UpstreamAllow = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
-		c.Own = []netip.Addr{netip.MustParseAddr("198.18.0.1")}
-	})
+	h := startServer(t, w, oneSandbox(policies.Bind(webPolicy(t, "", ""), labOperator), false), nil)
 	r := h.ask(t, "udp", "lab.example.test", dns.TypeA)
 	if diff := cmp.Diff([]string{"198.19.0.10"}, answers(r)); diff != "" {
 		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	ev := h.rec.find("lab.example.test.")
+	if len(ev) != 1 || !strings.Contains(ev[0].Reason, "198.18.0.1 (own)") || !strings.Contains(ev[0].Reason, "10.0.0.1 (private)") {
+		t.Errorf("events %+v", ev)
+	}
+}
+
+// TestDenyCIDRInsideUpstreamAllowStripped: an allowed name resolving into
+// [deny].cidrs ∩ upstream.allow loses that address from its answer, and
+// the event names the [deny] rule (docs/policy.md: a [deny] cidr is denied
+// whatever any category says). Its other lab address is kept.
+func TestDenyCIDRInsideUpstreamAllowStripped(t *testing.T) {
+	w := newWorld(t)
+	w.add("lab.example.test. 60 IN A 198.18.77.10", "lab.example.test. 60 IN A 198.18.77.11")
+	p := webPolicy(t, "", "[deny]\ncidrs = [\"198.18.77.10\"]\n")
+	h := startServer(t, w, oneSandbox(policies.Bind(p, labOperator), false), nil)
+	r := h.ask(t, "udp", "lab.example.test", dns.TypeA)
+	if diff := cmp.Diff([]string{"198.18.77.11"}, answers(r)); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	ev := h.rec.find("lab.example.test.")
+	if len(ev) != 1 {
+		t.Fatalf("events %+v", ev)
+	}
+	if d := ev[0].DNS; d.Guard != GuardRebinding || !slices.Equal(d.Stripped, []string{"198.18.77.10"}) {
+		t.Errorf("dns %+v", d)
+	}
+	if !strings.Contains(ev[0].Reason, "198.18.77.10 (special-purpose, deny.cidrs[0])") {
+		t.Errorf("reason %q does not name the [deny] rule", ev[0].Reason)
 	}
 }

@@ -2,12 +2,12 @@ package dnsd
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"airlock/audit"
 	"airlock/policies"
 )
 
@@ -18,7 +18,8 @@ func (s *Server) filterStep(q *query) bool {
 	now := q.start
 	if !q.cacheHit {
 		now = time.Now() // after the upstream's answer
-		q.strip = s.filterAnswer(q.resp, s.keeper(q.sb.Policy, q.verdict.Cat), q.sb.IPv6)
+		q.strip = s.filterAnswer(q.resp, reacher(q.sb.Policy, q.verdict), q.sb.IPv6)
+		q.strip.chain = s.cnameChain(q, q.resp.Answer)
 		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 		if e != nil && s.serveEntry(q, e, now) {
 			return true // written from the entry's packed answer, like a hit
@@ -54,28 +55,10 @@ func (s *Server) serveEntry(q *query, e *entry, now time.Time) bool {
 	return true
 }
 
-// keeper returns the rebinding guard's test for one answer: public
-// addresses, or those the deciding category names.
-func (s *Server) keeper(p Policy, cat *policies.Category) func(netip.Addr) bool {
-	ap, hasAddrRule := p.(addrPolicy)
-	return func(a netip.Addr) bool {
-		if slices.Contains(s.cfg.Own, a) {
-			return false
-		}
-		if hasAddrRule {
-			return ap.AddrAllowed(a, cat) || inPrefixes(s.cfg.UpstreamAllow, a)
-		}
-		return s.cfg.Public(a) || internal(cat, a) || inPrefixes(s.cfg.UpstreamAllow, a)
-	}
-}
-
-func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+// reacher returns the rebinding guard's test for one answer address: the
+// policy's Reach for the verdict that let the name resolve.
+func reacher(p Policy, v policies.Verdict) func(netip.Addr) policies.AddrDecision {
+	return func(a netip.Addr) policies.AddrDecision { return p.Reach(a, v) }
 }
 
 // Why an address was removed from an answer when it is not the rebinding
@@ -93,6 +76,9 @@ type stripInfo struct {
 	addrs  []string // audit.DNS.Stripped
 	guard  string   // audit.DNS.Guard: the guards that removed them, joined by ","
 	reason string   // appended to the event's reason
+	// chain is the answer's CNAME hops with the policy's verdict on each
+	// (audit.DNS.Chain); kept here so cache hits carry it too.
+	chain []audit.DNSHop
 }
 
 // removal is one address the filter took out, and why.
@@ -102,14 +88,14 @@ type removal struct {
 }
 
 // filterAnswer edits m in place and returns what it removed.
-func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool) stripInfo {
+func (s *Server) filterAnswer(m *dns.Msg, reach func(netip.Addr) policies.AddrDecision, v6 bool) stripInfo {
 	var removed []removal
 	keep := func(a netip.Addr) bool {
-		a = a.Unmap()
-		if allowed(a) {
+		d := reach(a)
+		if d.Allowed() {
 			return true
 		}
-		removed = append(removed, removal{addr: a, why: s.stripClass(a)})
+		removed = append(removed, removal{addr: d.Addr, why: stripWhy(d)})
 		return false
 	}
 	withhold := func(a netip.Addr) { removed = append(removed, removal{addr: a, why: stripNoIPv6}) }
@@ -119,17 +105,14 @@ func (s *Server) filterAnswer(m *dns.Msg, allowed func(netip.Addr) bool, v6 bool
 	return describeRemovals(removed)
 }
 
-// stripClass names why the rebinding guard refused a: its address class,
-// "own" for the appliance's addresses, "policy cidrs" for a public address
-// the policy's cidrs deny.
-func (s *Server) stripClass(a netip.Addr) string {
-	if slices.Contains(s.cfg.Own, a) {
-		return policies.ClassOwn.String()
+// stripWhy names why the rebinding guard refused an address: its class
+// ("own" for the appliance's addresses), and the rule when one decided
+// ("special-purpose, deny.cidrs[0]").
+func stripWhy(d policies.AddrDecision) string {
+	if d.Rule.Name != "" {
+		return d.Class.String() + ", " + d.Rule.Name
 	}
-	if c := policies.Classify(a); c != policies.ClassPublic {
-		return c.String()
-	}
-	return "policy cidrs"
+	return d.Class.String()
 }
 
 // describeRemovals turns the removed addresses into the event's fields:
@@ -156,19 +139,6 @@ func describeRemovals(removed []removal) stripInfo {
 	}
 	si.guard, si.reason = strings.Join(guards, ","), strings.Join(reasons, "; ")
 	return si
-}
-
-// internal reports whether the deciding category names a in its CIDRs.
-func internal(cat *policies.Category, a netip.Addr) bool {
-	if cat == nil {
-		return false
-	}
-	for _, p := range cat.CIDRs {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // filterRRs drops the records keep refuses; without IPv6 every AAAA

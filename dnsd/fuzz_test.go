@@ -27,7 +27,6 @@ func newFuzzServer(t testing.TB, upstream []byte) *Server {
 	s, err := New(Config{
 		Identifier: oneSandbox(p, true),
 		Emitter:    &recorder{},
-		Public:     publicForTest,
 		Upstreams:  []Upstream{{Addr: "127.0.0.1:1"}},
 		CacheSize:  -1,
 	})

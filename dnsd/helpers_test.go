@@ -2,6 +2,8 @@ package dnsd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"net/netip"
 	"strings"
@@ -35,10 +37,6 @@ func mustPolicy(t testing.TB, src string) *policies.Policy {
 	return p
 }
 
-// publicForTest treats 198.18.0.0/15 and friends as non-public, like the
-// shared classifier.
-func publicForTest(a netip.Addr) bool { return policies.Classify(a).Public() }
-
 // recorder collects events.
 type recorder struct {
 	mu  sync.Mutex
@@ -55,12 +53,20 @@ func (r *recorder) Emit(e audit.Event) {
 	r.mu.Unlock()
 }
 
+// find returns the events of qname: those naming it, and those whose
+// truncated name's hash is the hash of qname (lower case, fully
+// qualified).
 func (r *recorder) find(qname string) []audit.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	fq := dns.Fqdn(qname)
+	sum := sha256.Sum256([]byte(strings.ToLower(fq)))
 	var out []audit.Event
 	for _, e := range r.evs {
-		if e.DNS != nil && e.DNS.QName == dns.Fqdn(qname) {
+		if e.DNS == nil {
+			continue
+		}
+		if strings.EqualFold(e.DNS.QName, fq) || e.DNS.QNameTruncated && e.DNS.QNameSHA256 == hex.EncodeToString(sum[:16]) {
 			out = append(out, e)
 		}
 	}
@@ -213,7 +219,6 @@ func startServer(t *testing.T, w *world, id Identifier, mod func(*Config)) *harn
 		Listen:         []string{"127.0.0.1:0"},
 		Identifier:     id,
 		Emitter:        rec,
-		Public:         publicForTest,
 		Upstreams:      []Upstream{{Addr: w.addr}},
 		Timeout:        time.Second,
 		AttemptTimeout: 300 * time.Millisecond,

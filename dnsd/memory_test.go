@@ -39,7 +39,7 @@ func TestMemoryPerName(t *testing.T) {
 	up.Answer = append(up.Answer, &dns.A{Hdr: dns.RR_Header{Name: "www.example.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 3600}, A: net.IPv4(1, 2, 3, 4)})
 	measure := func(cacheSize, bindings int) float64 {
 		p := webPolicy(t, "", "")
-		s, err := New(Config{Identifier: oneSandbox(p, false), Emitter: &countEmitter{}, Public: publicForTest,
+		s, err := New(Config{Identifier: oneSandbox(p, false), Emitter: &countEmitter{},
 			Upstreams: []Upstream{{Addr: "127.0.0.1:1"}}, CacheSize: cacheSize, BindingsSize: bindings, BindingsGrace: time.Hour})
 		if err != nil {
 			t.Fatal(err)

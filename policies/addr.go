@@ -20,7 +20,7 @@ const (
 	ClassMulticast                    // 224/4, ff00::/8
 	ClassEmbedded                     // IPv6 carrying an IPv4 address (NAT64, 6to4, Teredo) whose IPv4 part is public
 	ClassUnspecified                  // 0.0.0.0, ::
-	ClassOwn                          // one of the appliance's own addresses (Classifier only)
+	ClassOwn                          // one of the appliance's own addresses (Operator.Own; never from Classify)
 )
 
 var classNames = [...]string{"invalid", "public", "loopback", "private", "link-local", "cgnat",
@@ -151,55 +151,10 @@ func embedded4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Classifier classifies addresses knowing the appliance's own prefixes,
-// which come back as ClassOwn before any other class.
-type Classifier struct {
-	Own []netip.Prefix
-}
-
-// Classify returns ClassOwn for the appliance's addresses, else Classify(a).
-func (c *Classifier) Classify(a netip.Addr) AddrClass {
-	if c != nil && a.IsValid() {
-		u := a.WithZone("").Unmap()
-		for _, p := range c.Own {
-			if p.Contains(u) {
-				return ClassOwn
-			}
-		}
-	}
-	return Classify(a)
-}
-
 // cidrRule is one prefix of a category's or [deny]'s cidrs.
 type cidrRule struct {
 	prefix netip.Prefix
 	cat    *Category
 	rule   Rule
 	reason string
-}
-
-// AddrAllowed reports whether a may be dialed for a request the category
-// decided: public addresses are, unless [deny].cidrs names them; any other
-// address only when the category's cidrs contain it explicitly.
-func (p *Policy) AddrAllowed(a netip.Addr, cat *Category) bool {
-	if !a.IsValid() {
-		return false
-	}
-	a = a.WithZone("").Unmap()
-	if p.denyCIDR(a) != nil {
-		return false
-	}
-	if Classify(a).Public() {
-		return true
-	}
-	return cat != nil && cat.containsAddr(a)
-}
-
-func (c *Category) containsAddr(a netip.Addr) bool {
-	for _, p := range c.CIDRs {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }

@@ -328,8 +328,7 @@ func (p *Policy) common(c *Category, rule Rule, t *target, tr *trace) (Verdict, 
 		return catVerdict(c, ActionDeny, c.r.portsRule, c.r.portsReason), rankRuleDeny, true
 	}
 	if t.ip.IsValid() {
-		a := t.ip.WithZone("").Unmap()
-		if !Classify(a).Public() && !c.containsAddr(a) {
+		if !p.reach(t.ip, c, nil).Allowed() {
 			tr.add(c.r.cidrsRule, "address is not public and the category's cidrs do not name it")
 			return catVerdict(c, ActionDeny, c.r.cidrsRule, c.r.addrReason), rankRuleDeny, true
 		}

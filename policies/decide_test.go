@@ -430,14 +430,17 @@ routes = [{ methods = ["GET"], path = "/**" }]
 		{"GET http://web.test/", ActionAllow, ""},
 		{"GET https://web.test/%zz", ActionDeny, "default"},
 	})
-	if !p.AddrAllowed(netip.MustParseAddr("203.0.114.5"), nil) {
+	reach := func(a string, cat *Category) bool {
+		return p.Reach(netip.MustParseAddr(a), Verdict{Cat: cat}).Allowed()
+	}
+	if !reach("203.0.114.5", nil) {
 		t.Error("public address not allowed")
 	}
 	api, _ := p.Category("internal_api")
-	if p.AddrAllowed(netip.MustParseAddr("10.20.0.1"), nil) || !p.AddrAllowed(netip.MustParseAddr("10.20.0.1"), api) {
+	if reach("10.20.0.1", nil) || !reach("10.20.0.1", api) {
 		t.Error("private address: allowed only with the category naming it")
 	}
-	if p.AddrAllowed(netip.MustParseAddr("169.254.169.254"), api) {
+	if reach("169.254.169.254", api) {
 		t.Error("metadata address allowed")
 	}
 }

@@ -223,24 +223,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestClassifierOwn(t *testing.T) {
-	c := &Classifier{Own: []netip.Prefix{netip.MustParsePrefix("203.0.114.1/32"), netip.MustParsePrefix("198.18.0.1/32")}}
-	for addr, want := range map[string]AddrClass{
-		"203.0.114.1":        ClassOwn,
-		"::ffff:203.0.114.1": ClassOwn,
-		"198.18.0.1":         ClassOwn,
-		"198.18.0.2":         ClassSpecial,
-		"203.0.114.2":        ClassPublic,
-	} {
-		if got := c.Classify(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("Classify(%s) = %v, want %v", addr, got, want)
-		}
-	}
-	if ClassOwn.Public() {
-		t.Error("own addresses must not be public")
-	}
-}
-
 func TestHostPattern(t *testing.T) {
 	var h HostPattern
 	if err := h.UnmarshalText([]byte("*.Example.TEST")); err != nil || h != "*.example.test" {

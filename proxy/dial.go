@@ -34,62 +34,64 @@ func (p *Proxy) resolveChecked(ctx context.Context, pol Decider, name string, po
 		}
 	}
 	var out []netip.AddrPort
+	var refused []policies.AddrDecision
 	for _, a := range addrs {
-		if p.mayDial(a, v, pol) {
+		if d := pol.Reach(a, v); d.Allowed() {
 			out = append(out, netip.AddrPortFrom(a, port))
+		} else {
+			refused = append(refused, d)
 		}
 	}
 	if len(out) == 0 {
-		return nil, addrs, fmt.Errorf("%w: %s has no address the policy allows", errRefusedAddr, name)
+		return nil, addrs, &refusedError{name: name, refused: refused}
 	}
 	return out, addrs, nil
 }
 
-// addrAllower is implemented by policies that carry their own address
-// rules ([deny] cidrs); the proxy then asks the policy too.
-type addrAllower interface {
-	AddrAllowed(a netip.Addr, cat *policies.Category) bool
+// refusedError: the policy's Reach refused every address of a name.
+type refusedError struct {
+	name    string
+	refused []policies.AddrDecision
+}
+
+func (e *refusedError) Error() string {
+	why := make([]string, len(e.refused))
+	for i, d := range e.refused {
+		why[i] = d.Reason()
+	}
+	return fmt.Sprintf("%v: %s has no address the policy allows: %s", errRefusedAddr, e.name, strings.Join(why, "; "))
+}
+
+func (e *refusedError) Unwrap() error { return errRefusedAddr }
+
+// refusedWhy says what refused the addresses without naming them (the
+// reason reaches the sandbox): the classes and the rules that decided.
+func refusedWhy(err error) string {
+	var re *refusedError
+	if !errors.As(err, &re) {
+		return ""
+	}
+	var why []string
+	for _, d := range re.refused {
+		w := d.Class.String()
+		if d.Rule.Name != "" {
+			w += ", denied by " + d.Rule.String()
+		}
+		if !slices.Contains(why, w) {
+			why = append(why, w)
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // mayDial reports whether the proxy may connect to a for a request the
-// verdict allowed: never the appliance's own addresses; public addresses;
-// non-public ones only when the deciding category's CIDRs or the operator's
-// UpstreamAllow name them; and never what the policy's own address rules
-// refuse.
+// verdict allowed: the sandbox policy's Reach alone decides.
 func (p *Proxy) mayDial(a netip.Addr, v policies.Verdict, pol Decider) bool {
-	if !a.IsValid() || a.IsUnspecified() {
-		return false
+	d := pol.Reach(a, v)
+	if !d.Allowed() {
+		p.log.Info("proxy: address refused", "reach", d.String())
 	}
-	u := a.WithZone("").Unmap()
-	for _, own := range p.cfg.OwnAddrs {
-		if own.Unmap() == u {
-			return false
-		}
-	}
-	for _, l := range p.cfg.Own {
-		if l.Addr().Unmap() == u {
-			return false
-		}
-	}
-	if aa, ok := pol.(addrAllower); ok {
-		return aa.AddrAllowed(a, v.Cat) || containsAddr(p.cfg.UpstreamAllow, a)
-	}
-	if v.Cat != nil && containsAddr(v.Cat.CIDRs, a) {
-		return true
-	}
-	if containsAddr(p.cfg.UpstreamAllow, a) {
-		return true
-	}
-	return p.cfg.IsPublic(a)
-}
-
-func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return d.Allowed()
 }
 
 // isLoop reports whether dst is one of the appliance's own listeners.
@@ -105,8 +107,10 @@ func (p *Proxy) isLoop(dst netip.AddrPort) bool {
 	return false
 }
 
+// ownAddr reports whether a is an address an unspecified listener is
+// reached at: loopback, or the address of another listener.
 func (p *Proxy) ownAddr(a netip.Addr) bool {
-	return slices.Contains(p.cfg.OwnAddrs, a) || a.IsLoopback()
+	return a.IsLoopback() || slices.ContainsFunc(p.cfg.Own, func(l netip.AddrPort) bool { return l.Addr() == a })
 }
 
 // dialChecked connects to the first reachable address of targets: the

@@ -322,7 +322,10 @@ func statusFor(v policies.Verdict) int {
 func addrDeny(v policies.Verdict, err error) policies.Verdict {
 	d := internalDeny(ruleResolve, "the name does not resolve")
 	if errors.Is(err, errRefusedAddr) {
-		d = internalDeny(ruleAddress, "the name resolves only to addresses the policy does not allow (private, loopback, link-local, metadata, or the appliance's own)")
+		d = internalDeny(ruleAddress, "the name resolves only to addresses the policy does not allow (private, loopback, link-local, metadata, [deny] cidrs, or the appliance's own)")
+		if why := refusedWhy(err); why != "" {
+			d.Reason += ": " + why
+		}
 	}
 	d.Category, d.Kind = v.Category, v.Kind
 	return d

@@ -27,9 +27,12 @@ import (
 	"airlock/policies"
 )
 
-// Decider is a sandbox's policy.
+// Decider is a sandbox's policy (*policies.Policy and *policies.Bound
+// satisfy it). Reach is the only answer to whether an address may be
+// dialed for a verdict (Invariant 7); the proxy never widens it.
 type Decider interface {
 	Decide(policies.Request) policies.Verdict
+	Reach(netip.Addr, policies.Verdict) policies.AddrDecision
 }
 
 // Sandbox is what the proxy needs to know about the client of a connection.
@@ -94,10 +97,6 @@ type ProxyAuthenticator interface {
 	Authenticate(user, password string) (Sandbox, bool)
 }
 
-// IsPublicFunc classifies an address: true when it is an ordinary public
-// address. The shared classifier (policies) is the intended implementation.
-type IsPublicFunc func(netip.Addr) bool
-
 // Config configures a Proxy. Required: CA, Identify, Resolver, Emitter.
 // Nil optional hooks default to the safe behaviour.
 type Config struct {
@@ -105,11 +104,6 @@ type Config struct {
 	Identify Identifier
 	Resolver Resolver
 	Emitter  audit.Emitter
-	// IsPublic classifies upstream addresses when the sandbox's policy has
-	// no AddrAllowed method; nil means policies.Classify(a).Public().
-	// Non-public addresses are dialed only when the deciding category's
-	// CIDRs or UpstreamAllow contain them.
-	IsPublic IsPublicFunc
 	Logger   *slog.Logger
 
 	Bindings Bindings // nil: names are never learned from DNS bindings
@@ -120,14 +114,11 @@ type Config struct {
 	// does not know their source address. Nil: such clients are denied.
 	ProxyAuth ProxyAuthenticator
 
-	// UpstreamAllow are non-public ranges the operator lets the proxy
-	// dial (a lab setting), in addition to the categories' CIDRs.
-	UpstreamAllow []netip.Prefix
 	// Own are the appliance's own listener addresses: a connection whose
-	// original destination is one of them is a loop and is refused.
+	// original destination is one of them is a loop and is refused. (Which
+	// addresses may be dialed is the sandbox policy's Reach, bound by the
+	// serve wiring to the operator's upstream.allow and own addresses.)
 	Own []netip.AddrPort
-	// OwnAddrs are the appliance's own addresses: never dialed.
-	OwnAddrs []netip.Addr
 	// RootCAs verifies upstream servers; nil means the system roots.
 	RootCAs *x509.CertPool
 	// ExtraCAPEM are more trusted upstream CAs (added to RootCAs or the
@@ -223,9 +214,6 @@ func (c *Config) defaults() {
 	setDur(&c.IdleTimeout, 120*time.Second)
 	setDur(&c.DialTimeout, 10*time.Second)
 	setDur(&c.AskTimeout, 2*time.Minute)
-	if c.IsPublic == nil {
-		c.IsPublic = func(a netip.Addr) bool { return policies.Classify(a).Public() }
-	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 64 << 10
 	}

@@ -19,8 +19,8 @@ type swappable struct {
 }
 
 func (s *swappable) Decide(r policies.Request) policies.Verdict { return s.p.Load().Decide(r) }
-func (s *swappable) AddrAllowed(a netip.Addr, c *policies.Category) bool {
-	return s.p.Load().AddrAllowed(a, c)
+func (s *swappable) Reach(a netip.Addr, v policies.Verdict) policies.AddrDecision {
+	return policies.Bind(s.p.Load(), worldOperator).Reach(a, v)
 }
 
 // TestRedecideClosesSplicedTunnelsAfterReload: a spliced TLS tunnel that
@@ -41,7 +41,7 @@ func TestRedecideClosesSplicedTunnelsAfterReload(t *testing.T) {
 			return Sandbox{}, false
 		})
 	})
-	sb1.p.Store(e.policy)
+	sb1.p.Store(e.policy.Policy)
 	src := e.w.policy(testPolicy)
 	src = strings.Replace(src, "[deny]\n", "[deny]\nhosts = [\"splice.example.test\"]\n", 1)
 	denying, err := policies.Parse("reloaded.toml", []byte(src))

@@ -83,7 +83,7 @@ func (reflectSecrets) Placeholders(string) []Placeholder {
 
 func newReflectEnv(t *testing.T) *env {
 	t.Helper()
-	var pol atomic.Pointer[policies.Policy]
+	var pol atomic.Pointer[policies.Bound]
 	e := newEnv(t, func(c *Config) {
 		c.Secrets = reflectSecrets{}
 		c.Identify = IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
@@ -95,7 +95,7 @@ func newReflectEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}
-	pol.Store(p)
+	pol.Store(policies.Bind(p, worldOperator))
 	return e
 }
 

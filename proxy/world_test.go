@@ -34,7 +34,8 @@ import (
 // The test world: HTTPS and HTTP origins on loopback with their own CA, a
 // fake resolver mapping *.example.test names to them, and a policy that
 // names the world's hosts. Loopback is non-public to the classifier; the
-// world is reachable only through Config.UpstreamAllow (a lab setting).
+// world is reachable only through the operator's allow-range the policy
+// is bound to (worldOperator, a lab setting).
 
 var worldNames = []string{
 	"git.example.test", "api.staging.example.test", "hooks.example.test",
@@ -49,6 +50,14 @@ const (
 	placeholder = "AIRLOCK-PLACEHOLDER-staging-token-5678"
 	testOwnAddr = "198.18.0.1"
 )
+
+// worldOperator is the appliance settings the world's policies are bound
+// to: loopback (the world) is an upstream allow-range, testOwnAddr is the
+// appliance's own address.
+var worldOperator = policies.Operator{
+	Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+	Own:   []netip.Addr{netip.MustParseAddr(testOwnAddr)},
+}
 
 type seenReq struct {
 	Method, Host, Path, Query, Auth, XToken string
@@ -332,7 +341,7 @@ type env struct {
 	explicit string // explicit listener address
 	tln      net.Listener
 	origDst  sync.Map // client local addr -> netip.AddrPort
-	policy   *policies.Policy
+	policy   *policies.Bound
 	approver Approver
 	secrets  *testSecrets
 }
@@ -419,10 +428,11 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	w := newWorld(t)
 	src := w.policy(testPolicy)
-	pol, err := policies.Parse("test.toml", []byte(src))
+	parsed, err := policies.Parse("test.toml", []byte(src))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}
+	pol := policies.Bind(parsed, worldOperator)
 	ca, err := certs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -445,16 +455,14 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 			}
 			return Sandbox{}, false
 		}),
-		Resolver:      res,
-		Emitter:       e.ev,
-		Secrets:       e.secrets,
-		UpstreamAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		OwnAddrs:      []netip.Addr{netip.MustParseAddr(testOwnAddr)},
-		ExtraCAPEM:    [][]byte{w.caPEM},
-		RootCAs:       x509.NewCertPool(),
-		SniffTimeout:  300 * time.Millisecond,
-		AskTimeout:    300 * time.Millisecond,
-		Approver:      ApproverFunc(func(ctx context.Context, h Hold) (bool, error) { return e.approve(ctx, h) }),
+		Resolver:     res,
+		Emitter:      e.ev,
+		Secrets:      e.secrets,
+		ExtraCAPEM:   [][]byte{w.caPEM},
+		RootCAs:      x509.NewCertPool(),
+		SniffTimeout: 300 * time.Millisecond,
+		AskTimeout:   300 * time.Millisecond,
+		Approver:     ApproverFunc(func(ctx context.Context, h Hold) (bool, error) { return e.approve(ctx, h) }),
 	}
 	for _, o := range opts {
 		o(&cfg)

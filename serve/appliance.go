@@ -211,7 +211,11 @@ func (a *Appliance) startCA(context.Context) error {
 }
 
 func (a *Appliance) startPolicies(context.Context) error {
-	ps, err := NewPolicySet(a.cfg.PolicyDir, a.cfg.Upstream.Allow, a.tap)
+	op, err := operator(a.cfg)
+	if err != nil {
+		return err
+	}
+	ps, err := NewPolicySet(a.cfg.PolicyDir, op, a.tap)
 	if err != nil {
 		return err
 	}
@@ -290,7 +294,6 @@ func (a *Appliance) startDNS(bg context.Context) error {
 	srv, err := dnsd.New(dnsd.Config{
 		PacketConns: []net.PacketConn{udp}, Listeners: []net.Listener{tcp},
 		Identifier: a.registry.DNSIdentifier(), Emitter: a.tap, Upstreams: ups,
-		UpstreamAllow: a.cfg.Upstream.Allow, Own: []netip.Addr{a.cfg.Network.Gateway},
 		Logger: a.log.With("component", "dnsd"),
 	})
 	if err != nil {
@@ -324,13 +327,13 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 	p, err := proxy.New(proxy.Config{
 		CA: a.ca, Identify: a.registry.ProxyIdentifier(), Resolver: a.resolver(), Emitter: a.tap,
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
-		Approver: a.approvals, UpstreamAllow: a.cfg.Upstream.Allow,
+		Approver: a.approvals,
 		Own: []netip.AddrPort{
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyTransparent)),
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyExplicit)),
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.DNS)),
 		},
-		OwnAddrs: []netip.Addr{a.cfg.Network.Gateway}, ExtraCAPEM: extra,
+		ExtraCAPEM: extra,
 		AskTimeout: a.cfg.Approval.Timeout.Duration,
 	})
 	if err != nil {

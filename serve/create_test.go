@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"airlock/client"
+	"airlock/policies"
 	"airlock/runner"
 )
 
@@ -88,7 +89,7 @@ func newCreateAppliance(t *testing.T) (*Appliance, *setupEngine) {
 	t.Helper()
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", sentinelPolicy)
-	ps, err := NewPolicySet(dir, nil, &recorder{})
+	ps, err := NewPolicySet(dir, policies.Operator{}, &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}

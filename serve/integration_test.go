@@ -25,6 +25,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -499,6 +500,7 @@ func TestServe(t *testing.T) {
 	}
 	t.Run("metrics", func(t *testing.T) { l.t = t; metrics(t, l) })
 	t.Run("policy reload", func(t *testing.T) { l.t = t; reload(t, l, sb) })
+	t.Run("deny cidr inside upstream.allow", func(t *testing.T) { l.t = t; denyCIDRInLab(t, l, sb) })
 	t.Run("state modes", func(t *testing.T) { l.t = t; stateModes(t, l) })
 	t.Run("mac spoof", func(t *testing.T) { l.t = t; macSpoof(t, l) })
 	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
@@ -577,6 +579,53 @@ func reload(t *testing.T, l *lab, sb client.Sandbox) {
 	os.WriteFile(pol, []byte(l.testPolicy()), 0o600)
 	if _, err := l.c.ReloadPolicies(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// denyCIDRInLab: with upstream.allow holding the world's range and the
+// policy's [deny] cidrs naming the registry's address, the allowed
+// registry name is refused through the explicit proxy (403) and the
+// transparent path, the world's registry serves nothing, and dnsd's
+// answer for the name drops the address (docs/policy.md: a [deny] cidr is
+// denied whatever any category says).
+func denyCIDRInLab(t *testing.T, l *lab, sb client.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	npm, addr := l.w.Name(world.RoleNPM), l.w.Addr(world.RoleNPM).String()
+	pol := filepath.Join(l.dir, "policies", "lab.toml")
+	t.Cleanup(func() { // the recovery test that follows needs the lab policy back
+		os.WriteFile(pol, []byte(l.testPolicy()), 0o600)
+		if _, err := l.c.ReloadPolicies(context.Background()); err != nil {
+			t.Errorf("restore the policy: %v", err)
+		}
+	})
+	os.WriteFile(pol, []byte(strings.Replace(l.testPolicy(), "[deny]\n", fmt.Sprintf("[deny]\ncidrs = [%q]\n", addr), 1)), 0o600)
+	if res, err := l.c.ReloadPolicies(ctx); err != nil || len(res.Reloaded) != 1 {
+		t.Fatalf("reload with the [deny] cidr: %+v, %v", res, err)
+	}
+	mark := l.w.Mark()
+	if r := l.exec(sb.ID, curlOpts+"-v -o /dev/null https://"+npm+"/airlock-demo 2>&1"); r.code == 0 || !strings.Contains(r.stdout, "403") {
+		t.Errorf("explicit proxy: want the CONNECT refused with 403:\n%v", r)
+	}
+	if r := l.exec(sb.ID, curlOpts+"--noproxy '*' -o /dev/null -w '%{http_code}' https://"+npm+"/airlock-demo"); r.code == 0 {
+		t.Errorf("transparent path: the request succeeded: %v", r)
+	}
+	if r := l.exec(sb.ID, "getent ahostsv4 "+npm+"; echo rc=$?"); strings.Contains(r.stdout, addr) {
+		t.Errorf("dnsd answered the [deny]ed address: %v", r)
+	}
+	if got := l.w.Since(mark, world.ByRole(world.RoleNPM)); len(got) != 0 {
+		t.Errorf("the world's registry served %d request(s) for a [deny]ed address", len(got))
+	}
+	evs := l.events(sb.ID)
+	if _, ok := findEvent(evs, func(e audit.Event) bool {
+		return e.Kind == audit.KindDNS && audit.Host(&e) == npm && slices.Contains(e.DNS.Stripped, addr) && strings.Contains(e.Reason, "deny.cidrs[0]")
+	}); !ok {
+		t.Errorf("no dns event stripping %s under deny.cidrs[0]", addr)
+	}
+	if _, ok := findEvent(evs, func(e audit.Event) bool {
+		return e.Verdict == "deny" && audit.Host(&e) == npm && e.Rule == "proxy.address" && strings.Contains(e.Reason, "deny.cidrs[0]")
+	}); !ok {
+		t.Errorf("no proxy denial of %s naming deny.cidrs[0]", npm)
 	}
 }
 

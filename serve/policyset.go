@@ -16,65 +16,35 @@ import (
 	"airlock/policies"
 )
 
-// boundPolicy is one loaded policy version as the appliance enforces it:
-// the compiled policy plus the operator's upstream allow-ranges, so a lab
-// world in a non-public range is reachable only because the appliance
-// config names it. It is a pointer per version, so dnsd's cache (keyed by
-// the policy value) never serves one version's answer to another.
-type boundPolicy struct {
-	*policies.Policy
-	allow []netip.Prefix
-}
-
-// AddrAllowed is the policy's answer, widened by the configured upstream
-// allow-ranges — except where the policy's [deny] names the address.
-func (b *boundPolicy) AddrAllowed(a netip.Addr, cat *policies.Category) bool {
-	if b.Policy.AddrAllowed(a, cat) {
-		return true
-	}
-	a = a.Unmap()
-	if !containsAddr(b.allow, a) {
-		return false
-	}
-	v := b.Policy.Decide(policies.Request{Stage: policies.StageConnect, IP: a, Port: 443})
-	return !strings.HasPrefix(v.Rule.Name, "deny.")
-}
-
-func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // policyRef is a named policy whose current version a reload swaps
 // atomically. Sandboxes hold the ref, so every decision — including each
 // request inside a tunnel that was open before the reload — uses the
 // current version.
 type policyRef struct {
 	name string
-	cur  atomic.Pointer[boundPolicy]
+	cur  atomic.Pointer[policies.Bound]
 }
 
-func (r *policyRef) load() *boundPolicy { return r.cur.Load() }
+// load is the current version, bound to the operator's settings: a
+// pointer per version, so dnsd's cache (keyed by the policy value) never
+// serves one version's answer to another.
+func (r *policyRef) load() *policies.Bound { return r.cur.Load() }
 
 // Decide decides under the current version (proxy.Decider).
 func (r *policyRef) Decide(req policies.Request) policies.Verdict { return r.load().Decide(req) }
 
-// AddrAllowed asks the current version.
-func (r *policyRef) AddrAllowed(a netip.Addr, cat *policies.Category) bool {
-	return r.load().AddrAllowed(a, cat)
+// Reach asks the current version (proxy.Decider).
+func (r *policyRef) Reach(a netip.Addr, v policies.Verdict) policies.AddrDecision {
+	return r.load().Reach(a, v)
 }
 
 // PolicySet is the policies of the policy directory, by name (the file
 // name without .toml). Reload validates every file before any replaces
 // the running version.
 type PolicySet struct {
-	dir   string
-	allow []netip.Prefix
-	emit  audit.Emitter
+	dir  string
+	op   policies.Operator // bound to every version: upstream.allow, own addresses
+	emit audit.Emitter
 
 	mu   sync.Mutex // serializes reloads; readers use byName under rmu
 	rmu  sync.RWMutex
@@ -83,8 +53,8 @@ type PolicySet struct {
 
 // NewPolicySet loads every policy in dir. Any file with errors fails the
 // start (there is no running version to keep): the error lists them all.
-func NewPolicySet(dir string, allow []netip.Prefix, emit audit.Emitter) (*PolicySet, error) {
-	s := &PolicySet{dir: dir, allow: allow, emit: emit, refs: map[string]*policyRef{}}
+func NewPolicySet(dir string, op policies.Operator, emit audit.Emitter) (*PolicySet, error) {
+	s := &PolicySet{dir: dir, op: op, emit: emit, refs: map[string]*policyRef{}}
 	files, err := policyFiles(dir)
 	if err != nil {
 		return nil, err
@@ -97,7 +67,7 @@ func NewPolicySet(dir string, allow []netip.Prefix, emit audit.Emitter) (*Policy
 			continue
 		}
 		ref := &policyRef{name: name}
-		ref.cur.Store(&boundPolicy{Policy: p, allow: allow})
+		ref.cur.Store(policies.Bind(p, op))
 		s.refs[name] = ref
 		s.event("loaded", name, "", p.Hash(), nil)
 	}
@@ -202,7 +172,7 @@ func (s *PolicySet) reloadOne(name, file, by string, res *client.ReloadResult) {
 		res.Unchanged = append(res.Unchanged, name)
 		return
 	}
-	bp := &boundPolicy{Policy: p, allow: s.allow}
+	bp := policies.Bind(p, s.op)
 	if known {
 		ref.cur.Store(bp)
 	} else {

@@ -60,7 +60,7 @@ func TestPolicyReload(t *testing.T) {
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", polA)
 	rec := &recorder{}
-	ps, err := NewPolicySet(dir, nil, rec)
+	ps, err := NewPolicySet(dir, policies.Operator{}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,42 +126,51 @@ func TestPolicySetStartRefusesBrokenFiles(t *testing.T) {
 	dir := t.TempDir()
 	writePolicy(t, dir, "good", polA)
 	writePolicy(t, dir, "bad", "version = 1\n[categories.git]\nhosts = [\"*x.test\"]\n")
-	_, err := NewPolicySet(dir, nil, &recorder{})
+	_, err := NewPolicySet(dir, policies.Operator{}, &recorder{})
 	if err == nil || !strings.Contains(err.Error(), "bad.toml:3") {
 		t.Fatalf("err = %v, want the bad file's positioned error", err)
 	}
 }
 
-func TestBoundPolicyUpstreamAllow(t *testing.T) {
+// TestPolicySetBindsOperator: every version the set loads, at start and
+// on reload, answers Reach with the operator's allow-ranges and own
+// addresses, and a [deny] cidr inside an allow-range stays unreachable.
+func TestPolicySetBindsOperator(t *testing.T) {
 	src := `version = 1
 [deny]
 cidrs = ["198.18.0.66/32"]
 [categories.git]
 hosts = ["git.example.test"]
 `
-	p, err := policies.Parse("p.toml", []byte(src))
+	dir := t.TempDir()
+	writePolicy(t, dir, "agent", src)
+	op := policies.Operator{Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}, Own: []netip.Addr{netip.MustParseAddr("198.18.0.1")}}
+	ps, err := NewPolicySet(dir, op, &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lab := []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}
-	b := &boundPolicy{Policy: p, allow: lab}
-	cat, _ := p.Category("git")
-	for _, tt := range []struct {
-		addr string
-		want bool
-	}{
-		{"198.18.0.10", true},  // the lab range, named by the appliance config
-		{"198.18.1.10", false}, // non-public, outside the lab range
-		{"198.18.0.66", false}, // in the lab range but [deny]ed by the policy
-		{"10.0.0.1", false},
-		{"127.0.0.1", false},
-		{"169.254.169.254", false},
-	} {
-		if got := b.AddrAllowed(netip.MustParseAddr(tt.addr), cat); got != tt.want {
-			t.Errorf("AddrAllowed(%s) = %v, want %v", tt.addr, got, tt.want)
+	ref, _ := ps.Get("agent")
+	check := func(when string) {
+		v := ref.Decide(connect("git.example.test"))
+		for _, tt := range []struct {
+			addr string
+			want policies.Reach
+		}{
+			{"198.18.0.10", policies.ReachOperator}, // the lab range, named by the appliance config
+			{"198.18.1.10", policies.ReachNonPublic},
+			{"198.18.0.66", policies.ReachDenied}, // in the lab range but [deny]ed by the policy
+			{"198.18.0.1", policies.ReachOwn},
+			{"169.254.169.254", policies.ReachNonPublic},
+		} {
+			if got := ref.Reach(netip.MustParseAddr(tt.addr), v); got.Reach != tt.want {
+				t.Errorf("%s: Reach(%s) = %v, want %v", when, tt.addr, got, tt.want)
+			}
 		}
 	}
-	if (&boundPolicy{Policy: p}).AddrAllowed(netip.MustParseAddr("198.18.0.10"), cat) {
-		t.Error("without the allow-range the lab address must stay unreachable")
+	check("loaded")
+	writePolicy(t, dir, "agent", src+"# changed\n")
+	if res, err := ps.Reload("test"); err != nil || len(res.Reloaded) != 1 {
+		t.Fatalf("reload: %+v, %v", res, err)
 	}
+	check("reloaded")
 }

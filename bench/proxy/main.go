@@ -259,10 +259,12 @@ func airlock(args []string) error {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	pol, err := policies.Parse("bench.toml", []byte(benchPolicy))
+	parsed, err := policies.Parse("bench.toml", []byte(benchPolicy))
 	if err != nil {
 		return err
 	}
+	// The origin on loopback is reachable as a lab's upstream allow-range.
+	pol := policies.Bind(parsed, policies.Operator{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	ca, err := certs.Open(*stateDir)
 	if err != nil {
 		return err
@@ -276,12 +278,11 @@ func airlock(args []string) error {
 		Identify: proxy.IdentifierFunc(func(a netip.Addr) (proxy.Sandbox, bool) {
 			return proxy.Sandbox{ID: "bench", Policy: pol}, a.IsLoopback()
 		}),
-		Resolver:      resolver{},
-		Emitter:       audit.NewJSONL(io.Discard), // the stream's own encoder and hash chain; the bytes are discarded
-		Logger:        slog.New(slog.DiscardHandler),
-		UpstreamAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		RootCAs:       x509.NewCertPool(),
-		ExtraCAPEM:    [][]byte{extra},
+		Resolver:   resolver{},
+		Emitter:    audit.NewJSONL(io.Discard), // the stream's own encoder and hash chain; the bytes are discarded
+		Logger:     slog.New(slog.DiscardHandler),
+		RootCAs:    x509.NewCertPool(),
+		ExtraCAPEM: [][]byte{extra},
 	})
 	if err != nil {
 		return err
