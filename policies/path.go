@@ -47,6 +47,9 @@ func NormalizePath(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if hasDoubleEnc(dec) {
+		return "", errDoubleEnc
+	}
 	if err := checkDecoded(p); err != nil {
 		return "", err
 	}
@@ -114,6 +117,23 @@ func decodeOnce(s string) string {
 	return b.String()
 }
 
+// hasDoubleEnc: the decoded form holds "%25" followed by two hex digits,
+// however they were spelled ("%2541", or "%25" then "%34%31" that decode
+// to "41"), which a server that decodes twice reads as another byte.
+func hasDoubleEnc(dec string) bool {
+	for i := strings.Index(dec, "%25"); i >= 0; {
+		if i+4 < len(dec) && isHex(dec[i+3]) && isHex(dec[i+4]) {
+			return true
+		}
+		j := strings.Index(dec[i+3:], "%25")
+		if j < 0 {
+			return false
+		}
+		i += 3 + j
+	}
+	return false
+}
+
 // endsInDotDot: the last segment of a decoded path is ".." (or "..;x").
 func endsInDotDot(p string) bool {
 	last := p[strings.LastIndexByte(p, '/')+1:]
@@ -165,11 +185,8 @@ func decodeUnreserved(p string) (string, error) {
 				return "", errPercent
 			}
 			v := h<<4 | l
-			switch {
-			case v == 0:
+			if v == 0 {
 				return "", errPathNUL
-			case v == '%' && i+4 < len(p) && isHex(p[i+3]) && isHex(p[i+4]):
-				return "", errDoubleEnc
 			}
 			if isUnreserved(v) {
 				b.WriteByte(v)
