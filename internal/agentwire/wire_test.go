@@ -48,8 +48,8 @@ func TestFrameErrors(t *testing.T) {
 		in   []byte
 		want string
 	}{
-		"zero length": {frame(0), "length 0"},
-		"huge length": {frame(1 << 30), "exceeds"},
+		"zero length":  {frame(0), "length 0"},
+		"huge length":  {frame(1 << 30), "exceeds"},
 		"unknown type": {frame(1, 99), "unknown type 99"},
 		"type zero":    {frame(1, 0), "unknown type 0"},
 		"eof payload":  {frame(3, byte(TStdinEOF), 1, 2), "want none"},
