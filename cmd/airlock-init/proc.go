@@ -40,22 +40,23 @@ type proc struct {
 	startErr  string
 	startCode int
 
-	mu       sync.Mutex
-	subs     []*conn
-	replay   []chunk
-	replayN  int
-	nOut     int64
-	nErr     int64
-	exit     *agentwire.Exit
-	shimExit *unix.WaitStatus
-	timedOut bool
-	killed   bool
-	termSent bool
-	reaped   int
-	done     chan struct{}
-	timer    *time.Timer
-	exited   chan *shimExit
-	begin    time.Time
+	mu        sync.Mutex
+	subs      []*conn
+	replay    []chunk
+	replayN   int
+	nOut      int64
+	nErr      int64
+	exit      *agentwire.Exit
+	shimExit  *unix.WaitStatus
+	timedOut  bool
+	killed    bool
+	termSent  bool
+	reaped    int
+	done      chan struct{}
+	timer     *time.Timer
+	exited    chan *shimExit
+	statusEOF chan struct{} // the shim closed its status pipe: it ended
+	begin     time.Time
 }
 
 func (p *proc) running() bool {
@@ -137,6 +138,7 @@ type shimExit struct {
 // readStatus follows the shim's status pipe: the pid, then the main
 // process's exit, then how many descendants it had to kill.
 func (p *proc) readStatus(r *os.File, exited chan<- *shimExit) {
+	defer close(p.statusEOF)
 	defer r.Close()
 	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
 	var sent bool
@@ -199,6 +201,17 @@ func (p *proc) supervise(exited <-chan *shimExit) {
 	}
 	for _, f := range p.outs {
 		_ = f.Close()
+	}
+	// Ended by a kill or timeout: the shim reports what it had to kill
+	// once nothing is left; wait for that (bounded) so the exit counts it.
+	p.mu.Lock()
+	killing := p.termSent
+	p.mu.Unlock()
+	if killing {
+		select {
+		case <-p.statusEOF:
+		case <-time.After(p.grace + 5*time.Second):
+		}
 	}
 	p.finish(st)
 }

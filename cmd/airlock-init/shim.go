@@ -63,14 +63,23 @@ func shimMain(args []string) int {
 	reaped := make(chan struct{})
 	go reapAll(pid, report, reaped)
 	var once sync.Once
+	killed := make(chan struct{})
+	killing := false
 	for {
 		select {
 		case <-reaped:
+			if killing {
+				<-killed // its count is the last report
+			}
 			return 0
 		case sig := <-sigs:
 			if sig == syscall.SIGTERM {
 				once.Do(func() {
-					go func() { report(shimMsg{Reaped: killTree(time.Duration(s.GraceMS) * time.Millisecond)}) }()
+					killing = true
+					go func() {
+						report(shimMsg{Reaped: killTree(time.Duration(s.GraceMS) * time.Millisecond)})
+						close(killed)
+					}()
 				})
 			}
 		}

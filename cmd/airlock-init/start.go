@@ -44,7 +44,7 @@ func (a *agent) start(req *agentwire.Request, first *conn) (*proc, error) {
 		spec.GraceMS = defaultGrace.Milliseconds()
 	}
 	p := &proc{a: a, grace: time.Duration(spec.GraceMS) * time.Millisecond, setpgid: spec.Setpgid,
-		started: make(chan struct{}), done: make(chan struct{}), begin: time.Now(),
+		started: make(chan struct{}), done: make(chan struct{}), statusEOF: make(chan struct{}), begin: time.Now(),
 		info: agentwire.Proc{ID: req.ID, Argv: argv, Cwd: spec.Cwd, User: req.User, TTY: req.TTY,
 			StartedNS: time.Now().UnixNano()}}
 	if first != nil {

@@ -17,7 +17,7 @@ func run(t *testing.T, c *agent.Client, req agentwire.Request, stdin string) (*a
 		s.Stdin = strings.NewReader(stdin)
 	}
 	if req.ID == "" {
-		req.ID = "t" + strings.ReplaceAll(t.Name(), "/", "_")
+		req.ID = testID(t)
 	}
 	e, err := c.Exec(ctx(t), req, s, nil)
 	if err != nil {
@@ -45,4 +45,18 @@ func TestExecBasics(t *testing.T) {
 	if e.Code != 0 || out != "65534\n/tmp\n" {
 		t.Fatalf("user/cwd: %+v %q", e, out)
 	}
+}
+
+// testID is an exec id made of the test's name.
+func testID(t *testing.T) string {
+	id := []byte("t-" + t.Name())
+	for i, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			id[i] = '_'
+		}
+	}
+	if len(id) > 64 {
+		id = id[len(id)-64:]
+	}
+	return string(id)
 }

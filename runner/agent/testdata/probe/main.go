@@ -4,7 +4,8 @@
 //
 //	probe connect          connect as is and send a ps request
 //	probe setuid           setuid(65534) first (uid alone must not pass)
-//	probe userns           re-run "connect" in a new user+pid+net namespace... as the child
+//	probe userns           re-run "connect" in a nested user+pid namespace
+//	probe netns            re-run "connect" in a nested user+net namespace
 //	probe squat            bind the socket name (PID 1 holds it: EADDRINUSE)
 //	probe steal            take PID 1's fds (pidfd_getfd, /proc/1/fd) and use them
 package main
@@ -41,9 +42,9 @@ func main() {
 		fmt.Println(try(func() (net.Conn, error) { return net.Dial("unix", name) }))
 	case "userns":
 		cmd := exec.Command("/proc/self/exe", "connect")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
+		// No id maps (writing one is refused in the sandbox): the child is
+		// the overflow uid inside its new namespaces, as an attacker would be.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			fmt.Printf("error: nested namespace: %v %s\n", err, out)
@@ -54,9 +55,7 @@ func main() {
 		// A nested user+net namespace: the abstract name is per netns, so
 		// the agent's socket is not even there.
 		cmd := exec.Command("/proc/self/exe", "connect")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			fmt.Printf("error: nested namespace: %v %s\n", err, out)
