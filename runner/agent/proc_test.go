@@ -23,7 +23,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 	c := client(t, pid)
 	start := time.Now()
 	e, _, errs := run(t, c, agentwire.Request{ID: "tree", TimeoutMS: 300, GraceMS: 200,
-		Shell: "setsid sleep 1000 & (trap '' TERM; sleep 1000) & sleep 1000 & trap '' TERM; sleep 1000"}, "")
+		Shell: "(setsid sleep 1000 &); (trap '' TERM; sleep 1000) & sleep 1000 & trap '' TERM; sleep 1000"}, "")
 	if !e.TimedOut || e.Killed || e.Reaped < 4 || time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout: %+v %s (after %v)", e, errs, time.Since(start))
 	}
