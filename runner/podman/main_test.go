@@ -30,9 +30,10 @@ import (
 const busybox = "localhost/airlock/busybox:1"
 
 var (
-	skipReason string
-	engine     *podman.Engine
-	agentBin   string // airlock-init built for the tests; every env uses it unless NoAgent
+	skipReason    string
+	engine        *podman.Engine
+	serviceSocket string
+	agentBin      string // airlock-init built for the tests; every env uses it unless NoAgent
 )
 
 // buildAgent builds airlock-init (static) into dir.
@@ -62,7 +63,13 @@ func TestMain(m *testing.M) {
 			return m.Run()
 		}
 		sock := filepath.Join("/run/user", u.Uid, "podman", "airlock-test-"+randHex(4)+".sock")
-		engine, err = podman.Connect(ctx, podman.ServiceConfig{Socket: sock})
+		if s := os.Getenv(helperEnv + "_SOCKET"); s != "" { // a crash helper uses its parent's service
+			sock = s
+			engine, err = podman.NewEngine(ctx, sock)
+		} else {
+			engine, err = podman.Connect(ctx, podman.ServiceConfig{Socket: sock})
+		}
+		serviceSocket = sock
 		if err != nil {
 			skipReason = fmt.Sprintf("podman service for the sandbox user not available: %v", err)
 			return m.Run()
