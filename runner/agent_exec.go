@@ -74,7 +74,7 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
 	r.agentEvent(m, "finished", &res, out, exit.StartError)
-	r.forget(a, res.ID)
+	go r.forget(a, res.ID) // off the caller's path; if it fails the record is recovered after a restart
 	return res, nil
 }
 

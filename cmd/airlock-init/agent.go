@@ -26,11 +26,14 @@ type agent struct {
 
 	// forkMu is held across ForkExec and registering the child, so an exit
 	// reaped before registration is still routed to its command.
-	forkMu  sync.Mutex
-	bySup   map[int]*proc // supervisor (shim) pid -> command
-	procs   map[string]*proc
-	order   []string // command ids in start order, for ps and eviction
-	orphans atomic.Int64
+	forkMu   sync.Mutex
+	bySup    map[int]*proc // supervisor (shim) pid -> command
+	idle     map[int]bool  // pre-started shims waiting for a command
+	pool     chan *idleShim
+	refillCh chan struct{}
+	procs    map[string]*proc
+	order    []string // command ids in start order, for ps and eviction
+	orphans  atomic.Int64
 
 	refused     atomic.Int64
 	lastRefused atomic.Value // string
@@ -47,7 +50,8 @@ const (
 )
 
 func newAgent() (*agent, error) {
-	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ()}
+	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ(),
+		idle: map[int]bool{}, pool: make(chan *idleShim, poolSize), refillCh: make(chan struct{}, 1)}
 	if b, err := os.ReadFile("/proc/sys/kernel/overflowuid"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			a.overflowUID = n
@@ -69,6 +73,8 @@ func (a *agent) run() {
 		fatal("listen on %s: %v", agentwire.SocketName, err)
 	}
 	go a.serve(ln.(*net.UnixListener))
+	go a.poolLoop()
+	a.refill()
 	go a.refillLogTokens()
 	tick := time.NewTicker(time.Second)
 	for {
@@ -105,7 +111,12 @@ func (a *agent) reap() {
 		a.forkMu.Lock()
 		p := a.bySup[pid]
 		delete(a.bySup, pid)
+		idle := a.idle[pid]
+		delete(a.idle, pid)
 		a.forkMu.Unlock()
+		if idle {
+			continue // a pre-started shim that ended (it is replaced when taken)
+		}
 		if p == nil {
 			a.orphans.Add(1)
 			continue

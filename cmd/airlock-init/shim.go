@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,9 +27,12 @@ import (
 func shimMain(args []string) int {
 	status := os.NewFile(3, "status")
 	syscall.CloseOnExec(3)
+	js, fds, err := recvSpec(status)
 	var s shimSpec
-	if len(args) != 1 || json.Unmarshal([]byte(args[0]), &s) != nil || len(s.Argv) == 0 {
-		fmt.Fprintln(os.Stderr, "airlock-init-shim: run by airlock-init only")
+	if len(args) != 0 || err != nil || json.Unmarshal(js, &s) != nil || len(s.Argv) == 0 {
+		if !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "airlock-init-shim: run by airlock-init only", err)
+		}
 		return 2
 	}
 	report := func(m shimMsg) {
@@ -43,13 +47,19 @@ func shimMain(args []string) int {
 	signal.Notify(sigs)
 	path, code, err := lookPath(s.Argv[0], s.Env, s.Cwd)
 	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 		report(shimMsg{StartError: err.Error(), Code: code})
 		return 0
 	}
-	attr := &syscall.ProcAttr{Dir: s.Cwd, Env: s.Env, Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{Setpgid: s.Setpgid,
+	attr := &syscall.ProcAttr{Dir: s.Cwd, Env: s.Env, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys: &syscall.SysProcAttr{Setpgid: s.Setpgid && !s.TTY, Setsid: s.TTY, Setctty: s.TTY, Ctty: 0,
 			Credential: &syscall.Credential{Uid: s.UID, Gid: s.GID, Groups: s.Groups}}}
 	pid, err := syscall.ForkExec(path, s.Argv, attr)
+	for _, fd := range fds { // the command has them; the pipes end with it
+		unix.Close(fd)
+	}
 	if err != nil {
 		code := 126
 		if errors.Is(err, syscall.ENOENT) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +21,7 @@ type shimSpec struct {
 	GID     uint32   `json:"gid"`
 	Groups  []uint32 `json:"groups,omitempty"`
 	Setpgid bool     `json:"setpgid"`
+	TTY     bool     `json:"tty,omitempty"` // fd 0 is a terminal: the command gets its own session on it
 	GraceMS int64    `json:"grace_ms"`
 }
 
@@ -54,41 +54,57 @@ func (a *agent) start(req *agentwire.Request, first *conn) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		closeChild()
-		return nil, errorf(agentwire.CodeInternal, "status pipe: %v", err)
-	}
+	spec.TTY = req.TTY
 	js, _ := json.Marshal(spec)
-	attr := &syscall.ProcAttr{Files: append(files, statusW.Fd()),
-		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: req.TTY, Ctty: 0}}
-
-	a.forkMu.Lock()
-	if a.procs[req.ID] != nil {
-		a.forkMu.Unlock()
-		closeChild()
-		statusR.Close()
-		statusW.Close()
-		p.closeParent()
-		return nil, dupErr(req.ID)
-	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{shimName, string(js)}, attr)
-	if err == nil {
-		p.supPid = pid
-		a.bySup[pid] = p
+	childFds := []int{int(files[0]), int(files[1]), int(files[2])}
+	var ctl *os.File
+	for attempt := 0; ; attempt++ {
+		s, err := a.takeShim()
+		if err != nil {
+			closeChild()
+			p.closeParent()
+			return nil, errorf(agentwire.CodeInternal, "start the command's supervisor: %v", err)
+		}
+		a.forkMu.Lock()
+		if a.procs[req.ID] != nil {
+			a.forkMu.Unlock()
+			closeChild()
+			p.closeParent()
+			select {
+			case a.pool <- s: // unused: back to the pool
+			default:
+				_ = unix.Kill(s.pid, unix.SIGKILL)
+				s.ctl.Close()
+			}
+			return nil, dupErr(req.ID)
+		}
+		delete(a.idle, s.pid)
+		p.supPid = s.pid
+		a.bySup[s.pid] = p
 		a.procs[req.ID] = p
 		a.order = append(a.order, req.ID)
+		a.forkMu.Unlock()
+		err = sendSpec(s.ctl, js, childFds)
+		if err == nil {
+			ctl = s.ctl
+			break
+		}
+		// That shim died while idle (killed from inside?): try a fresh one.
+		a.forkMu.Lock()
+		delete(a.bySup, s.pid)
+		a.drop(req.ID)
+		a.forkMu.Unlock()
+		_ = unix.Kill(s.pid, unix.SIGKILL)
+		s.ctl.Close()
+		if attempt == 2 {
+			closeChild()
+			p.closeParent()
+			return nil, errorf(agentwire.CodeInternal, "hand the command to its supervisor: %v", err)
+		}
 	}
-	a.forkMu.Unlock()
 	closeChild()
-	statusW.Close()
-	if err != nil {
-		statusR.Close()
-		p.closeParent()
-		return nil, errorf(agentwire.CodeInternal, "start the command's supervisor: %v", err)
-	}
 	exited := make(chan *shimExit, 1)
-	go p.readStatus(statusR, exited)
+	go p.readStatus(ctl, exited)
 	<-p.started
 	p.exited = exited
 	if req.TimeoutMS > 0 {

@@ -75,10 +75,7 @@ func TestThousandTimeoutsLeaveNothing(t *testing.T) {
 	}
 }
 
-type counter struct {
-	n int64
-	h io.Writer
-}
+type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
