@@ -76,7 +76,16 @@ type ExecRequest struct {
 	// Background returns once the command started (the exit frame then
 	// has Running); follow it with Attach, Kill, Processes.
 	Background bool `json:"background,omitempty"`
+	// TTY runs the command on a terminal of Rows x Cols; the request must
+	// then be an upgrade (Client.ExecTTY): the connection carries the
+	// terminal's bytes both ways.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
+
+// TTYUpgrade is the Upgrade header value of a terminal exec.
+const TTYUpgrade = "airlock-tty"
 
 // ExecResult is how a command ended.
 type ExecResult struct {

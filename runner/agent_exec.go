@@ -35,8 +35,8 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	res.Agent, res.Background = AgentName, req.Background
 	r.agentEvent(m, "requested", nil, nil, "")
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
-	if req.Background && req.Timeout == 0 {
-		timeout = 0 // a background command runs until killed or the sandbox ends
+	if (req.Background || req.TTY) && req.Timeout == 0 {
+		timeout = 0 // a background command or a terminal session runs until it ends, is killed, or the sandbox ends
 	}
 	areq := agentwire.Request{ID: res.ID, Argv: req.Argv, Shell: req.Shell, Env: envList(req.Env), Cwd: cwd,
 		User: req.User, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, TimeoutMS: timeout.Milliseconds(),

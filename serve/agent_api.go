@@ -2,12 +2,17 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"airlock/client"
+	"airlock/internal/agentwire"
 )
 
 // AgentBackend is the part of the control API served by the in-sandbox
@@ -24,6 +29,9 @@ type AgentBackend interface {
 	Stat(ctx context.Context, id, path string) (client.FileInfo, error)
 	Remove(ctx context.Context, id, path string, recursive bool) error
 	Mkdir(ctx context.Context, id, path string, parents bool, mode uint32) error
+	// ExecTTY runs a command on a terminal: stdin is typed into it,
+	// resize changes its size, stdout gets its output.
+	ExecTTY(ctx context.Context, id string, req client.ExecRequest, stdin io.Reader, resize <-chan client.Resize, stdout io.Writer) (client.ExecResult, error)
 }
 
 // agentRoutes adds the agent's routes under prefix v.
@@ -178,4 +186,81 @@ func (a *API) mkdir(b AgentBackend, w http.ResponseWriter, r *http.Request) {
 		err = b.Mkdir(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), parents, mode)
 	}
 	a.noContent(w, r, err)
+}
+
+// execTTY upgrades the connection and relays a terminal session in the
+// agent's frames (see client.ExecTTY).
+func (a *API) execTTY(b AgentBackend, w http.ResponseWriter, r *http.Request, req client.ExecRequest) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), client.TTYUpgrade) {
+		a.fail(w, r, client.Errorf(client.CodeInvalid, "a terminal exec is an upgrade: send Connection: Upgrade and Upgrade: %s (client.ExecTTY)", client.TTYUpgrade))
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		a.fail(w, r, client.Errorf(client.CodeInternal, "hijack: %v", err))
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+client.TTYUpgrade+"\r\n\r\n"); err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	stdinR, stdinW := io.Pipe()
+	resize := make(chan client.Resize, 4)
+	go func() { // the client's frames: typed bytes, resizes, end of input
+		defer stdinW.Close()
+		fr := agentwire.NewReader(brw)
+		for {
+			t, p, err := fr.Next()
+			if err != nil {
+				cancel() // the client went away: the command is killed
+				return
+			}
+			switch t {
+			case agentwire.TStdin:
+				if _, err := stdinW.Write(p); err != nil {
+					return
+				}
+			case agentwire.TResize:
+				var rs client.Resize
+				if json.Unmarshal(p, &rs) == nil {
+					select {
+					case resize <- rs:
+					default:
+					}
+				}
+			case agentwire.TStdinEOF:
+				return
+			}
+		}
+	}()
+	var wmu sync.Mutex
+	out := writerFunc(func(p []byte) (int, error) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		total := len(p)
+		for len(p) > 0 {
+			n := min(len(p), agentwire.MaxData)
+			if err := agentwire.WriteFrame(conn, agentwire.TStdout, p[:n]); err != nil {
+				return 0, err
+			}
+			p = p[n:]
+		}
+		return total, nil
+	})
+	res, err := b.ExecTTY(ctx, r.PathValue("id"), req, stdinR, resize, out)
+	f := client.ExecFrame{Exit: &res}
+	if err != nil {
+		var ae *client.Error
+		if !errors.As(err, &ae) {
+			ae = client.Errorf(client.CodeInternal, "%v", err)
+		}
+		f = client.ExecFrame{Error: ae}
+	}
+	js, _ := json.Marshal(f)
+	wmu.Lock()
+	_ = agentwire.WriteFrame(conn, agentwire.TResult, js)
+	wmu.Unlock()
 }

@@ -146,3 +146,30 @@ func (s *Secrets) secretValues(sandbox string) []string {
 	}
 	return out
 }
+
+// ExecTTY runs a command on a terminal through the agent.
+func (a *Appliance) ExecTTY(ctx context.Context, id string, req client.ExecRequest, stdin io.Reader, resize <-chan client.Resize, stdout io.Writer) (client.ExecResult, error) {
+	rs := make(chan agentwire.Resize)
+	go func() {
+		defer close(rs)
+		for {
+			select {
+			case r := <-resize:
+				select {
+				case rs <- agentwire.Resize{Rows: r.Rows, Cols: r.Cols}:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	rr := runner.ExecRequest{Argv: req.Argv, Shell: req.Shell, User: req.User, Cwd: req.Cwd, Env: req.Env,
+		Stdin: stdin, Stdout: stdout, Timeout: time.Duration(req.Timeout), TTY: true, Rows: req.Rows, Cols: req.Cols, Resize: rs}
+	res, err := a.runner.Exec(ctx, id, rr)
+	if err != nil {
+		return client.ExecResult{}, apiError(err)
+	}
+	return execResult(res), nil
+}

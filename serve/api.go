@@ -393,6 +393,10 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, client.Errorf(client.CodeInvalid, "argv is empty: give the command to run (argv, or a shell line)"))
 		return
 	}
+	if req.TTY {
+		a.agent(func(b AgentBackend, w http.ResponseWriter, r *http.Request) { a.execTTY(b, w, r, req) })(w, r)
+		return
+	}
 	nd := newNDJSON(w)
 	res, err := a.Backend.Exec(r.Context(), r.PathValue("id"), req,
 		nd.stream("stdout"), nd.stream("stderr"))
