@@ -52,6 +52,7 @@ const (
 func newAgent() (*agent, error) {
 	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ(),
 		idle: map[int]bool{}, pool: make(chan *idleShim, poolSize), refillCh: make(chan struct{}, 1)}
+	a.logTokens.Store(10)
 	if b, err := os.ReadFile("/proc/sys/kernel/overflowuid"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			a.overflowUID = n
@@ -190,8 +191,21 @@ func (a *agent) checkPeer(c *net.UnixConn) string {
 func (a *agent) refuse(who string) {
 	n := a.refused.Add(1)
 	a.lastRefused.Store(who)
-	if a.logTokens.Add(-1) >= 0 {
+	if a.takeLogToken() {
 		logf("refused a peer from inside the sandbox (%s): only the appliance may use this socket (%d refused so far)", who, n)
+	}
+}
+
+// takeLogToken allows a burst of 10 log lines, then one per 100 ms.
+func (a *agent) takeLogToken() bool {
+	for {
+		n := a.logTokens.Load()
+		if n <= 0 {
+			return false
+		}
+		if a.logTokens.CompareAndSwap(n, n-1) {
+			return true
+		}
 	}
 }
 

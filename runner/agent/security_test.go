@@ -94,7 +94,7 @@ func TestSandboxProcessesAreRefused(t *testing.T) {
 		{"root with NET_ADMIN and NET_RAW", defaultCaps + ",CAP_NET_ADMIN,CAP_NET_RAW", "", "connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, pid := sandbox(t, tc.caps)
+			name, pid := sandbox(t, tc.caps)
 			c := client(t, pid)
 			e, out, errs := run(t, c, agentwire.Request{Argv: []string{"/.airlock/probe", tc.mode}, User: tc.user}, "")
 			if e.Code != 0 || !strings.HasPrefix(out, "refused: ") {
@@ -103,6 +103,16 @@ func TestSandboxProcessesAreRefused(t *testing.T) {
 			st, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpStatus})
 			if err != nil || st.Status.Refused < 1 || !strings.HasPrefix(st.Status.LastRefused, "pid ") {
 				t.Fatalf("status after a refused peer: %+v %v", st, err)
+			}
+			want := "refused a peer from inside the sandbox (" + st.Status.LastRefused + ")"
+			var logs string
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if logs, _ = podman("logs", name); strings.Contains(logs, want) {
+					break
+				}
+			}
+			if !strings.Contains(logs, want) {
+				t.Errorf("the refusal is not in the sandbox's log: %q", logs)
 			}
 			t.Logf("probe: %s; agent: refused %d, last %s", strings.TrimSpace(out), st.Status.Refused, st.Status.LastRefused)
 		})
