@@ -36,7 +36,7 @@ func TestKillEndsAForkBomb(t *testing.T) {
 	_, pid := sandbox(t, defaultCaps)
 	c := client(t, pid)
 	e, _, _ := run(t, c, agentwire.Request{ID: "bomb", User: "1000:1000", TimeoutMS: 1500, GraceMS: 100,
-		Shell: "ulimit -u 200; b() { b & b & sleep 1000; }; b"}, "") // every instance stays, up to the limit
+		Shell: "ulimit -u 200; b() { b & b & sleep 1000; }; b & exec sleep 1000"}, "") // every instance stays, up to the limit
 	if !e.TimedOut || e.Reaped < 50 {
 		t.Fatalf("fork bomb: %+v", e)
 	}
