@@ -35,6 +35,7 @@ type agent struct {
 	order    []string // command ids in start order, for ps and eviction
 	orphans  atomic.Int64
 
+	shutting    atomic.Bool
 	refused     atomic.Int64
 	lastRefused atomic.Value // string
 	logTokens   atomic.Int64
@@ -129,6 +130,15 @@ func (a *agent) reap() {
 // shutdown ends every process of the sandbox and then PID 1: TERM to all,
 // up to 2 s of reaping, KILL to what is left.
 func (a *agent) shutdown() {
+	a.shutting.Store(true)
+	for drained := false; !drained; {
+		select {
+		case s := <-a.pool:
+			s.ctl.Close()
+		default:
+			drained = true
+		}
+	}
 	_ = unix.Kill(-1, unix.SIGTERM)
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {

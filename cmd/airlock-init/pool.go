@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,11 +19,12 @@ import (
 // control socket (fd 3) for a command: its spec and its stdio fds
 // (SCM_RIGHTS). The same socket then carries the shim's status lines.
 
-const poolSize = 2
+const poolSize = 4
 
 type idleShim struct {
 	pid int
 	ctl *os.File // PID 1's end of the shim's control socket
+	mu  sync.Mutex
 }
 
 // spawnShim starts an idle shim in its own session.
@@ -75,7 +78,7 @@ func (a *agent) refill() {
 // poolLoop keeps poolSize idle shims ready.
 func (a *agent) poolLoop() {
 	for range a.refillCh {
-		for len(a.pool) < cap(a.pool) {
+		for len(a.pool) < cap(a.pool) && !a.shutting.Load() {
 			s, err := a.spawnShim()
 			if err != nil {
 				logf("pre-start a supervisor: %v", err)
@@ -87,16 +90,40 @@ func (a *agent) poolLoop() {
 	}
 }
 
-// sendSpec hands a shim its command: a length, the stdio fds, the JSON.
-func sendSpec(ctl *os.File, js []byte, fds []int) error {
-	raw, err := ctl.SyscallConn()
+// Control messages, PID 1 to a shim: u32 length, JSON; a run message
+// carries the command's three stdio fds (SCM_RIGHTS).
+const (
+	ctlRun  = "run"
+	ctlKill = "kill"
+)
+
+type ctlMsg struct {
+	Op   string    `json:"op"`
+	ID   string    `json:"id"`
+	Spec *shimSpec `json:"spec,omitempty"`
+	fds  []int
+}
+
+// sendCtl writes one control message (with fds for a run).
+func (s *idleShim) sendCtl(m ctlMsg, fds []int) error {
+	js, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw, err := s.ctl.SyscallConn()
 	if err != nil {
 		return err
 	}
 	hdr := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
 	var serr error
 	if err := raw.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), hdr, unix.UnixRights(fds...), nil, 0)
+		serr = unix.Sendmsg(int(fd), hdr, oob, nil, 0)
 		return !errors.Is(serr, unix.EAGAIN)
 	}); err != nil {
 		return err
@@ -104,41 +131,65 @@ func sendSpec(ctl *os.File, js []byte, fds []int) error {
 	if serr != nil {
 		return serr
 	}
-	_, err = ctl.Write(js)
+	_, err = s.ctl.Write(js)
 	return err
 }
 
-// recvSpec is the shim's side: it blocks until PID 1 sends a command.
-func recvSpec(ctl *os.File) ([]byte, []int, error) {
+// recvCtl is the shim's side: one control message, with its fds if any.
+func recvCtl(ctl *os.File) (ctlMsg, error) {
 	hdr := make([]byte, 4)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), hdr, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, nil, fmt.Errorf("recvmsg: %w", err)
+		return ctlMsg{}, fmt.Errorf("recvmsg: %w", err)
 	}
 	if n == 0 {
-		return nil, nil, io.EOF
+		return ctlMsg{}, io.EOF
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, nil, fmt.Errorf("no fds with the spec: %v", err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 3 {
-		return nil, nil, fmt.Errorf("want 3 fds with the spec, got %d: %v", len(fds), err)
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return ctlMsg{}, fmt.Errorf("bad control data: %v", err)
+		}
+		if fds, err = unix.ParseUnixRights(&msgs[0]); err != nil {
+			return ctlMsg{}, err
+		}
 	}
 	if n < 4 {
 		if _, err := io.ReadFull(ctl, hdr[n:]); err != nil {
-			return nil, nil, err
+			return ctlMsg{}, err
 		}
 	}
 	size := binary.BigEndian.Uint32(hdr)
 	if size > 4<<20 {
-		return nil, nil, fmt.Errorf("spec of %d bytes", size)
+		return ctlMsg{}, fmt.Errorf("control message of %d bytes", size)
 	}
 	js := make([]byte, size)
 	if _, err := io.ReadFull(ctl, js); err != nil {
-		return nil, nil, err
+		return ctlMsg{}, err
 	}
-	return js, fds, nil
+	var m ctlMsg
+	if err := json.Unmarshal(js, &m); err != nil {
+		return ctlMsg{}, err
+	}
+	m.fds = fds
+	return m, nil
+}
+
+// release takes back a shim whose command is over: into the pool, or,
+// when the pool is full or the sandbox shuts down, told to exit (EOF).
+func (a *agent) release(s *idleShim) {
+	a.forkMu.Lock()
+	delete(a.bySup, s.pid)
+	a.idle[s.pid] = true
+	a.forkMu.Unlock()
+	if !a.shutting.Load() {
+		select {
+		case a.pool <- s:
+			return
+		default:
+		}
+	}
+	s.ctl.Close()
 }

@@ -32,6 +32,7 @@ type proc struct {
 	grace time.Duration
 
 	supPid    int
+	shim      *idleShim
 	stdin     io.WriteCloser // nil: none
 	ptmx      *os.File       // TTY master
 	outs      []*os.File     // output read ends
@@ -48,6 +49,7 @@ type proc struct {
 	nErr      int64
 	exit      *agentwire.Exit
 	shimExit  *unix.WaitStatus
+	shimDone  bool // the shim reported the command tree gone (it may be reused)
 	timedOut  bool
 	killed    bool
 	termSent  bool
@@ -127,6 +129,7 @@ type shimMsg struct {
 	Code       int       `json:"code,omitempty"`
 	Exit       *shimExit `json:"exit,omitempty"`
 	Reaped     int       `json:"reaped,omitempty"`
+	Done       bool      `json:"done,omitempty"`
 }
 
 type shimExit struct {
@@ -137,14 +140,14 @@ type shimExit struct {
 
 // readStatus follows the shim's status pipe: the pid, then the main
 // process's exit, then how many descendants it had to kill.
-func (p *proc) readStatus(r *os.File, exited chan<- *shimExit) {
+func (p *proc) readStatus(s *idleShim, exited chan<- *shimExit) {
 	defer close(p.statusEOF)
-	defer r.Close()
-	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	sc := bufio.NewScanner(io.LimitReader(s.ctl, 1<<20))
 	var sent bool
 	startedOnce := sync.OnceFunc(func() { close(p.started) })
 	defer startedOnce()
-	for sc.Scan() {
+	done := false
+	for !done && sc.Scan() {
 		var m shimMsg
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
@@ -168,11 +171,23 @@ func (p *proc) readStatus(r *os.File, exited chan<- *shimExit) {
 				p.exit.Reaped = p.reaped
 			}
 			p.mu.Unlock()
+		case m.Done:
+			done = true
 		}
 	}
 	if !sent {
 		exited <- nil // the shim ended without a status: killed from inside?
 	}
+	if !done {
+		s.ctl.Close() // the shim died
+		return
+	}
+	// From here no kill can reach this shim for this command (terminate
+	// checks shimDone under the same lock), so it may run the next one.
+	p.mu.Lock()
+	p.shimDone = true
+	p.mu.Unlock()
+	p.a.release(s)
 }
 
 // supervise waits for the main process's status and the output to drain,
@@ -262,11 +277,12 @@ func (p *proc) terminate() {
 	<-p.started
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.shimExit != nil {
+	if p.shimExit != nil || p.shimDone || p.shim == nil {
 		return
 	}
 	p.termSent = true
-	_ = unix.Kill(p.supPid, unix.SIGTERM)
+	// Written under p.mu: before the shim can be released to another command.
+	_ = p.shim.sendCtl(ctlMsg{Op: ctlKill, ID: p.info.ID}, nil)
 }
 
 func (p *proc) snapshot() agentwire.Proc {
@@ -327,7 +343,7 @@ func (a *agent) kill(id string) error {
 		return err
 	}
 	p.mu.Lock()
-	ended := p.shimExit != nil
+	ended := p.shimExit != nil || p.shimDone
 	if !ended {
 		p.killed = p.killed || p.exit == nil
 	}

@@ -19,60 +19,102 @@ import (
 	"airlock/internal/agentwire"
 )
 
-// shimMain supervises one command: it is a child subreaper, so every
-// process the command spawns (setsid, double fork) stays below it; on
-// SIGTERM from PID 1 it ends all of them. It reports on fd 3 (JSON lines):
-// the command's pid, its exit status and rusage, and how many descendants
-// it had to kill. It exits when it has no descendants left.
+// shimMain supervises commands one at a time: it is a child subreaper, so
+// every process a command spawns (setsid, double fork) stays below it. It
+// takes commands from PID 1 over its control socket (fd 3) and reports on
+// it (JSON lines): the command's pid, its exit status and rusage, how many
+// descendants it had to kill, and "done" once none is left. Then it waits
+// for the next command: a supervisor is reused, so its start-up is paid
+// once, not per command. Ending a command's tree is a "kill" message that
+// names the command, so a late kill can never reach the next one; signals
+// are ignored (TERM only ends an idle supervisor).
 func shimMain(args []string) int {
 	status := os.NewFile(3, "status")
 	syscall.CloseOnExec(3)
-	js, fds, err := recvSpec(status)
-	var s shimSpec
-	if len(args) != 0 || err != nil || json.Unmarshal(js, &s) != nil || len(s.Argv) == 0 {
-		if !errors.Is(err, io.EOF) {
-			fmt.Fprintln(os.Stderr, "airlock-init-shim: run by airlock-init only", err)
-		}
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "airlock-init-shim: run by airlock-init only")
 		return 2
 	}
+	var wmu sync.Mutex
 	report := func(m shimMsg) {
 		b, _ := json.Marshal(m)
+		wmu.Lock()
+		defer wmu.Unlock()
 		_, _ = status.Write(append(b, '\n'))
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		report(shimMsg{StartError: "prctl(PR_SET_CHILD_SUBREAPER): " + err.Error(), Code: 126})
-		return 0
+		fmt.Fprintln(os.Stderr, "airlock-init-shim: prctl(PR_SET_CHILD_SUBREAPER):", err)
+		return 2
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs)
-	path, code, err := lookPath(s.Argv[0], s.Env, s.Cwd)
-	if err != nil {
+	msgs := make(chan ctlMsg)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := recvCtl(status)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					fmt.Fprintln(os.Stderr, "airlock-init-shim:", err)
+				}
+				return
+			}
+			msgs <- m
+		}
+	}()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return 0 // PID 1 closed the socket: not needed any more
+			}
+			if m.Op == ctlRun {
+				runOne(m, msgs, sigs, report)
+				report(shimMsg{Done: true})
+			} // a kill for a command already ended: nothing to do
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM {
+				return 0 // idle: PID 1's shutdown
+			}
+		}
+	}
+}
+
+// runOne runs one command until it and everything it spawned are gone.
+func runOne(m ctlMsg, msgs <-chan ctlMsg, sigs <-chan os.Signal, report func(shimMsg)) {
+	s, fds := m.Spec, m.fds
+	closeFds := func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+	}
+	if s == nil || len(s.Argv) == 0 || len(fds) != 3 {
+		closeFds()
+		report(shimMsg{StartError: "bad command from PID 1", Code: 126})
+		return
+	}
+	path, code, err := lookPath(s.Argv[0], s.Env, s.Cwd)
+	if err != nil {
+		closeFds()
 		report(shimMsg{StartError: err.Error(), Code: code})
-		return 0
+		return
 	}
 	attr := &syscall.ProcAttr{Dir: s.Cwd, Env: s.Env, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys: &syscall.SysProcAttr{Setpgid: s.Setpgid && !s.TTY, Setsid: s.TTY, Setctty: s.TTY, Ctty: 0,
 			Credential: &syscall.Credential{Uid: s.UID, Gid: s.GID, Groups: s.Groups}}}
 	pid, err := syscall.ForkExec(path, s.Argv, attr)
-	for _, fd := range fds { // the command has them; the pipes end with it
-		unix.Close(fd)
-	}
+	closeFds() // the command has them; the pipes end with it
 	if err != nil {
 		code := 126
 		if errors.Is(err, syscall.ENOENT) {
 			code = 127
 		}
 		report(shimMsg{StartError: fmt.Sprintf("start %s (cwd %s): %v", s.Argv[0], s.Cwd, err), Code: code})
-		return 0
+		return
 	}
-	// The command must not inherit the shim's std fds beyond its own copies.
 	report(shimMsg{Pid: pid})
 	reaped := make(chan struct{})
 	go reapAll(pid, report, reaped)
-	var once sync.Once
 	killed := make(chan struct{})
 	killing := false
 	for {
@@ -81,17 +123,20 @@ func shimMain(args []string) int {
 			if killing {
 				<-killed // its count is the last report
 			}
-			return 0
-		case sig := <-sigs:
-			if sig == syscall.SIGTERM {
-				once.Do(func() {
-					killing = true
-					go func() {
-						report(shimMsg{Reaped: killTree(time.Duration(s.GraceMS) * time.Millisecond)})
-						close(killed)
-					}()
-				})
+			return
+		case k, ok := <-msgs:
+			if !ok {
+				msgs = nil // PID 1 is gone; the command goes on until the sandbox ends
+				continue
 			}
+			if k.Op == ctlKill && k.ID == m.ID && !killing {
+				killing = true
+				go func() {
+					report(shimMsg{Reaped: killTree(time.Duration(s.GraceMS) * time.Millisecond)})
+					close(killed)
+				}()
+			}
+		case <-sigs: // ignored while a command runs
 		}
 	}
 }

@@ -55,9 +55,8 @@ func (a *agent) start(req *agentwire.Request, first *conn) (*proc, error) {
 		return nil, err
 	}
 	spec.TTY = req.TTY
-	js, _ := json.Marshal(spec)
 	childFds := []int{int(files[0]), int(files[1]), int(files[2])}
-	var ctl *os.File
+	var ctl *idleShim
 	for attempt := 0; ; attempt++ {
 		s, err := a.takeShim()
 		if err != nil {
@@ -79,14 +78,14 @@ func (a *agent) start(req *agentwire.Request, first *conn) (*proc, error) {
 			return nil, dupErr(req.ID)
 		}
 		delete(a.idle, s.pid)
-		p.supPid = s.pid
+		p.supPid, p.shim = s.pid, s
 		a.bySup[s.pid] = p
 		a.procs[req.ID] = p
 		a.order = append(a.order, req.ID)
 		a.forkMu.Unlock()
-		err = sendSpec(s.ctl, js, childFds)
+		err = s.sendCtl(ctlMsg{Op: ctlRun, ID: req.ID, Spec: &spec}, childFds)
 		if err == nil {
-			ctl = s.ctl
+			ctl = s
 			break
 		}
 		// That shim died while idle (killed from inside?): try a fresh one.
