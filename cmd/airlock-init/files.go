@@ -103,7 +103,9 @@ func fileInfo(name string, st *unix.Stat_t) agentwire.FileInfo {
 // read streams a regular file as data frames.
 func (c *conn) read(req *agentwire.Request) bool {
 	max := c.a.bound(req.Max)
-	fd, err := c.a.resolve(req.Path, unix.O_RDONLY|unix.O_NONBLOCK)
+	// O_NONBLOCK: a FIFO must not hang the read; O_NOCTTY: a terminal
+	// must never become PID 1's controlling terminal.
+	fd, err := c.a.resolve(req.Path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return c.result(failResult(err)) == nil
 	}

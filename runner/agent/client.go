@@ -216,9 +216,18 @@ func (c *Client) ReadFile(ctx context.Context, path string, max int64, dst io.Wr
 	}
 	var werr error
 	ended := false
+	var n int64
+	limit := max
+	if limit <= 0 {
+		limit = 1 << 30 // the agent's own hard bound
+	}
 	res, err := readResult(w, func(t agentwire.Type, p []byte) error {
 		switch {
 		case t == agentwire.TData && !ended:
+			// The agent is untrusted input: never take more than was asked.
+			if n += int64(len(p)); n > limit {
+				return fmt.Errorf("agent: read %s: sent more than the %d bytes asked for", path, limit)
+			}
 			if werr == nil {
 				_, werr = dst.Write(p)
 			}
