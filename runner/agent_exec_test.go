@@ -58,3 +58,24 @@ func TestRedactLongestFirstAndShortValuesIgnored(t *testing.T) {
 		t.Fatalf("%q %d", got, n)
 	}
 }
+
+// With the agent, the sandbox's PID 1 is airlock-init from a read-only
+// bind of its directory, with no other init, and the container says so.
+func TestBuildSpecWithAgent(t *testing.T) {
+	s := BuildSpec(SpecInput{ID: "x", Req: CreateRequest{Image: "i", Policy: "p"}, AgentDir: "/state/agent/abc"})
+	if len(s.Entrypoint) != 1 || s.Entrypoint[0] != AgentEntrypoint || s.Command != nil || s.Init || s.Labels[LabelAgent] != AgentName {
+		t.Fatalf("spec: entrypoint %q command %q init %t labels %v", s.Entrypoint, s.Command, s.Init, s.Labels)
+	}
+	var found bool
+	for _, m := range s.Mounts {
+		if m.Destination == AgentMountDir {
+			found = m.Source == "/state/agent/abc" && m.Type == "bind" && len(m.Options) == 1 && m.Options[0] == "ro"
+		}
+	}
+	if !found {
+		t.Fatalf("no read-only bind of the agent dir: %+v", s.Mounts)
+	}
+	if def := BuildSpec(SpecInput{ID: "x", Req: CreateRequest{Image: "i", Policy: "p"}}); def.Entrypoint != nil || !def.Init || def.Labels[LabelAgent] != "" {
+		t.Fatalf("without the agent: %+v", def)
+	}
+}
