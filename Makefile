@@ -22,8 +22,9 @@ SANDBOX_USER := airlock-sandbox
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/airlock
+build: ## build bin/airlock and bin/airlock-init (the static in-sandbox agent, found beside bin/airlock)
 	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/airlock-init ./cmd/airlock-init
 
 test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): lint, generated code, tests, brief fuzzing
 

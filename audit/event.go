@@ -151,6 +151,28 @@ type Exec struct {
 	DurationMS int64    `json:"duration_ms,omitempty"`
 	TimedOut   bool     `json:"timed_out,omitempty"`
 	Killed     bool     `json:"killed,omitempty"`
+	// Through the in-sandbox agent (Agent "airlock-init"; "podman-exec" is
+	// the engine fallback, which knows only the fields above).
+	Agent      string `json:"agent,omitempty"`
+	User       string `json:"user,omitempty"`
+	Pid        int    `json:"pid,omitempty"` // in the sandbox's pid namespace (started)
+	Background bool   `json:"background,omitempty"`
+	TTY        bool   `json:"tty,omitempty"`
+	Signal     string `json:"signal,omitempty"` // the signal that ended it (finished; exit_code -1)
+	Reaped     int    `json:"reaped,omitempty"` // descendants killed at its end
+	UtimeUS    int64  `json:"utime_us,omitempty"`
+	StimeUS    int64  `json:"stime_us,omitempty"`
+	MaxRSSKB   int64  `json:"maxrss_kb,omitempty"`
+	// Output: byte counts, and the first and last bytes of each stream
+	// (bounded, known secret values replaced by [REDACTED], counted).
+	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
+	StderrBytes int64  `json:"stderr_bytes,omitempty"`
+	StdoutHead  string `json:"stdout_head,omitempty"`
+	StdoutTail  string `json:"stdout_tail,omitempty"`
+	StderrHead  string `json:"stderr_head,omitempty"`
+	StderrTail  string `json:"stderr_tail,omitempty"`
+	Redactions  int    `json:"redactions,omitempty"`
+	Recovered   bool   `json:"recovered,omitempty"` // finished record written after an appliance restart
 }
 
 // Lifecycle is the payload of a lifecycle event.

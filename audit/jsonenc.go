@@ -171,6 +171,30 @@ func appendExec(b []byte, x *Exec) []byte {
 	if x.Killed {
 		b = append(b, `,"killed":true`...)
 	}
+	b = optString(b, `,"agent":`, x.Agent)
+	b = optString(b, `,"user":`, x.User)
+	b = optInt(b, `,"pid":`, int64(x.Pid))
+	if x.Background {
+		b = append(b, `,"background":true`...)
+	}
+	if x.TTY {
+		b = append(b, `,"tty":true`...)
+	}
+	b = optString(b, `,"signal":`, x.Signal)
+	b = optInt(b, `,"reaped":`, int64(x.Reaped))
+	b = optInt(b, `,"utime_us":`, x.UtimeUS)
+	b = optInt(b, `,"stime_us":`, x.StimeUS)
+	b = optInt(b, `,"maxrss_kb":`, x.MaxRSSKB)
+	b = optInt(b, `,"stdout_bytes":`, x.StdoutBytes)
+	b = optInt(b, `,"stderr_bytes":`, x.StderrBytes)
+	b = optString(b, `,"stdout_head":`, x.StdoutHead)
+	b = optString(b, `,"stdout_tail":`, x.StdoutTail)
+	b = optString(b, `,"stderr_head":`, x.StderrHead)
+	b = optString(b, `,"stderr_tail":`, x.StderrTail)
+	b = optInt(b, `,"redactions":`, int64(x.Redactions))
+	if x.Recovered {
+		b = append(b, `,"recovered":true`...)
+	}
 	return append(b, '}')
 }
 

@@ -29,6 +29,9 @@ type Sandbox struct {
 	Secrets    []string          `json:"secrets,omitempty"` // names only, never values
 	Limits     []string          `json:"limits,omitempty"`  // limits in force, e.g. "nofile=1024"
 	Warnings   []string          `json:"warnings,omitempty"`
+	// Agent is how commands run: airlock-init (the in-sandbox agent) or
+	// podman-exec (the fallback; no background, TTY, user or files API).
+	Agent string `json:"agent,omitempty"`
 }
 
 // CreateRequest asks for a new sandbox.
@@ -63,20 +66,78 @@ type CreateRequest struct {
 
 // ExecRequest runs one command in a sandbox.
 type ExecRequest struct {
-	Argv    []string          `json:"argv"`
+	Argv    []string          `json:"argv,omitempty"`
+	Shell   string            `json:"shell,omitempty"` // a line for /bin/sh -c instead of argv
 	Cwd     string            `json:"cwd,omitempty"`
+	User    string            `json:"user,omitempty"` // name, uid or uid:gid in the sandbox
 	Env     map[string]string `json:"env,omitempty"`
 	Stdin   []byte            `json:"stdin,omitempty"`
 	Timeout Duration          `json:"timeout,omitempty"`
+	// Background returns once the command started (the exit frame then
+	// has Running); follow it with Attach, Kill, Processes.
+	Background bool `json:"background,omitempty"`
+	// TTY runs the command on a terminal of Rows x Cols; the request must
+	// then be an upgrade (Client.ExecTTY): the connection carries the
+	// terminal's bytes both ways.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
+
+// TTYUpgrade is the Upgrade header value of a terminal exec.
+const TTYUpgrade = "airlock-tty"
 
 // ExecResult is how a command ended.
 type ExecResult struct {
-	ExitCode   int   `json:"exit_code"`
-	DurationMS int64 `json:"duration_ms"`
-	TimedOut   bool  `json:"timed_out,omitempty"`
-	Killed     bool  `json:"killed,omitempty"`
-	Truncated  bool  `json:"truncated,omitempty"`
+	ID         string `json:"id,omitempty"` // the exec id (its audit record, and Attach/Kill)
+	ExitCode   int    `json:"exit_code"`
+	DurationMS int64  `json:"duration_ms"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Killed     bool   `json:"killed,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	// Through the in-sandbox agent.
+	Agent       string `json:"agent,omitempty"` // airlock-init | podman-exec
+	Pid         int    `json:"pid,omitempty"`
+	Signal      string `json:"signal,omitempty"`
+	Running     bool   `json:"running,omitempty"` // a background command, or a detached attach
+	UtimeUS     int64  `json:"utime_us,omitempty"`
+	StimeUS     int64  `json:"stime_us,omitempty"`
+	MaxRSSKB    int64  `json:"maxrss_kb,omitempty"`
+	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
+	StderrBytes int64  `json:"stderr_bytes,omitempty"`
+}
+
+// Process is a command the sandbox's agent knows.
+type Process struct {
+	ID       string    `json:"id"`
+	Pid      int       `json:"pid"`
+	Argv     []string  `json:"argv"`
+	Cwd      string    `json:"cwd,omitempty"`
+	User     string    `json:"user,omitempty"`
+	TTY      bool      `json:"tty,omitempty"`
+	Started  time.Time `json:"started"`
+	Running  bool      `json:"running"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	Signal   string    `json:"signal,omitempty"`
+	TimedOut bool      `json:"timed_out,omitempty"`
+	Killed   bool      `json:"killed,omitempty"`
+}
+
+// FileInfo describes a path in a sandbox.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // permission bits
+	Type    string    `json:"type"` // file | dir | symlink | other
+	ModTime time.Time `json:"mod_time"`
+	UID     int       `json:"uid"`
+	GID     int       `json:"gid"`
+	Symlink string    `json:"symlink,omitempty"`
+}
+
+// Signal is the body of a signal request: TERM, SIGTERM or a number.
+type Signal struct {
+	Signal string `json:"signal"`
 }
 
 // ExecFrame is one line of the NDJSON exec stream: output (Stream "stdout"

@@ -87,7 +87,8 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 		return fmt.Errorf("image %s: %w (build the sandbox images with 'make image')", req.Image, err)
 	}
 	in := SpecInput{Instance: r.cfg.Instance, ID: id, Req: req, Created: sb.info.Created,
-		Deadline: sb.info.Deadline, ExecTimeout: sb.info.ExecTimeout, Cgroups: r.cgroups, ProxyURL: r.cfg.ProxyURL}
+		Deadline: sb.info.Deadline, ExecTimeout: sb.info.ExecTimeout, Cgroups: r.cgroups, ProxyURL: r.cfg.ProxyURL,
+		AgentDir: r.agentDir}
 	if r.pool != nil {
 		if in.Address, err = r.pool.alloc(); err != nil {
 			return err
@@ -105,7 +106,8 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 		return err
 	}
 	r.register(sb)
-	cid, err := r.cfg.Engine.Create(ctx, BuildSpec(in))
+	spec := BuildSpec(in)
+	cid, err := r.cfg.Engine.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
 	}
@@ -117,7 +119,8 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 	if err := r.plumb(ctx, sb); err != nil {
 		return err
 	}
-	r.lifecycle(sb.info, "started", limitSummary(sb.info.Limits))
+	r.connectAgent(ctx, sb, spec.Labels)
+	r.lifecycle(sb.info, "started", limitSummary(sb.info.Limits)+"; commands through "+sb.info.Agent)
 	return r.provision(ctx, sb, req)
 }
 

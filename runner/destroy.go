@@ -57,6 +57,13 @@ func (r *Runner) teardown(ctx context.Context, sb *sandbox) error {
 	} else if err := r.removeByName(ctx, sb.info.ID); err != nil {
 		errs = append(errs, err)
 	}
+	r.mu.Lock()
+	a := sb.agent
+	sb.agent = nil
+	r.mu.Unlock()
+	if a != nil {
+		a.Close()
+	}
 	if r.pool != nil {
 		if err := r.net.DelLink(VethName(sb.info.ID)); err != nil {
 			errs = append(errs, fmt.Errorf("delete veth: %w", err))

@@ -21,8 +21,11 @@ import (
 // The error is only for commands that could not be run; a command that ran
 // and failed is reported by ExitCode.
 func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
+	if (len(req.Argv) == 0 || req.Argv[0] == "") && req.Shell == "" {
 		return ExecResult{}, fmt.Errorf("exec in %s: empty command: %w", id, ErrInvalid)
+	}
+	if len(req.Argv) > 0 && req.Shell != "" {
+		return ExecResult{}, fmt.Errorf("exec in %s: both argv and a shell line: %w", id, ErrInvalid)
 	}
 	if req.Cwd != "" && !path.IsAbs(req.Cwd) {
 		return ExecResult{}, fmt.Errorf("exec in %s: cwd %q must be absolute: %w", id, req.Cwd, ErrInvalid)
@@ -38,6 +41,17 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	}
 	res := ExecResult{ID: r.cfg.NewID()}
 	cwd := cmpOr(req.Cwd, WorkspaceDir)
+	if a := r.agentOf(sb.ID); a != nil {
+		return r.execAgent(ctx, sb, a, req, res, cwd)
+	}
+	if req.TTY || req.Background || req.User != "" {
+		return ExecResult{}, fmt.Errorf("exec in %s: a terminal, a background command or another user needs the in-sandbox agent (%s): %w",
+			id, cmpOr(sb.AgentError, "not in use"), ErrUnsupported)
+	}
+	if req.Shell != "" {
+		req.Argv = []string{"/bin/sh", "-c", req.Shell}
+	}
+	res.Agent = PodmanExecName
 	r.execEvent(sb.ID, res.ID, "requested", req.Argv, cwd, nil, "")
 
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
@@ -71,7 +85,7 @@ var errExecTimeout = errors.New("exec timeout")
 func (r *Runner) execEvent(sandbox, execID, stage string, argv []string, cwd string, res *ExecResult, reason string) {
 	e := audit.New(audit.KindExec, sandbox)
 	e.ID, e.Reason = execID, reason
-	e.Exec = &audit.Exec{Stage: stage, Argv: slices.Clone(argv), Cwd: cwd}
+	e.Exec = &audit.Exec{Stage: stage, Argv: slices.Clone(argv), Cwd: cwd, Agent: PodmanExecName}
 	if res != nil {
 		code := res.ExitCode
 		e.Exec.ExitCode = &code

@@ -61,7 +61,11 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 	if why == "" {
 		if err := r.adopt(sb); err == nil {
 			rep.Adopted = append(rep.Adopted, sb.info.ID)
-			r.lifecycle(sb.info, "adopted", "re-adopted after a restart")
+			r.connectAgent(ctx, sb, c.Labels)
+			r.lifecycle(sb.info, "adopted", "re-adopted after a restart; commands through "+sb.info.Agent)
+			if a := r.agentOf(sb.info.ID); a != nil {
+				r.recoverExecs(ctx, sb.info, a)
+			}
 			return nil
 		} else {
 			why = err.Error()

@@ -58,6 +58,23 @@ type Config struct {
 	NewID       func() string    // nil: 12 random hex digits
 	Now         func() time.Time // nil: time.Now
 
+	// AgentBinary is the airlock-init binary run as every sandbox's PID 1
+	// (copied, content-addressed, under StateDir/agent/). Empty: the
+	// airlock-init beside the running executable (make build puts both in
+	// bin/), if there is one. Without it, or with NoAgent, commands go
+	// through the engine's exec (Sandbox.Agent says which is in use).
+	AgentBinary string
+	NoAgent     bool
+	// DialAgent connects to the agent of a sandbox whose PID 1 is host pid
+	// pid. Nil: runner/agent (root: setns through a pidfd).
+	DialAgent func(pid int) (Agent, error)
+	// SecretValues are the values to redact from a sandbox's exec records.
+	// Nil: none.
+	SecretValues func(sandbox string) []string
+	// MaxFileBytes bounds one file read or written through the files API;
+	// 0: DefaultMaxFileBytes.
+	MaxFileBytes int64
+
 	hostNet hostNet // nil: netlink
 }
 
@@ -76,12 +93,17 @@ type Runner struct {
 	sandboxes map[string]*sandbox
 	roots     map[string][]byte // image ID -> the image's CA roots
 	closed    bool
+	agentDir  string // host dir holding airlock-init; empty: no agent
+	// recovering marks exec ids followed after an adoption: their finished
+	// events say recovered.
+	recovering sync.Map
 }
 
 type sandbox struct {
 	info   Sandbox
 	detach func() error
 	timer  *time.Timer
+	agent  Agent // nil: commands through the engine
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call
@@ -116,6 +138,9 @@ func New(cfg Config) (*Runner, error) {
 		r.gid, _ = strconv.Atoi(u.Gid)
 	}
 	if err := r.prepareStateDir(); err != nil {
+		return nil, err
+	}
+	if err := r.installAgent(); err != nil {
 		return nil, err
 	}
 	return r, nil

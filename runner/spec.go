@@ -26,6 +26,7 @@ const (
 	LabelWorkspace = "io.airlock.workspace"
 	LabelReadOnly  = "io.airlock.read-only"
 	LabelCapAdd    = "io.airlock.cap-add"
+	LabelAgent     = "io.airlock.agent" // "airlock-init" when the agent is PID 1
 )
 
 // Paths inside the sandbox.
@@ -45,6 +46,16 @@ var CAEnvVars = []string{
 	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 	"GIT_SSL_CAINFO", "PIP_CERT", "CURL_CA_BUNDLE",
 }
+
+// The in-sandbox agent: the host directory holding airlock-init is
+// bind-mounted read-only at AgentMountDir and the binary is the entrypoint
+// (PID 1). It waits, like HoldCommand, until the appliance dials it.
+const (
+	AgentMountDir   = "/.airlock"
+	AgentEntrypoint = AgentMountDir + "/airlock-init"
+	AgentName       = "airlock-init" // Sandbox.Agent when it is in use
+	PodmanExecName  = "podman-exec"  // Sandbox.Agent when commands go through the engine
+)
 
 // HoldCommand is the sandbox's init: it holds the container open while the
 // network path is put in place, so no user process runs before that.
@@ -94,6 +105,7 @@ var writableWhenReadOnly = []string{"/tmp", "/var/tmp", "/run"}
 type Spec struct {
 	Name            string            `json:"name"`
 	Image           string            `json:"image"`
+	Entrypoint      []string          `json:"entrypoint,omitempty"`
 	Command         []string          `json:"command"`
 	Hostname        string            `json:"hostname"`
 	Env             map[string]string `json:"env"`
@@ -142,6 +154,9 @@ type SpecInput struct {
 	Deadline    time.Time // zero: no lifetime limit
 	ExecTimeout time.Duration
 	Cgroups     CgroupSupport
+	// AgentDir is the host directory holding airlock-init; empty: no
+	// agent (HoldCommand under catatonit, commands through the engine).
+	AgentDir string
 }
 
 // CgroupSupport says which cgroup limits the host enforces for rootless
@@ -170,6 +185,11 @@ func BuildSpec(in SpecInput) Spec {
 		Rlimits:         rlimits(r.Limits),
 	}
 	s.Mounts = sandboxMounts(in)
+	if in.AgentDir != "" {
+		s.Entrypoint, s.Command, s.Init = []string{AgentEntrypoint}, nil, false
+		s.Labels[LabelAgent] = AgentName
+		s.Mounts = append(s.Mounts, Mount{Type: "bind", Source: in.AgentDir, Destination: AgentMountDir, Options: []string{"ro"}})
+	}
 	if in.Cgroups.Memory {
 		s.MemoryBytes = r.Limits.MemoryBytes
 	}

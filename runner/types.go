@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"airlock/internal/agentwire"
 )
 
 // Errors callers can test with errors.Is.
@@ -21,6 +23,11 @@ const (
 	DefaultNoFile      = 4096
 	DefaultExecTimeout = 10 * time.Minute
 	DefaultMaxCapture  = 1 << 20
+	// DefaultMaxFileBytes bounds one file through the files API.
+	DefaultMaxFileBytes = 256 << 20
+	// EventOutputMax bounds each head and tail of output kept in an exec
+	// record.
+	EventOutputMax = 4 << 10
 )
 
 // WorkspaceMode says how a host directory becomes /workspace.
@@ -101,6 +108,10 @@ type Sandbox struct {
 	Limits      []LimitReport `json:"limits"`
 	State       string        `json:"state"` // running | destroying
 	Adopted     bool          `json:"adopted,omitempty"`
+	// Agent is how commands run: AgentName (the in-sandbox agent) or
+	// PodmanExecName (the engine's exec; AgentError says why).
+	Agent      string `json:"agent"`
+	AgentError string `json:"agent_error,omitempty"`
 }
 
 // SandboxNet is what the network hook learns about a sandbox's veth.
@@ -123,6 +134,8 @@ type AttachFunc func(hostIfindex int, n SandboxNet) (detach func() error, err er
 // ExecRequest is one command to run in a sandbox.
 type ExecRequest struct {
 	Argv    []string
+	Shell   string            // a shell line for /bin/sh -c, instead of Argv
+	User    string            // name, uid or uid:gid in the sandbox; empty: root
 	Cwd     string            // default /workspace
 	Env     map[string]string // added to the sandbox's environment
 	Stdin   io.Reader         // nil: none
@@ -131,6 +144,14 @@ type ExecRequest struct {
 	Timeout time.Duration // 0: the sandbox's exec timeout
 	// MaxCapture bounds each captured stream; 0: DefaultMaxCapture.
 	MaxCapture int
+	// Agent only (ErrUnsupported through the engine): a PTY of Rows x
+	// Cols (Stdout gets its output; Resize changes its size), and
+	// background commands, which return once started and are followed
+	// with Attach, Wait, Kill.
+	TTY        bool
+	Rows, Cols uint16
+	Resize     <-chan agentwire.Resize
+	Background bool
 }
 
 // ExecResult is how a command ended. Captured output beyond MaxCapture is
@@ -146,6 +167,18 @@ type ExecResult struct {
 	Duration        time.Duration `json:"duration"`
 	TimedOut        bool          `json:"timed_out"`
 	Killed          bool          `json:"killed"`
+	// From the agent (zero through the engine).
+	Agent       string `json:"agent,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Signal      string `json:"signal,omitempty"`
+	Background  bool   `json:"background,omitempty"`
+	Running     bool   `json:"running,omitempty"` // a background command not ended yet
+	Reaped      int    `json:"reaped,omitempty"`
+	UtimeUS     int64  `json:"utime_us,omitempty"`
+	StimeUS     int64  `json:"stime_us,omitempty"`
+	MaxRSSKB    int64  `json:"maxrss_kb,omitempty"`
+	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
+	StderrBytes int64  `json:"stderr_bytes,omitempty"`
 }
 
 // TruncationMarker ends a captured stream that was cut.

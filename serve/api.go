@@ -87,6 +87,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/policies", a.policies)
 	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)
 	mux.HandleFunc("GET "+v+"/logs", a.logs)
+	a.agentRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -388,8 +389,12 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	if len(req.Argv) == 0 {
-		a.fail(w, r, client.Errorf(client.CodeInvalid, "argv is empty: give the command to run"))
+	if len(req.Argv) == 0 && req.Shell == "" {
+		a.fail(w, r, client.Errorf(client.CodeInvalid, "argv is empty: give the command to run (argv, or a shell line)"))
+		return
+	}
+	if req.TTY {
+		a.agent(func(b AgentBackend, w http.ResponseWriter, r *http.Request) { a.execTTY(b, w, r, req) })(w, r)
 		return
 	}
 	nd := newNDJSON(w)

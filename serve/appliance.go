@@ -396,9 +396,10 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		Instance: a.opts.Instance, StateDir: a.runtimeDir(),
 		SandboxUser: a.cfg.Podman.User, Pool: a.cfg.Network.Pool, Gateway: a.cfg.Network.Gateway,
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
-		ProxyURL:    "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
-		ExecTimeout: a.cfg.Sandbox.ExecTimeout.Duration,
-		NewID:       a.ids.newID,
+		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
+		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
+		NewID:        a.ids.newID,
+		SecretValues: a.secrets.secretValues,
 	})
 	if err != nil {
 		return err

@@ -188,7 +188,7 @@ func explainClone(err error, req client.CreateRequest) error {
 }
 
 func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
-	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State,
+	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State, Agent: sb.Agent,
 		Created: sb.Created, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
 	if sb.Address.IsValid() {
 		out.Address = sb.Address.String()
@@ -235,8 +235,8 @@ func (a *Appliance) Delete(ctx context.Context, id string) error {
 
 // Exec runs a command, streaming its output.
 func (a *Appliance) Exec(ctx context.Context, id string, req client.ExecRequest, stdout, stderr io.Writer) (client.ExecResult, error) {
-	rr := runner.ExecRequest{Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Stdout: stdout, Stderr: stderr,
-		Timeout: time.Duration(req.Timeout)}
+	rr := runner.ExecRequest{Argv: req.Argv, Shell: req.Shell, User: req.User, Cwd: req.Cwd, Env: req.Env,
+		Stdout: stdout, Stderr: stderr, Timeout: time.Duration(req.Timeout), Background: req.Background}
 	if len(req.Stdin) > 0 {
 		rr.Stdin = bytes.NewReader(req.Stdin)
 	}
@@ -244,8 +244,7 @@ func (a *Appliance) Exec(ctx context.Context, id string, req client.ExecRequest,
 	if err != nil {
 		return client.ExecResult{}, apiError(err)
 	}
-	return client.ExecResult{ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
-		TimedOut: res.TimedOut, Killed: res.Killed, Truncated: res.StdoutTruncated || res.StderrTruncated}, nil
+	return execResult(res), nil
 }
 
 // CopyIn unpacks a tar stream into dir in the sandbox.

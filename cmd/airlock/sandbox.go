@@ -22,6 +22,7 @@ func init() {
 (--socket, $AIRLOCK_SOCKET, or ` + client.DefaultSocket + `).`,
 	}
 	cmd.AddCommand(sandboxCreateCmd(), sandboxExecCmd(), sandboxCpCmd(), sandboxLsCmd(), sandboxDiffCmd(),
+		sandboxPsCmd(), sandboxKillCmd(), sandboxAttachCmd(), sandboxFilesCmd(),
 		sandboxSimpleCmd("pause", "Freeze every process in a sandbox (needs cgroup v2)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Thaw a paused sandbox", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
@@ -98,14 +99,18 @@ func sandboxCreateCmd() *cobra.Command {
 
 func sandboxExecCmd() *cobra.Command {
 	var (
-		cwd     string
-		env     []string
-		timeout time.Duration
-		stdin   bool
+		cwd, user string
+		env       []string
+		timeout   time.Duration
+		stdin, bg bool
+		tty       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARG...]",
 		Short: "Run a command in a sandbox, streaming its output; exits with its status",
+		Long: `Run a command in a sandbox, streaming its output; exits with its status.
+With --background it returns once the command started and prints its exec
+id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 				return fmt.Errorf("usage: airlock sandbox exec ID -- CMD [ARG...]")
@@ -113,7 +118,16 @@ func sandboxExecCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := client.ExecRequest{Argv: args[1:], Cwd: cwd, Timeout: client.Duration(timeout)}
+			if tty {
+				if bg {
+					return fmt.Errorf("--tty and --background: attach to a terminal session is not supported; drop one")
+				}
+				return execTTY(cmd, args[0], client.ExecRequest{Argv: args[1:], Cwd: cwd, User: user, Timeout: client.Duration(timeout)}, env, stdin)
+			}
+			req := client.ExecRequest{Argv: args[1:], Cwd: cwd, User: user, Timeout: client.Duration(timeout), Background: bg}
+			if bg && stdin {
+				return fmt.Errorf("--background and --stdin: a background command takes no stdin")
+			}
 			var err error
 			if req.Env, err = keyValues("--env", env); err != nil {
 				return err
@@ -129,14 +143,21 @@ func sandboxExecCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if bg {
+				fmt.Fprintln(cmd.OutOrStdout(), res.ID)
+				return nil
+			}
 			return exitFor(cmd.ErrOrStderr(), res)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cwd, "cwd", "", "working directory (default /workspace)")
+	f.StringVarP(&user, "user", "u", "", "run as this user of the sandbox: name, uid or uid:gid (default root)")
 	f.StringArrayVarP(&env, "env", "e", nil, "KEY=VALUE added to the environment (repeatable)")
-	f.DurationVarP(&timeout, "timeout", "t", 0, "kill the command after this long")
-	f.BoolVarP(&stdin, "stdin", "i", false, "pass this process's stdin to the command (up to 16 MiB)")
+	f.DurationVar(&timeout, "timeout", 0, "kill the command (and everything it started) after this long")
+	f.BoolVarP(&stdin, "stdin", "i", false, "pass this process's stdin to the command (up to 16 MiB; with -t: interactive)")
+	f.BoolVarP(&tty, "tty", "t", false, "run on a terminal (with -i: an interactive session, e.g. -it ID -- bash)")
+	f.BoolVar(&bg, "background", false, "start the command and print its exec id; it runs on after this returns")
 	return cmd
 }
 

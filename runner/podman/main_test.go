@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -29,9 +30,22 @@ import (
 const busybox = "localhost/airlock/busybox:1"
 
 var (
-	skipReason string
-	engine     *podman.Engine
+	skipReason    string
+	engine        *podman.Engine
+	serviceSocket string
+	agentBin      string // airlock-init built for the tests; every env uses it unless NoAgent
 )
+
+// buildAgent builds airlock-init (static) into dir.
+func buildAgent(dir string) (string, error) {
+	out := filepath.Join(dir, "airlock-init")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "airlock/cmd/airlock-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build airlock-init: %v: %s", err, b)
+	}
+	return out, nil
+}
 
 func TestMain(m *testing.M) {
 	code := func() int {
@@ -49,7 +63,13 @@ func TestMain(m *testing.M) {
 			return m.Run()
 		}
 		sock := filepath.Join("/run/user", u.Uid, "podman", "airlock-test-"+randHex(4)+".sock")
-		engine, err = podman.Connect(ctx, podman.ServiceConfig{Socket: sock})
+		if s := os.Getenv(helperEnv + "_SOCKET"); s != "" { // a crash helper uses its parent's service
+			sock = s
+			engine, err = podman.NewEngine(ctx, sock)
+		} else {
+			engine, err = podman.Connect(ctx, podman.ServiceConfig{Socket: sock})
+		}
+		serviceSocket = sock
 		if err != nil {
 			skipReason = fmt.Sprintf("podman service for the sandbox user not available: %v", err)
 			return m.Run()
@@ -60,6 +80,15 @@ func TestMain(m *testing.M) {
 		}()
 		if _, err := engine.ImageID(ctx, busybox); err != nil {
 			skipReason = fmt.Sprintf("image %s is absent (run 'make image'): %v", busybox, err)
+		}
+		dir, err := os.MkdirTemp("", "airlock-init-build-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		if agentBin, err = buildAgent(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		return m.Run()
 	}()
@@ -109,6 +138,7 @@ func newEnv(tb testing.TB, mod func(*runner.Config)) *env {
 		AttachNetwork: e.attach,
 		CACertPEM:     []byte("-----BEGIN CERTIFICATE-----\nAIRLOCKTESTCA\n-----END CERTIFICATE-----\n"),
 		ExecTimeout:   time.Minute,
+		AgentBinary:   agentBin,
 	}
 	if mod != nil {
 		mod(&e.cfg)

@@ -12,6 +12,7 @@ import (
 func SpecGen(s runner.Spec) *specgen.SpecGenerator {
 	g := specgen.NewSpecGenerator(s.Image, false)
 	g.Name = s.Name
+	g.Entrypoint = s.Entrypoint
 	g.Command = s.Command
 	g.Hostname = s.Hostname
 	g.Env = s.Env

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"airlock/internal/agentwire"
+)
+
+// agent is PID 1's state.
+type agent struct {
+	overflowUID int
+	root        int // O_PATH fd of "/", the root every file op resolves in
+	env         []string
+
+	// forkMu is held across ForkExec and registering the child, so an exit
+	// reaped before registration is still routed to its command.
+	forkMu   sync.Mutex
+	bySup    map[int]*proc // supervisor (shim) pid -> command
+	idle     map[int]bool  // pre-started shims waiting for a command
+	pool     chan *idleShim
+	refillCh chan struct{}
+	procs    map[string]*proc
+	order    []string // command ids in start order, for ps and eviction
+	orphans  atomic.Int64
+
+	shutting    atomic.Bool
+	refused     atomic.Int64
+	lastRefused atomic.Value // string
+	logTokens   atomic.Int64
+}
+
+// Limits of the agent itself.
+const (
+	maxFinished  = 1000     // finished commands kept until forgotten
+	hardMaxFile  = 1 << 30  // no read or write beyond this, whatever the host asks
+	defaultMax   = 64 << 20 // when the request gives no bound
+	maxListing   = 100000
+	drainTimeout = 100 * time.Millisecond
+)
+
+func newAgent() (*agent, error) {
+	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ(),
+		idle: map[int]bool{}, pool: make(chan *idleShim, poolSize), refillCh: make(chan struct{}, 1)}
+	a.logTokens.Store(10)
+	if b, err := os.ReadFile("/proc/sys/kernel/overflowuid"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			a.overflowUID = n
+		}
+	}
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /: %w", err)
+	}
+	a.root = fd
+	return a, nil
+}
+
+func (a *agent) run() {
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs) // every signal: a Go PID 1 without handlers dies of an in-sandbox kill -HUP 1
+	ln, err := net.Listen("unix", agentwire.SocketName)
+	if err != nil {
+		fatal("listen on %s: %v", agentwire.SocketName, err)
+	}
+	go a.serve(ln.(*net.UnixListener))
+	go a.poolLoop()
+	a.refill()
+	go a.refillLogTokens()
+	tick := time.NewTicker(time.Second)
+	for {
+		select {
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGCHLD:
+				a.reap()
+			case syscall.SIGURG: // the Go runtime's preemption
+			case syscall.SIGTERM, syscall.SIGINT:
+				logf("%v: shutting down", s)
+				a.shutdown()
+			default:
+				logf("ignored signal %v", s)
+			}
+		case <-tick.C:
+			a.reap()
+		}
+	}
+}
+
+// reap collects every exited child. PID 1 is the only caller of wait4.
+func (a *agent) reap() {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, &ru)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		a.forkMu.Lock()
+		p := a.bySup[pid]
+		delete(a.bySup, pid)
+		idle := a.idle[pid]
+		delete(a.idle, pid)
+		a.forkMu.Unlock()
+		if idle {
+			continue // a pre-started shim that ended (it is replaced when taken)
+		}
+		if p == nil {
+			a.orphans.Add(1)
+			continue
+		}
+		p.supervisorExited(ws)
+	}
+}
+
+// shutdown ends every process of the sandbox and then PID 1: TERM to all,
+// up to 2 s of reaping, KILL to what is left.
+func (a *agent) shutdown() {
+	a.shutting.Store(true)
+	for drained := false; !drained; {
+		select {
+		case s := <-a.pool:
+			s.ctl.Close()
+		default:
+			drained = true
+		}
+	}
+	_ = unix.Kill(-1, unix.SIGTERM)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		a.reap()
+		if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); errors.Is(err, unix.ECHILD) {
+			os.Exit(0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = unix.Kill(-1, unix.SIGKILL)
+	os.Exit(0)
+}
+
+func (a *agent) serve(ln *net.UnixListener) {
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			logf("accept: %v", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if why := a.checkPeer(c); why != "" {
+			a.refuse(why)
+			_ = c.Close()
+			continue
+		}
+		go a.handleConn(c)
+	}
+}
+
+// checkPeer accepts only a peer from outside the sandbox's user namespace:
+// the appliance (host root entering this netns) shows as pid 0 and the
+// overflow uid. Every process of the sandbox, root or not, nested
+// namespaces included, has a pid here.
+func (a *agent) checkPeer(c *net.UnixConn) string {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return "no raw conn: " + err.Error()
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		cerr = err
+	}
+	if cerr != nil {
+		return "SO_PEERCRED: " + cerr.Error()
+	}
+	if cred.Pid != 0 || int(cred.Uid) != a.overflowUID {
+		return fmt.Sprintf("pid %d uid %d gid %d", cred.Pid, cred.Uid, cred.Gid)
+	}
+	return ""
+}
+
+// refuse counts and logs a refused peer, at most ~10 lines a second.
+func (a *agent) refuse(who string) {
+	n := a.refused.Add(1)
+	a.lastRefused.Store(who)
+	if a.takeLogToken() {
+		logf("refused a peer from inside the sandbox (%s): only the appliance may use this socket (%d refused so far)", who, n)
+	}
+}
+
+// takeLogToken allows a burst of 10 log lines, then one per 100 ms.
+func (a *agent) takeLogToken() bool {
+	for {
+		n := a.logTokens.Load()
+		if n <= 0 {
+			return false
+		}
+		if a.logTokens.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (a *agent) refillLogTokens() {
+	for range time.Tick(100 * time.Millisecond) {
+		if a.logTokens.Load() < 10 {
+			a.logTokens.Add(1)
+		}
+	}
+}
+
+func (a *agent) status() *agentwire.Status {
+	s := &agentwire.Status{Refused: a.refused.Load(), Orphans: a.orphans.Load()}
+	if v, ok := a.lastRefused.Load().(string); ok {
+		s.LastRefused = v
+	}
+	a.forkMu.Lock()
+	for _, p := range a.procs {
+		if p.running() {
+			s.Running++
+		}
+	}
+	a.forkMu.Unlock()
+	return s
+}

@@ -1,0 +1,193 @@
+package agent_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"airlock/internal/agentwire"
+	"airlock/runner/agent"
+)
+
+func TestFilesRoundTrip(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	data := bytes.Repeat([]byte{0, 0xff, 'a'}, 400000)
+	fi, err := c.WriteFile(ctx(t), "/tmp/d/x.bin", 0o600, int64(len(data)), 0, bytes.NewReader(data))
+	if !agent.IsRemote(err, agentwire.CodeNotFound) {
+		t.Fatalf("write into a missing dir: %v %+v", err, fi)
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpMkdir, Path: "/tmp/d/e", Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err = c.WriteFile(ctx(t), "/tmp/d/x.bin", 0o600, int64(len(data)), 0, bytes.NewReader(data))
+	if err != nil || fi.Size != int64(len(data)) || fi.Mode != 0o600 || fi.Type != "file" {
+		t.Fatalf("write: %+v %v", fi, err)
+	}
+	var got bytes.Buffer
+	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 0, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("read back: %v (%d bytes)", err, got.Len())
+	}
+	ls, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpList, Path: "/tmp/d"})
+	if err != nil || len(ls.Files) != 2 {
+		t.Fatalf("list: %+v %v", ls, err)
+	}
+	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 1000, &got); !agent.IsRemote(err, agentwire.CodeTooLarge) {
+		t.Fatalf("read over the limit: %v", err)
+	}
+	if _, err := c.WriteFile(ctx(t), "/tmp/d/y", 0, 2000, 1000, bytes.NewReader(make([]byte, 2000))); !agent.IsRemote(err, agentwire.CodeTooLarge) {
+		t.Fatalf("write over the limit: %v", err)
+	}
+	// The connection stays usable after a refused write (its data was read).
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpRemove, Path: "/tmp/d", Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpStat, Path: "/tmp/d"}); !agent.IsRemote(err, agentwire.CodeNotFound) {
+		t.Fatalf("stat after remove: %v", err)
+	}
+	// Read-only root: a write outside the tmpfs mounts is refused with the reason.
+	if _, err := c.WriteFile(ctx(t), "/etc/x", 0, 1, 0, strings.NewReader("x")); !agent.IsRemote(err, agentwire.CodeDenied) {
+		t.Fatalf("write on the read-only root: %v", err)
+	}
+}
+
+// Paths resolve inside the sandbox: "..", absolute symlinks to host paths
+// and symlinks through /proc stay in it; procfs and sysfs are not served.
+func TestFilesPathConfinement(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	e, _, errs := run(t, c, agentwire.Request{ID: "links", Shell: `mkdir -p /tmp/h && echo sandbox > /tmp/h/marker &&
+ln -s /tmp/h/marker /tmp/abs && ln -s / /tmp/root && ln -s /proc/1/root /tmp/p1 && ln -s ../../../../../../etc/hostname /tmp/up`}, "")
+	if e.Code != 0 {
+		t.Fatal(errs)
+	}
+	read := func(p string) (string, error) {
+		var b bytes.Buffer
+		_, err := c.ReadFile(ctx(t), p, 0, &b)
+		return b.String(), err
+	}
+	// A host file the sandbox does not have: never served.
+	for _, p := range []string{"/../../../../etc/airlock-host-only", "/tmp/root/../etc/airlock-host-only"} {
+		if _, err := read(p); !agent.IsRemote(err, agentwire.CodeNotFound) {
+			t.Errorf("%s: %v, want not found", p, err)
+		}
+	}
+	if s, err := read("/tmp/abs"); err != nil || s != "sandbox\n" {
+		t.Errorf("absolute symlink: %q %v", s, err)
+	}
+	host, _ := read("/tmp/up")
+	if !strings.HasPrefix(host, "sandbox-") && host == "" {
+		t.Errorf("relative symlink escaping upward resolved to %q", host)
+	}
+	for _, p := range []string{"/proc/1/environ", "/proc/self/status", "/tmp/p1/etc/hostname", "/sys/kernel/uevent_seqnum"} {
+		if _, err := read(p); err == nil {
+			t.Errorf("%s: served", p)
+		} else if !agent.IsRemote(err, agentwire.CodeDenied) && !agent.IsRemote(err, agentwire.CodeInvalid) {
+			t.Errorf("%s: %v, want denied", p, err)
+		}
+	}
+	if _, err := c.WriteFile(ctx(t), "/proc/self/attr/current", 0, 1, 0, strings.NewReader("x")); err == nil {
+		t.Error("write into /proc served")
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpRemove, Path: "/tmp/root", Recursive: true}); err != nil {
+		t.Fatal(err) // removes the link, not what it points to
+	}
+	if s, err := read("/tmp/h/marker"); err != nil || s != "sandbox\n" {
+		t.Fatalf("removing a symlink to / touched its target: %q %v", s, err)
+	}
+}
+
+// Bad input gets a precise error, no panic, and the agent goes on serving.
+func TestBadInput(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	for _, tc := range []struct {
+		req  agentwire.Request
+		want string
+	}{
+		{agentwire.Request{Op: agentwire.OpExec, ID: "x"}, "empty argv"},
+		{agentwire.Request{Op: agentwire.OpExec, ID: "x", Argv: []string{"true"}, Env: []string{"A B"}}, "is not KEY=VALUE"},
+		{agentwire.Request{Op: agentwire.OpExec, ID: "x", Argv: []string{"true", strings.Repeat("a", 200000)}}, "argv[1]: 200000 bytes"},
+		{agentwire.Request{Op: agentwire.OpSignal, ID: "x", Signal: "SIGFOO"}, `unknown signal "SIGFOO"`},
+		{agentwire.Request{Op: agentwire.OpExec, ID: "x", Argv: []string{"true"}, User: "nosuchuser"}, "no such user"},
+	} {
+		var err error
+		if tc.req.Op == agentwire.OpExec {
+			_, err = c.Exec(ctx(t), tc.req, agent.Streams{}, nil)
+		} else {
+			_, err = c.Do(ctx(t), tc.req)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.req, err, tc.want)
+		}
+	}
+	// The agent checks on its own: raw requests past the client.
+	raw, err := agent.RawConn(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { raw.Close() }()
+	rd := agentwire.NewReader(raw)
+	for in, want := range map[string]string{
+		`{"v":1,"op":"write","path":"/tmp/x","size":-1}`:         "negative size -1",
+		`{"v":1,"op":"exec","id":"x","argv":[]}`:                 "empty argv",
+		`{"v":1,"op":"exec","id":"x","argv":["a"],"env":["=1"]}`: "empty variable name",
+		`{"v":1,"op":"signal","id":"x","signal":"NOPE"}`:         `unknown signal "NOPE"`,
+		`{"v":9,"op":"ps"}`:              "protocol version 9",
+		`{"v":1,"op":"ps","extra":true}`: `unknown field "extra"`,
+		`not json`:                       "invalid character",
+	} {
+		if err := agentwire.WriteFrame(raw, agentwire.TRequest, []byte(in)); err != nil {
+			t.Fatal(err)
+		}
+		ty, p, err := rd.Next()
+		if err != nil || ty != agentwire.TResult {
+			t.Fatalf("%s: %v %v", in, ty, err)
+		}
+		res, _ := agentwire.DecodeResult(p)
+		if res == nil || !strings.Contains(res.Error, want) || res.Code != agentwire.CodeInvalid {
+			t.Errorf("%s: %+v, want %q", in, res, want)
+		}
+		if strings.Contains(in, "write") || in == "not json" {
+			raw.Close() // the agent ends a connection whose data may follow
+			if raw, err = agent.RawConn(c); err != nil {
+				t.Fatal(err)
+			}
+			rd = agentwire.NewReader(raw)
+		}
+	}
+	// A frame length over the bound is answered and the connection ended.
+	raw.Write([]byte{0x7f, 0xff, 0xff, 0xff, 1})
+	if ty, p, err := rd.Next(); err != nil || ty != agentwire.TResult || !strings.Contains(string(p), "exceeds") {
+		t.Fatalf("huge frame: %v %s %v", ty, p, err)
+	}
+	e, out, _ := run(t, c, agentwire.Request{ID: "alive", Argv: []string{"echo", "ok"}}, "")
+	if e.Code != 0 || out != "ok\n" {
+		t.Fatalf("after bad input: %+v %q", e, out)
+	}
+}
+
+// The agent maps a sandbox socket's local port to the process and command
+// that hold it (for flow attribution).
+func TestSockOwner(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	var st agentwire.Started
+	if _, err := c.Exec(ctx(t), agentwire.Request{ID: "listener", Background: true, Shell: "exec nc -l -p 4321"},
+		agent.Streams{}, func(s agentwire.Started) { st = s }); err != nil {
+		t.Fatal(err)
+	}
+	var res *agentwire.Result
+	var err error
+	for range 100 {
+		if res, err = c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "tcp", Port: 4321}); err == nil {
+			break
+		}
+	}
+	if err != nil || res.Sock.Pid != st.Pid || res.Sock.ExecID != "listener" || res.Sock.Inode == 0 {
+		t.Fatalf("sockowner: %+v %v (started %+v)", res, err, st)
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "udp", Port: 4321}); !agent.IsRemote(err, agentwire.CodeNotFound) {
+		t.Fatalf("no udp socket: %v", err)
+	}
+}
