@@ -124,3 +124,27 @@ func TestAllErrorsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestTOMLSyntaxPositions: a syntax error points at the line the mistake
+// is on, not the line the parser had reached (users.md S9).
+func TestTOMLSyntaxPositions(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"unclosed table header", "version = 1\n[categories.git\nhosts = [\"gitea.acme.test\"]\n",
+			"m.toml:2:16: TOML syntax: expected '.' or ']' to end table name, but got '\\n' instead"},
+		{"unclosed array", "version = 1\n[categories.git]\nhosts = [\"gitea.acme.test\"\npush = true\n",
+			"m.toml:3:27: TOML syntax: expected a comma (',') or array terminator (']'), but got 'p' on line 4"},
+		{"unclosed array over blank lines", "version = 1\nx = [1,\n\n  \n",
+			"m.toml:2:8: TOML syntax: unexpected EOF; expected value"},
+		{"missing value", "version = 1\nmode = \n", "m.toml:2:8: TOML syntax: expected value but found '\\n' instead"},
+		{"two values", "version = 1\nx = 1 2\n", "m.toml:2:6: TOML syntax: expected a top-level item to end"},
+		{"first byte", "[", "m.toml:1:2: TOML syntax: unexpected end of table name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("m.toml", []byte(tc.src))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("got  %v\nwant %s...", err, tc.want)
+			}
+		})
+	}
+}

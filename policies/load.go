@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -69,7 +70,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
-		return nil, tomlError(file, err)
+		return nil, tomlError(file, data, err)
 	}
 	l := &loader{file: file, ix: indexPositions(string(data))}
 	if l.limits(tree); len(l.errs) > 0 {
@@ -92,13 +93,40 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	return p, nil
 }
 
-func tomlError(file string, err error) error {
+// tomlError positions a TOML syntax error from its byte offset: the
+// parser's own line is the one after the mistake when it reads past a line
+// end (users.md S9). When the offending token sits on a later line than the
+// text before it, the error points just after that text, where the missing
+// ']' or ',' belongs, and says where the parser stopped.
+func tomlError(file string, data []byte, err error) error {
 	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		return ErrorList{{Pos: Position{File: file, Line: pe.Position.Line, Col: max(pe.Position.Col, 1)},
-			Msg: "TOML syntax: " + pe.Message}}
+	if !errors.As(err, &pe) {
+		return ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: err.Error()}}
 	}
-	return ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: err.Error()}}
+	at := min(max(pe.Position.Start, 0), len(data))
+	msg := "TOML syntax: " + pe.Message
+	p := at
+	for p > 0 && strings.IndexByte(" \t\r\n", data[p-1]) >= 0 {
+		p--
+	}
+	found := offsetPos(file, data, at)
+	if bytes.IndexByte(data[p:at], '\n') < 0 {
+		return ErrorList{{Pos: found, Msg: msg}}
+	}
+	if at < len(data) {
+		msg += fmt.Sprintf(" on line %d", found.Line)
+	}
+	return ErrorList{{Pos: offsetPos(file, data, p), Msg: msg}}
+}
+
+// offsetPos is the line and (byte) column of data[off].
+func offsetPos(file string, data []byte, off int) Position {
+	line := 1 + bytes.Count(data[:off], []byte{'\n'})
+	col := off + 1
+	if nl := bytes.LastIndexByte(data[:off], '\n'); nl >= 0 {
+		col = off - nl
+	}
+	return Position{File: file, Line: line, Col: col}
 }
 
 var topKeys = []string{"version", "mode", "description", "dns", "deny", "categories", "tests"}
