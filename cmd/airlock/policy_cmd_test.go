@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,13 +9,7 @@ import (
 
 func runPolicy(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
-	code = run(append([]string{"policy"}, args...))
-	checkStrict = false // cobra keeps a flag's value from one Execute to the next
-	return out.String(), errb.String(), code
+	return runCLI(t, append([]string{"policy"}, args...)...)
 }
 
 func examples(t *testing.T) []string {
