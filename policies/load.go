@@ -155,15 +155,21 @@ func (l *loader) mode(m map[string]any, path string, def Mode) Mode {
 	if !ok {
 		return def
 	}
-	switch s {
-	case "enforce":
-		return ModeEnforce
-	case "audit":
-		return ModeAudit
+	if m, ok := modeByName[s]; ok {
+		return m
 	}
 	l.errf(joinPath(path, "mode"), "unknown mode %q (want \"enforce\" or \"audit\")", s)
 	return def
 }
+
+// modeByName and blockByName are the words mode and dns.block take (the
+// JSON Schema is generated from them too, schema.go).
+var (
+	modeByName  = map[string]Mode{"enforce": ModeEnforce, "audit": ModeAudit}
+	blockByName = map[string]BlockAnswer{"nxdomain": BlockNXDomain, "refused": BlockRefused}
+)
+
+var denyKeys = []string{"hosts", "cidrs"}
 
 var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "queries_per_second", "names_per_parent", "qtypes"}
 
@@ -188,12 +194,9 @@ func (l *loader) dnsSection(p *Policy, tree map[string]any) {
 		d.Upstreams = append(d.Upstreams, ap.String())
 	}
 	if s, ok := l.str(m, "block", "dns"); ok {
-		switch s {
-		case "nxdomain":
-			d.Block = BlockNXDomain
-		case "refused":
-			d.Block = BlockRefused
-		default:
+		if b, ok := blockByName[s]; ok {
+			d.Block = b
+		} else {
 			l.errf("dns.block", "unknown answer %q (want \"nxdomain\" or \"refused\")", s)
 		}
 	}
@@ -259,7 +262,7 @@ func (l *loader) denySection(p *Policy, tree map[string]any) {
 	if !ok {
 		return
 	}
-	l.known(m, "deny", "hosts", "cidrs")
+	l.known(m, "deny", denyKeys...)
 	p.denyPos = l.pos("deny")
 	hosts, paths, _ := l.strList(m, "hosts", "deny")
 	seen := map[string]string{}
