@@ -8,6 +8,7 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -165,7 +166,7 @@ func parseDuration(s string) (time.Duration, error) {
 		return v, nil
 	}
 	r, err := time.ParseDuration(rest)
-	if err != nil || r < 0 {
+	if err != nil || r < 0 || r > math.MaxInt64-v {
 		return 0, fmt.Errorf("bad duration after the days: %q", rest)
 	}
 	return v + r, nil

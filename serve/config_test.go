@@ -181,7 +181,7 @@ func TestDurationUnits(t *testing.T) {
 			t.Errorf("%q = %v, %v; want %v", in, d.Duration, err, want)
 		}
 	}
-	for _, in := range []string{"", "d", "7", "-1d", "+1d", "1d-1h", "1.5d", "10 minutes", "7dd", "999999999d"} {
+	for _, in := range []string{"", "d", "7", "-1d", "+1d", "1d-1h", "1.5d", "10 minutes", "7dd", "999999999d", "100000d2562047h"} {
 		var d Duration
 		if err := d.UnmarshalText([]byte(in)); err == nil {
 			t.Errorf("%q accepted as %v", in, d.Duration)
@@ -224,4 +224,25 @@ func TestExampleImagesExist(t *testing.T) {
 			t.Errorf("%s: sandbox.image %q is not built by runner/images/build.sh (%v)", f, c.Sandbox.Image, built)
 		}
 	}
+}
+
+// FuzzDuration: any text either fails or gives a non-negative duration
+// that round-trips through its Go form.
+func FuzzDuration(f *testing.F) {
+	for _, s := range []string{"90s", "7d", "1d12h", "d", "-1d", "99999d23h59m", "1.5h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d Duration
+		if d.UnmarshalText([]byte(s)) != nil {
+			return
+		}
+		if d.Duration < 0 {
+			t.Fatalf("%q = %v", s, d.Duration)
+		}
+		var back Duration
+		if err := back.UnmarshalText([]byte(d.String())); err != nil || back != d {
+			t.Fatalf("%q = %v, which reads back as %v, %v", s, d.Duration, back.Duration, err)
+		}
+	})
 }

@@ -26,6 +26,8 @@ var markUsageOnce sync.Once
 // after every init has added its commands.
 func markUsageErrors(root *cobra.Command) {
 	markUsageOnce.Do(func() {
+		root.InitDefaultHelpCmd() // cobra adds these during Execute; mark them too
+		root.InitDefaultCompletionCmd()
 		root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 		walkCommands(root, markCommand)
 	})

@@ -69,6 +69,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"ca", "export", "extra"}, 2, ""},
 		{[]string{"serve", "--check", "--config", bad}, 1, ""},
 		{[]string{"--version"}, 0, ""},
+		{[]string{"completion", "tcsh"}, 2, `unknown command "tcsh" for "airlock completion"`},
+		{[]string{"completion", "bash"}, 0, ""},
+		{[]string{"help", "policy"}, 0, ""},
 	}
 	for _, tc := range cases {
 		_, errs, code := runCLI(t, tc.args...)
