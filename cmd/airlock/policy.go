@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -31,12 +32,14 @@ var (
 	explainJSONOut         bool
 	explainExitCode        bool
 	testOpts               testOptions
+	policyStdin            io.Reader = os.Stdin // what "-" reads
 )
 
 var policyCheckCmd = &cobra.Command{
-	Use:   "check [--strict] FILE...",
+	Use:   "check [--strict] [--json] FILE|DIR|-...",
 	Short: "Validate policy files and print every error and warning with its position",
-	Long: `Validate policy files. Every problem in every file is printed, one per line,
+	Long: `Validate policy files (a directory: its *.toml files, as serve reads
+policy_dir; "-": standard input). Every problem in every file is printed, one per line,
 as file:line:col: key.path: message; warnings (valid, but a reviewer would
 reject them: over-broad wildcards, cidrs reaching the metadata service,
 ties between categories, routes that never match... see docs/policy.md,
@@ -47,10 +50,15 @@ error. CI and the shipped examples use --strict. --json prints one object
 instead (docs/policy.md, "Machine output").`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		if checkJSON {
-			return policyCheckJSON(cmd.OutOrStdout(), args, checkStrict)
+		policyStdin = cmd.InOrStdin()
+		files, err := expandPolicyArgs(args)
+		if err != nil {
+			return err
 		}
-		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, checkStrict)
+		if checkJSON {
+			return policyCheckJSON(cmd.OutOrStdout(), files, checkStrict)
+		}
+		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), files, checkStrict)
 	},
 }
 
@@ -74,14 +82,16 @@ audit verdict with would_deny), 2 a usage error or a malformed REQUEST.`,
   airlock policy explain policies/examples/coding-agent.toml connect docs.example.test:443`,
 	Args: cobra.MinimumNArgs(2),
 	RunE: func(cmd *cobra.Command, args []string) error {
+		policyStdin = cmd.InOrStdin()
 		return policyExplain(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], strings.Join(args[1:], " "))
 	},
 }
 
 var policyTestCmd = &cobra.Command{
-	Use:   "test [-o text|json|junit|github] [-v] [--run REGEX] FILE...",
+	Use:   "test [-o text|json|junit|github] [-v] [--run REGEX] FILE|DIR|-...",
 	Short: "Run the [[tests]] embedded in policy files",
-	Long: `Run each policy's [[tests]]. A failing case prints its position, the request,
+	Long: `Run each policy's [[tests]] (a directory: its *.toml files; "-": standard
+input). A failing case prints its position, the request,
 the expected and the actual verdict with the rule that decided.
 
   -o text     failures on stderr, a summary line per file (default); -v lists
@@ -97,7 +107,12 @@ Exit status: 0 every case passed, 1 a case failed, a file does not load or has
 no [[tests]], 2 a usage error.`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		return policyTest(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, testOpts)
+		policyStdin = cmd.InOrStdin()
+		files, err := expandPolicyArgs(args)
+		if err != nil {
+			return err
+		}
+		return policyTest(cmd.OutOrStdout(), cmd.ErrOrStderr(), files, testOpts)
 	},
 }
 
@@ -129,7 +144,7 @@ func printLoadError(w io.Writer, err error) {
 func policyCheck(out, errw io.Writer, files []string, strict bool) error {
 	failed := false
 	for _, f := range files {
-		p, err := policies.Load(f)
+		p, err := loadPolicy(policyStdin, f)
 		if err != nil {
 			printLoadError(errw, err)
 			failed = true
@@ -177,7 +192,7 @@ func plural(n int, noun string) string {
 }
 
 func policyExplain(out, errw io.Writer, file, line string) error {
-	p, err := policies.Load(file)
+	p, err := loadPolicy(policyStdin, file)
 	if err != nil {
 		printLoadError(errw, err)
 		return exitError{1}
@@ -289,7 +304,7 @@ func policyCheckJSON(out io.Writer, files []string, strict bool) error {
 	res := checkResultJSON{OK: true, Strict: strict, Files: []checkFileJSON{}}
 	for _, f := range files {
 		fj := checkFileJSON{File: f, Errors: []jsonProblem{}, Warnings: []jsonProblem{}}
-		p, err := policies.Load(f)
+		p, err := loadPolicy(policyStdin, f)
 		if err != nil {
 			fj.Errors = loadProblems(f, err)
 		} else {

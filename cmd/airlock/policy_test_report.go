@@ -43,7 +43,7 @@ func runPolicyTests(files []string, match *regexp.Regexp) testReport {
 	rep := testReport{filtered: match != nil}
 	for _, f := range files {
 		fr := testFileReport{file: f}
-		p, err := policies.Load(f)
+		p, err := loadPolicy(policyStdin, f)
 		if err != nil {
 			fr.loadErr = err
 			rep.files = append(rep.files, fr)
