@@ -16,7 +16,7 @@ DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nfta
 SANDBOX_USER := airlock-sandbox
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go lint vet fmt fmt-check staticcheck policy-check fuzz generate generate-check \
+.PHONY: help build test test-go lint vet fmt fmt-check staticcheck policy-check schema fuzz generate generate-check \
         bench setup image run clean
 
 help: ## list the targets
@@ -36,6 +36,9 @@ lint: vet fmt-check staticcheck policy-check ## go vet, gofmt check, staticcheck
 policy-check: ## check (--strict: warnings fail) and test the example policies
 	$(GO) run $(GOTAGS) ./cmd/airlock policy check --strict policies/examples/*.toml
 	$(GO) run $(GOTAGS) ./cmd/airlock policy test policies/examples/*.toml
+
+schema: ## regenerate docs/policy.schema.json from the policy loader's definitions
+	$(GO) run $(GOTAGS) ./cmd/airlock policy schema > docs/policy.schema.json.tmp && mv docs/policy.schema.json.tmp docs/policy.schema.json
 
 vet:
 	$(GO) vet $(GOTAGS) ./...

@@ -54,31 +54,67 @@ type CA struct {
 	cache   *leafCache
 }
 
+// ErrNoCA is returned by Load when the state directory holds no CA.
+var ErrNoCA = errors.New("certs: no CA")
+
+// ErrCAExists is returned by Create when the state directory holds a CA.
+var ErrCAExists = errors.New("certs: a CA already exists")
+
+// how open treats a missing or present CA.
+type openMode int
+
+const (
+	loadOrCreate openMode = iota
+	loadOnly
+	createOnly
+)
+
 // Open loads the CA from stateDir, creating it (and the directory, 0700) on
 // first start. It refuses a key file whose permissions allow group or other
 // access.
 func Open(stateDir string) (*CA, error) {
-	return open(stateDir, DefaultCacheSize)
+	return open(stateDir, DefaultCacheSize, loadOrCreate)
 }
 
 // OpenWithCache is Open with a leaf cache bounded to size entries.
 func OpenWithCache(stateDir string, size int) (*CA, error) {
-	return open(stateDir, size)
+	return open(stateDir, size, loadOrCreate)
 }
 
-func open(stateDir string, size int) (*CA, error) {
+// Load loads the CA in stateDir and never creates one: a state directory
+// or CA that does not exist is an error (ErrNoCA), so a mistyped directory
+// cannot mint a CA nothing uses.
+func Load(stateDir string) (*CA, error) {
+	return open(stateDir, DefaultCacheSize, loadOnly)
+}
+
+// Create makes a new CA in stateDir (created 0700 if absent); it refuses
+// to replace an existing one (ErrCAExists).
+func Create(stateDir string) (*CA, error) {
+	return open(stateDir, DefaultCacheSize, createOnly)
+}
+
+func open(stateDir string, size int, mode openMode) (*CA, error) {
 	if stateDir == "" {
 		return nil, errors.New("certs: empty state directory")
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if mode == loadOnly {
+		if _, err := os.Stat(stateDir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: state directory %s does not exist", ErrNoCA, stateDir)
+		}
+	} else if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: state directory: %w", err)
 	}
 	ca := &CA{dir: stateDir}
 	keyPath := filepath.Join(stateDir, KeyFile)
 	_, err := os.Stat(keyPath)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && mode == loadOnly:
+		err = fmt.Errorf("%w in %s (no %s)", ErrNoCA, stateDir, KeyFile)
 	case errors.Is(err, fs.ErrNotExist):
 		err = ca.generate()
+	case err == nil && mode == createOnly:
+		err = fmt.Errorf("%w in %s", ErrCAExists, stateDir)
 	case err == nil:
 		err = ca.load()
 	}

@@ -69,6 +69,11 @@ var kindList = []string{"registries", "git", "internal_api", "webhooks", "public
 var commonKeys = []string{"kind", "mode", "action", "description", "hosts", "cidrs", "ports", "http",
 	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "sentinel_headers", "log_query", "dns_types", "allow_doh"}
 
+var (
+	routeKeys  = []string{"methods", "path"}
+	injectKeys = []string{"header", "secret", "format"}
+)
+
 var kindKeys = map[Kind][]string{
 	KindGit:        {"push", "repos"},
 	KindRegistries: {"packages", "publish", "path_prefix"},
@@ -186,15 +191,8 @@ func (l *loader) action(m map[string]any, path string) Action {
 	if !ok {
 		return ActionAllow
 	}
-	switch s {
-	case "allow":
-		return ActionAllow
-	case "deny":
-		return ActionDeny
-	case "ask":
-		return ActionAsk
-	case "audit":
-		return ActionAudit
+	if a, ok := parseAction(s); ok {
+		return a
 	}
 	l.errf(joinPath(path, "action"), "unknown action %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", s)
 	return ActionDeny
@@ -365,7 +363,7 @@ func (l *loader) routes(c *Category, m map[string]any) {
 			l.errf(ep, "want a table { methods = [...], path = \"...\" }, got %s", tomlType(it))
 			continue
 		}
-		l.known(rm, ep, "methods", "path")
+		l.known(rm, ep, routeKeys...)
 		rt := route{rule: l.rule(ep)}
 		ok = true
 		ps, hasPath := l.str(rm, "path", ep)
@@ -400,7 +398,7 @@ func (l *loader) inject(c *Category, m map[string]any) {
 	if !ok {
 		return
 	}
-	l.known(im, path, "header", "secret", "format")
+	l.known(im, path, injectKeys...)
 	in := &Inject{Format: "{}"}
 	if h, ok := l.str(im, "header", path); !ok || !validToken(h) {
 		l.errf(joinPath(path, "header"), "required: an HTTP header name such as \"Authorization\"")

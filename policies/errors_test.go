@@ -52,7 +52,8 @@ func TestErrors(t *testing.T) {
 		{"unknown kind", "version = 1\n[categories.x]\nkind = \"ftp\"\nhosts = [\"a.test\"]\n", "x.toml:3:1: categories.x.kind: unknown kind \"ftp\""},
 		{"kind required", "version = 1\n[categories.x]\nhosts = [\"a.test\"]\n", "x.toml:2:1: categories.x: kind: required"},
 		{"empty label", "version = 1\n[categories.git]\nhosts = [\"a..test\"]\n", "x.toml:3:10: categories.git.hosts[0]: \"a..test\": empty label"},
-		{"trailing dot pattern", "version = 1\n[categories.git]\nhosts = [\"ok.test\", \"a.test.\"]\n", "x.toml:3:21: categories.git.hosts[1]: \"a.test.\": empty label"},
+		{"two trailing dots", "version = 1\n[categories.git]\nhosts = [\"ok.test\", \"a.test..\"]\n", "x.toml:3:21: categories.git.hosts[1]: \"a.test..\": empty label"},
+		{"trailing dot repeats", "version = 1\n[categories.git]\nhosts = [\"a.test\", \"A.Test.\"]\n", "x.toml:3:20: categories.git.hosts[1]: \"a.test\" repeats categories.git.hosts[0]"},
 		{"bare star", "version = 1\n[categories.git]\nhosts = [\"*\"]\n", "categories.git.hosts[0]: \"*\": a pattern needs a name"},
 		{"middle wildcard", "version = 1\n[categories.git]\nhosts = [\"a.*.test\"]\n", "wildcard is only allowed as a leading"},
 		{"suffix wildcard", "version = 1\n[categories.git]\nhosts = [\"*test\"]\n", "wildcard is only allowed as a leading"},
@@ -121,5 +122,29 @@ func TestAllErrorsAtOnce(t *testing.T) {
 		if el[i].Pos.Line < el[i-1].Pos.Line {
 			t.Errorf("errors are not in file order:\n%v", err)
 		}
+	}
+}
+
+// TestTOMLSyntaxPositions: a syntax error points at the line the mistake
+// is on, not the line the parser had reached (users.md S9).
+func TestTOMLSyntaxPositions(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"unclosed table header", "version = 1\n[categories.git\nhosts = [\"gitea.acme.test\"]\n",
+			"m.toml:2:16: TOML syntax: expected '.' or ']' to end table name, but got '\\n' instead"},
+		{"unclosed array", "version = 1\n[categories.git]\nhosts = [\"gitea.acme.test\"\npush = true\n",
+			"m.toml:3:27: TOML syntax: expected a comma (',') or array terminator (']'), but got 'p' on line 4"},
+		{"unclosed array over blank lines", "version = 1\nx = [1,\n\n  \n",
+			"m.toml:2:8: TOML syntax: unexpected EOF; expected value"},
+		{"missing value", "version = 1\nmode = \n", "m.toml:2:8: TOML syntax: expected value but found '\\n' instead"},
+		{"two values", "version = 1\nx = 1 2\n", "m.toml:2:6: TOML syntax: expected a top-level item to end"},
+		{"first byte", "[", "m.toml:1:2: TOML syntax: unexpected end of table name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("m.toml", []byte(tc.src))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("got  %v\nwant %s...", err, tc.want)
+			}
+		})
 	}
 }

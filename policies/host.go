@@ -247,10 +247,7 @@ func parseHostPattern(s string) (pattern string, wildcard bool, err error) {
 	if strings.IndexByte(rest, '*') >= 0 {
 		return "", false, errWildcard
 	}
-	if strings.HasSuffix(rest, ".") {
-		return "", false, errEmptyLabel
-	}
-	var buf hostBuf
+	var buf hostBuf // canonHost drops one trailing dot, as for requests (docs/policy.md)
 	n, form, _, err := canonHost(rest, &buf)
 	if err == nil && form == formIP {
 		return "", false, errors.New("host pattern is an IP address; put addresses in cidrs")

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -69,7 +70,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
-		return nil, tomlError(file, err)
+		return nil, tomlError(file, data, err)
 	}
 	l := &loader{file: file, ix: indexPositions(string(data))}
 	if l.limits(tree); len(l.errs) > 0 {
@@ -92,13 +93,40 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	return p, nil
 }
 
-func tomlError(file string, err error) error {
+// tomlError positions a TOML syntax error from its byte offset: the
+// parser's own line is the one after the mistake when it reads past a line
+// end (users.md S9). When the offending token sits on a later line than the
+// text before it, the error points just after that text, where the missing
+// ']' or ',' belongs, and says where the parser stopped.
+func tomlError(file string, data []byte, err error) error {
 	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		return ErrorList{{Pos: Position{File: file, Line: pe.Position.Line, Col: max(pe.Position.Col, 1)},
-			Msg: "TOML syntax: " + pe.Message}}
+	if !errors.As(err, &pe) {
+		return ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: err.Error()}}
 	}
-	return ErrorList{{Pos: Position{File: file, Line: 1, Col: 1}, Msg: err.Error()}}
+	at := min(max(pe.Position.Start, 0), len(data))
+	msg := "TOML syntax: " + pe.Message
+	p := at
+	for p > 0 && strings.IndexByte(" \t\r\n", data[p-1]) >= 0 {
+		p--
+	}
+	found := offsetPos(file, data, at)
+	if bytes.IndexByte(data[p:at], '\n') < 0 {
+		return ErrorList{{Pos: found, Msg: msg}}
+	}
+	if at < len(data) {
+		msg += fmt.Sprintf(" on line %d", found.Line)
+	}
+	return ErrorList{{Pos: offsetPos(file, data, p), Msg: msg}}
+}
+
+// offsetPos is the line and (byte) column of data[off].
+func offsetPos(file string, data []byte, off int) Position {
+	line := 1 + bytes.Count(data[:off], []byte{'\n'})
+	col := off + 1
+	if nl := bytes.LastIndexByte(data[:off], '\n'); nl >= 0 {
+		col = off - nl
+	}
+	return Position{File: file, Line: line, Col: col}
 }
 
 var topKeys = []string{"version", "mode", "description", "dns", "deny", "categories", "tests"}
@@ -127,15 +155,21 @@ func (l *loader) mode(m map[string]any, path string, def Mode) Mode {
 	if !ok {
 		return def
 	}
-	switch s {
-	case "enforce":
-		return ModeEnforce
-	case "audit":
-		return ModeAudit
+	if m, ok := modeByName[s]; ok {
+		return m
 	}
 	l.errf(joinPath(path, "mode"), "unknown mode %q (want \"enforce\" or \"audit\")", s)
 	return def
 }
+
+// modeByName and blockByName are the words mode and dns.block take (the
+// JSON Schema is generated from them too, schema.go).
+var (
+	modeByName  = map[string]Mode{"enforce": ModeEnforce, "audit": ModeAudit}
+	blockByName = map[string]BlockAnswer{"nxdomain": BlockNXDomain, "refused": BlockRefused}
+)
+
+var denyKeys = []string{"hosts", "cidrs"}
 
 var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "queries_per_second", "names_per_parent", "qtypes"}
 
@@ -160,12 +194,9 @@ func (l *loader) dnsSection(p *Policy, tree map[string]any) {
 		d.Upstreams = append(d.Upstreams, ap.String())
 	}
 	if s, ok := l.str(m, "block", "dns"); ok {
-		switch s {
-		case "nxdomain":
-			d.Block = BlockNXDomain
-		case "refused":
-			d.Block = BlockRefused
-		default:
+		if b, ok := blockByName[s]; ok {
+			d.Block = b
+		} else {
 			l.errf("dns.block", "unknown answer %q (want \"nxdomain\" or \"refused\")", s)
 		}
 	}
@@ -231,7 +262,7 @@ func (l *loader) denySection(p *Policy, tree map[string]any) {
 	if !ok {
 		return
 	}
-	l.known(m, "deny", "hosts", "cidrs")
+	l.known(m, "deny", denyKeys...)
 	p.denyPos = l.pos("deny")
 	hosts, paths, _ := l.strList(m, "hosts", "deny")
 	seen := map[string]string{}

@@ -261,3 +261,22 @@ func TestRecognizeCratesDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPatternTrailingDot: a policy's host pattern is normalized as a
+// request's name is, one trailing dot removed (docs/policy.md, "Hosts";
+// users.md S6: check used to say "empty label").
+func TestHostPatternTrailingDot(t *testing.T) {
+	p := mustParse(t, `version = 1
+[categories.public_web]
+hosts = ["Bücher.Example.Test.", "*.Pkg.Example.Test."]
+`)
+	if got := p.Categories()[0].Hosts; !slices.Equal(got, []string{"xn--bcher-kva.example.test", "*.pkg.example.test"}) {
+		t.Errorf("hosts = %q", got)
+	}
+	checkDecisions(t, p, []decideCase{
+		{"GET https://xn--bcher-kva.example.test/", ActionAllow, "categories.public_web.hosts[0]"},
+		{"dns bücher.example.test.", ActionAllow, "categories.public_web.hosts[0]"},
+		{"connect a.pkg.example.test.:443", ActionAllow, "categories.public_web.hosts[1]"},
+		{"GET https://pkg.example.test/", ActionDeny, "default"},
+	})
+}

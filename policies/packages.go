@@ -508,7 +508,7 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 	} else {
 		c.r.unrecognized += " (set path_prefix if the registry sits under a prefix)"
 	}
-	l.known(pm, ppath, "allow", "deny")
+	l.known(pm, ppath, packagesKeys...)
 	c.r.pkgAllowEco = map[string]Rule{}
 	for _, key := range []string{"allow", "deny"} {
 		list, paths, _ := l.strList(pm, key, ppath)
@@ -530,6 +530,8 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 		}
 	}
 }
+
+var packagesKeys = []string{"allow", "deny"}
 
 // pathPrefixes reads path_prefix: a string or a list of strings, each a
 // path in normal form that starts and ends with "/".

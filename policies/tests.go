@@ -155,6 +155,8 @@ func parseAction(s string) (Action, bool) {
 	return ActionDeny, false
 }
 
+var testKeys = []string{"name", "request", "expect", "rule", "category", "would_deny"}
+
 func (l *loader) testsSection(p *Policy, tree map[string]any) {
 	items, _ := l.list(tree, "tests", "")
 	for i, it := range items {
@@ -164,7 +166,7 @@ func (l *loader) testsSection(p *Policy, tree map[string]any) {
 			l.errf(path, "want a [[tests]] table, got %s", tomlType(it))
 			continue
 		}
-		l.known(m, path, "name", "request", "expect", "rule", "category", "would_deny")
+		l.known(m, path, testKeys...)
 		tc := TestCase{Pos: l.pos(path)}
 		tc.Name, _ = l.str(m, "name", path)
 		line, ok := l.str(m, "request", path)

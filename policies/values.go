@@ -227,3 +227,7 @@ func elemPaths(base string, n int) []string {
 	}
 	return out
 }
+
+// Closest returns the name in names within edit distance 2 of k, or ""
+// (for "did you mean" hints in other strict configs).
+func Closest(k string, names []string) string { return closest(k, names) }

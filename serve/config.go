@@ -8,13 +8,14 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/BurntSushi/toml"
 
 	"airlock/internal/safefile"
 )
@@ -129,20 +130,46 @@ type Approval struct {
 	Timeout Duration `toml:"timeout"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("90s").
+// Duration is a time.Duration written as a Go duration string ("90s"),
+// optionally led by whole days ("7d", "1d12h"), as `airlock logs --since`
+// reads them.
 type Duration struct{ time.Duration }
 
-// UnmarshalText parses a Go duration; negative durations are errors.
+// maxDays bounds the days of a Duration (about 273 years; time.Duration
+// holds 292).
+const maxDays = 100000
+
+// UnmarshalText parses a duration; negative durations are errors.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
+	v, err := parseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("not a duration (use e.g. \"30s\", \"5m\", \"1h\"): %q", b)
+		return fmt.Errorf("not a duration (use e.g. \"30s\", \"5m\", \"1h\", \"7d\"): %q", b)
 	}
 	if v < 0 {
 		return fmt.Errorf("duration must not be negative: %q", b)
 	}
 	d.Duration = v
 	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	days, rest, hasDays := strings.Cut(s, "d")
+	if !hasDays {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.Atoi(days)
+	if err != nil || n < 0 || n > maxDays || days[0] == '+' {
+		return 0, fmt.Errorf("bad day count %q", days)
+	}
+	v := time.Duration(n) * 24 * time.Hour
+	if rest == "" {
+		return v, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil || r < 0 || r > math.MaxInt64-v {
+		return 0, fmt.Errorf("bad duration after the days: %q", rest)
+	}
+	return v + r, nil
 }
 
 // MarshalText writes the duration back as a string.
@@ -180,7 +207,7 @@ const (
 	DefaultProxyPort     = 15001
 	DefaultExplicitPort  = 3128
 	DefaultDNSPort       = 53
-	DefaultImage         = "localhost/airlock-busybox:latest"
+	DefaultImage         = "localhost/airlock/busybox:1"
 	DefaultExecTimeout   = 10 * time.Minute
 	DefaultLifetime      = 4 * time.Hour
 	DefaultMaxSandboxes  = 64
@@ -208,18 +235,18 @@ func Load(path string) (*Config, error) {
 // error positions.
 func Parse(name string, src []byte) (*Config, error) {
 	var c Config
-	md, err := toml.NewDecoder(strings.NewReader(string(src))).Decode(&c)
-	if err != nil {
-		return nil, Errors{decodeError(name, src, err)}
-	}
-	loc := locator{file: name, src: src}
-	var errs Errors
-	for _, k := range md.Undecoded() {
-		errs = append(errs, loc.errorf(k, "unknown key %q", k.String()))
+	errs, failed, ok := decodeConfig(name, src, &c)
+	if !ok {
+		return nil, errs
 	}
 	c.File = name
 	c.applyDefaults()
-	errs = append(errs, c.validate(loc)...)
+	for _, e := range c.validate(locator{file: name, src: src}) {
+		if !failed[e.Key] { // already reported: its value did not decode
+			errs = append(errs, e)
+		}
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -3,7 +3,9 @@ package serve
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +143,106 @@ func FuzzParse(f *testing.F) {
 		c, err := Parse("f.toml", src)
 		if err == nil && c.Version != 1 {
 			t.Fatalf("accepted config with version %d", c.Version)
+		}
+	})
+}
+
+// TestEveryErrorAtOnce: the review's config (users.md S12) took three runs
+// of --check, one error each; all three are reported in one, the unknown
+// key with the name it was meant to be.
+func TestEveryErrorAtOnce(t *testing.T) {
+	src := minimal + `[audit]
+retension = "7d"
+[sandbox]
+exec_timeout = "10 minutes"
+lifetime = "forever"
+[control]
+sokcet = "/run/x.sock"
+`
+	_, err := Parse("c.toml", []byte(src))
+	want := `c.toml:8:1: unknown key "audit.retension" (did you mean "audit.retention"?)
+c.toml:10:17: sandbox.exec_timeout: not a duration (use e.g. "30s", "5m", "1h", "7d"): "10 minutes"
+c.toml:11:13: sandbox.lifetime: not a duration (use e.g. "30s", "5m", "1h", "7d"): "forever"
+c.toml:13:1: unknown key "control.sokcet" (did you mean "control.socket"?)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
+// TestDurationUnits: durations take whole days too, as logs --since does
+// (users.md S12: "7d" was refused in audit.retention).
+func TestDurationUnits(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"90s": 90 * time.Second, "10m": 10 * time.Minute, "4h": 4 * time.Hour,
+		"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "0d": 0,
+	} {
+		var d Duration
+		if err := d.UnmarshalText([]byte(in)); err != nil || d.Duration != want {
+			t.Errorf("%q = %v, %v; want %v", in, d.Duration, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "7", "-1d", "+1d", "1d-1h", "1.5d", "10 minutes", "7dd", "999999999d", "100000d2562047h"} {
+		var d Duration
+		if err := d.UnmarshalText([]byte(in)); err == nil {
+			t.Errorf("%q accepted as %v", in, d.Duration)
+		}
+	}
+	c, err := Parse("c.toml", []byte(minimal+"[audit]\nretention = \"7d\"\n"))
+	if err != nil || c.Audit.Retention.Duration != 7*24*time.Hour {
+		t.Errorf("retention = \"7d\": %v, %v", c, err)
+	}
+}
+
+// TestExampleImagesExist: the default image and every image an example
+// config names is one runner/images/build.sh builds (users.md S12: lab.toml
+// named localhost/airlock-busybox:latest, which nothing builds).
+func TestExampleImagesExist(t *testing.T) {
+	script, err := os.ReadFile("../runner/images/build.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^[A-Z_]+_TAG=(\S+)$`).FindAllStringSubmatch(string(script), -1) {
+		built[m[1]] = true
+	}
+	if len(built) < 2 {
+		t.Fatalf("found %d image tags in build.sh", len(built))
+	}
+	if !built[DefaultImage] {
+		t.Errorf("DefaultImage %q is not built by runner/images/build.sh (%v)", DefaultImage, built)
+	}
+	files, _ := filepath.Glob("examples/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no example configs")
+	}
+	for _, f := range files {
+		c, err := Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if !built[c.Sandbox.Image] {
+			t.Errorf("%s: sandbox.image %q is not built by runner/images/build.sh (%v)", f, c.Sandbox.Image, built)
+		}
+	}
+}
+
+// FuzzDuration: any text either fails or gives a non-negative duration
+// that round-trips through its Go form.
+func FuzzDuration(f *testing.F) {
+	for _, s := range []string{"90s", "7d", "1d12h", "d", "-1d", "99999d23h59m", "1.5h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d Duration
+		if d.UnmarshalText([]byte(s)) != nil {
+			return
+		}
+		if d.Duration < 0 {
+			t.Fatalf("%q = %v", s, d.Duration)
+		}
+		var back Duration
+		if err := back.UnmarshalText([]byte(d.String())); err != nil || back != d {
+			t.Fatalf("%q = %v, which reads back as %v, %v", s, d.Duration, back.Duration, err)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 func runCA(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := newCACmd()
+	cmd.SilenceUsage = true // as under rootCmd
 	var out, errb bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
@@ -25,7 +26,7 @@ func runCA(t *testing.T, args ...string) (string, error) {
 
 func TestCAExportAndRotate(t *testing.T) {
 	dir := t.TempDir()
-	first, err := runCA(t, "export", "--state-dir", dir)
+	first, err := runCA(t, "init", "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,13 @@ func TestCAExportAndRotate(t *testing.T) {
 	}
 	again, err := runCA(t, "export", "--state-dir", dir)
 	if err != nil || again != first {
-		t.Fatalf("second export differs (%v)", err)
+		t.Fatalf("export differs from what init printed (%v)", err)
+	}
+	if _, err := runCA(t, "init", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), "a CA already exists") {
+		t.Fatalf("a second init: %v, want a refusal", err)
+	}
+	if now, _ := runCA(t, "export", "--state-dir", dir); now != first {
+		t.Fatal("a refused init replaced the CA")
 	}
 	rotated, err := runCA(t, "rotate", "--state-dir", dir)
 	if err != nil {
@@ -52,5 +59,27 @@ func TestCAExportAndRotate(t *testing.T) {
 	}
 	if _, err := runCA(t, "export", "--state-dir", dir); err == nil {
 		t.Fatal("export accepted a world-readable key")
+	}
+}
+
+// TestCAExportNeverCreates: export and rotate on a mistyped or empty state
+// directory are errors that name the fix, and leave no CA behind (users.md
+// S11: export minted a CA in ./no-such-dir).
+func TestCAExportNeverCreates(t *testing.T) {
+	empty := t.TempDir()
+	missing := filepath.Join(empty, "no-such-dir")
+	for _, tc := range []struct{ verb, dir string }{
+		{"export", missing}, {"export", empty}, {"rotate", missing}, {"rotate", empty},
+	} {
+		out, err := runCA(t, tc.verb, "--state-dir", tc.dir)
+		if err == nil || !strings.Contains(err.Error(), "airlock ca init") || out != "" {
+			t.Errorf("%s --state-dir %s: out %q, err %v; want an error naming ca init", tc.verb, tc.dir, out, err)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("%s was created (%v)", missing, err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("%s holds %v", empty, ents)
 	}
 }

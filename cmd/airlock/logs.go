@@ -315,7 +315,8 @@ func nonNil(r []audit.TopRow) []audit.TopRow {
 }
 
 func newLogsVerifyCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "verify FILE...",
 		Short: "Check the hash chain of JSONL stream files, across rotations",
 		Long: `Check that JSONL stream files form one unbroken hash chain. Files may be given
@@ -328,9 +329,14 @@ for it: compare the printed final hash with the sandbox's lifecycle anchor.
   airlock logs verify /var/log/airlock/events.jsonl*`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				return runLogsVerifyJSON(cmd.OutOrStdout(), args)
+			}
 			return runLogsVerify(cmd.OutOrStdout(), args)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object (see docs/events.md)")
+	return cmd
 }
 
 func runLogsVerify(out io.Writer, files []string) error {

@@ -37,21 +37,34 @@ var versionCmd = &cobra.Command{
 	},
 }
 
-func init() { rootCmd.AddCommand(versionCmd) }
+func init() {
+	rootCmd.AddCommand(versionCmd)
+	rootCmd.Version = version
+	rootCmd.SetVersionTemplate("airlock {{.Version}}\n")
+}
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// run executes the command line and returns the exit status: 0 success,
+// 1 the command ran and failed (or found what it checks for), 2 a usage
+// error (unknown command or flag, bad arguments); commands may return
+// other codes through exitError (run passes the sandbox command's).
 func run(args []string) int {
+	markUsageErrors(rootCmd)
 	rootCmd.SetArgs(args)
-	err := rootCmd.Execute()
+	cmd, err := rootCmd.ExecuteC()
 	var ee exitError
+	var ue usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(rootCmd.ErrOrStderr(), "airlock: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "airlock:", err)
+		fmt.Fprintln(rootCmd.ErrOrStderr(), "airlock:", err)
 		return 1
 	}
 }

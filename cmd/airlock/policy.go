@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,22 +27,38 @@ var policyCmd = &cobra.Command{
   airlock policy test FILE...        run the [[tests]] embedded in each policy`,
 }
 
-var checkStrict bool
+var (
+	checkStrict, checkJSON bool
+	explainJSONOut         bool
+	explainExitCode        bool
+	testOpts               testOptions
+	policyStdin            io.Reader = os.Stdin // what "-" reads
+)
 
 var policyCheckCmd = &cobra.Command{
-	Use:   "check [--strict] FILE...",
+	Use:   "check [--strict] [--json] FILE|DIR|-...",
 	Short: "Validate policy files and print every error and warning with its position",
-	Long: `Validate policy files. Every problem in every file is printed, one per line,
+	Long: `Validate policy files (a directory: its *.toml files, as serve reads
+policy_dir; "-": standard input). Every problem in every file is printed, one per line,
 as file:line:col: key.path: message; warnings (valid, but a reviewer would
 reject them: over-broad wildcards, cidrs reaching the metadata service,
 ties between categories, routes that never match... see docs/policy.md,
 "Warnings") as file:line:col: warning: key.path: message.
 
-Exits 1 if any file has an error, or with --strict a warning. CI and the
-shipped examples use --strict.`,
+Exits 1 if any file has an error, or with --strict a warning; 2 on a usage
+error. CI and the shipped examples use --strict. --json prints one object
+instead (docs/policy.md, "Machine output").`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, checkStrict)
+		policyStdin = cmd.InOrStdin()
+		files, err := expandPolicyArgs(args)
+		if err != nil {
+			return err
+		}
+		if checkJSON {
+			return policyCheckJSON(cmd.OutOrStdout(), files, checkStrict)
+		}
+		return policyCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), files, checkStrict)
 	},
 }
 
@@ -52,30 +72,59 @@ var policyExplainCmd = &cobra.Command{
   'connect HOST:PORT'                          a connection (TLS server name HOST)
 
 optionally followed by ip=ADDR (the destination address), sni=NAME or
-package=ECO:NAME@VERSION. The words may also be given as separate arguments.`,
+package=ECO:NAME@VERSION. The words may also be given as separate arguments.
+
+Exit status: 0 (whatever the verdict, unless --exit-code), 1 the policy does
+not load, or with --exit-code the request is denied (a deny verdict, or an
+audit verdict with would_deny), 2 a usage error or a malformed REQUEST.`,
 	Example: `  airlock policy explain policies/examples/coding-agent.toml 'GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack'
   airlock policy explain policies/examples/coding-agent.toml dns registry.example.test TXT
   airlock policy explain policies/examples/coding-agent.toml connect docs.example.test:443`,
 	Args: cobra.MinimumNArgs(2),
 	RunE: func(cmd *cobra.Command, args []string) error {
+		policyStdin = cmd.InOrStdin()
 		return policyExplain(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], strings.Join(args[1:], " "))
 	},
 }
 
 var policyTestCmd = &cobra.Command{
-	Use:   "test FILE...",
+	Use:   "test [-o text|json|junit|github] [-v] [--run REGEX] FILE|DIR|-...",
 	Short: "Run the [[tests]] embedded in policy files",
-	Long: `Run each policy's [[tests]]. A failing case prints its position, the request,
-the expected and the actual verdict with the rule that decided. Exits 1 if any
-case fails or any file does not load; a policy without tests counts as a failure.`,
+	Long: `Run each policy's [[tests]] (a directory: its *.toml files; "-": standard
+input). A failing case prints its position, the request,
+the expected and the actual verdict with the rule that decided.
+
+  -o text     failures on stderr, a summary line per file (default); -v lists
+              passing cases too
+  -o json     one JSON object: every case with its verdict (docs/policy.md)
+  -o junit    JUnit XML, one testsuite per file, for CI test reports
+  -o github   GitHub Actions ::error annotations at each failing case
+
+--run REGEX runs only the cases whose name or request line matches (Go
+regexp syntax); selecting none is a failure, so a typo cannot pass CI.
+
+Exit status: 0 every case passed, 1 a case failed, a file does not load or has
+no [[tests]], 2 a usage error.`,
 	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		return policyTest(cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+		policyStdin = cmd.InOrStdin()
+		files, err := expandPolicyArgs(args)
+		if err != nil {
+			return err
+		}
+		return policyTest(cmd.OutOrStdout(), cmd.ErrOrStderr(), files, testOpts)
 	},
 }
 
 func init() {
 	policyCheckCmd.Flags().BoolVar(&checkStrict, "strict", false, "treat warnings as errors (exit 1)")
+	policyCheckCmd.Flags().BoolVar(&checkJSON, "json", false, "print the result as one JSON object")
+	policyExplainCmd.Flags().BoolVar(&explainJSONOut, "json", false, "print the explanation as one JSON object")
+	policyExplainCmd.Flags().BoolVar(&explainExitCode, "exit-code", false, "exit 1 when the request is denied (or would be, in audit mode)")
+	tf := policyTestCmd.Flags()
+	tf.StringVarP(&testOpts.output, "output", "o", "text", "output format: "+strings.Join(testFormats, ", "))
+	tf.BoolVarP(&testOpts.verbose, "verbose", "v", false, "text: list passing cases too")
+	tf.StringVar(&testOpts.run, "run", "", "only run cases whose name or request matches this regular expression")
 	policyCmd.AddCommand(policyCheckCmd, policyExplainCmd, policyTestCmd)
 	rootCmd.AddCommand(policyCmd)
 }
@@ -95,7 +144,7 @@ func printLoadError(w io.Writer, err error) {
 func policyCheck(out, errw io.Writer, files []string, strict bool) error {
 	failed := false
 	for _, f := range files {
-		p, err := policies.Load(f)
+		p, err := loadPolicy(policyStdin, f)
 		if err != nil {
 			printLoadError(errw, err)
 			failed = true
@@ -143,17 +192,29 @@ func plural(n int, noun string) string {
 }
 
 func policyExplain(out, errw io.Writer, file, line string) error {
-	p, err := policies.Load(file)
+	p, err := loadPolicy(policyStdin, file)
 	if err != nil {
 		printLoadError(errw, err)
 		return exitError{1}
 	}
 	req, err := policies.ParseRequest(line)
 	if err != nil {
-		fmt.Fprintf(errw, "airlock: request %q: %v\n", line, err)
-		return exitError{2}
+		return usagef("request %q: %v", line, err)
 	}
-	writeExplanation(out, p.Explain(req))
+	ex := p.Explain(req)
+	if explainJSONOut {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(explanationJSON(file, line, ex))
+	} else {
+		writeExplanation(out, ex)
+	}
+	if err != nil {
+		return err
+	}
+	if explainExitCode && (ex.Verdict.Action == policies.ActionDeny || ex.Verdict.WouldDeny) {
+		return exitError{1}
+	}
 	return nil
 }
 
@@ -195,57 +256,36 @@ func writeExplanation(w io.Writer, ex policies.Explanation) {
 	}
 }
 
-func policyTest(out, errw io.Writer, files []string) error {
-	failed := false
-	for _, f := range files {
-		p, err := policies.Load(f)
-		if err != nil {
-			printLoadError(errw, err)
-			failed = true
-			continue
-		}
-		results := p.RunTests()
-		if len(results) == 0 {
-			fmt.Fprintf(errw, "%s: no [[tests]]: a policy without tests is not tested\n", f)
-			failed = true
-			continue
-		}
-		pass := 0
-		for i, r := range results {
-			if r.Pass {
-				pass++
-				continue
-			}
-			failed = true
-			writeFailure(errw, r)
-			for _, w := range testWarnings(p, i) { // a rule or category that does not exist
-				fmt.Fprintf(errw, "    %s\n", w.Msg)
-			}
-		}
-		fmt.Fprintf(out, "%s: %d/%d tests passed\n", f, pass, len(results))
+func policyTest(out, errw io.Writer, files []string, opt testOptions) error {
+	if !slices.Contains(testFormats, opt.output) {
+		return usagef("-o %q: want one of %s", opt.output, strings.Join(testFormats, ", "))
 	}
-	if failed {
+	var match *regexp.Regexp
+	if opt.run != "" {
+		var err error
+		if match, err = regexp.Compile(opt.run); err != nil {
+			return usagef("--run %q: %v", opt.run, err)
+		}
+	}
+	rep := runPolicyTests(files, match)
+	var err error
+	switch opt.output {
+	case "json":
+		err = writeTestJSON(out, &rep)
+	case "junit":
+		err = writeTestJUnit(out, &rep)
+	case "github":
+		writeTestGitHub(out, &rep)
+	default:
+		writeTestText(out, errw, &rep, opt.verbose)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.ok() {
 		return exitError{1}
 	}
 	return nil
-}
-
-func writeFailure(w io.Writer, r policies.TestResult) {
-	name := r.Case.Name
-	if name == "" {
-		name = r.Case.Line
-	}
-	fmt.Fprintf(w, "%s: FAIL %s\n", r.Case.Pos, name)
-	fmt.Fprintf(w, "    request:  %s\n", r.Case.Line)
-	want := r.Case.Expect.String()
-	if r.Case.Rule != "" {
-		want += " by " + r.Case.Rule
-	}
-	fmt.Fprintf(w, "    expected: %s\n", want)
-	fmt.Fprintf(w, "    actual:   %s by %s — %s\n", verdictLine(r.Verdict), r.Verdict.Rule, r.Verdict.Reason)
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "    %s\n", p)
-	}
 }
 
 // testWarnings are the policy's warnings about its i-th [[tests]] entry.
@@ -258,4 +298,30 @@ func testWarnings(p *policies.Policy, i int) []*policies.Error {
 		}
 	}
 	return out
+}
+
+func policyCheckJSON(out io.Writer, files []string, strict bool) error {
+	res := checkResultJSON{OK: true, Strict: strict, Files: []checkFileJSON{}}
+	for _, f := range files {
+		fj := checkFileJSON{File: f, Errors: []jsonProblem{}, Warnings: []jsonProblem{}}
+		p, err := loadPolicy(policyStdin, f)
+		if err != nil {
+			fj.Errors = loadProblems(f, err)
+		} else {
+			fj.SHA256, fj.Categories, fj.Tests = p.Hash(), len(p.Categories()), len(p.Tests())
+			fj.Warnings = problemsJSON(p.Warnings())
+		}
+		fj.OK = err == nil && (!strict || len(fj.Warnings) == 0)
+		res.OK = res.OK && fj.OK
+		res.Files = append(res.Files, fj)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return exitError{1}
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,13 +9,7 @@ import (
 
 func runPolicy(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
-	code = run(append([]string{"policy"}, args...))
-	checkStrict = false // cobra keeps a flag's value from one Execute to the next
-	return out.String(), errb.String(), code
+	return runCLI(t, append([]string{"policy"}, args...)...)
 }
 
 func examples(t *testing.T) []string {
@@ -94,7 +87,7 @@ func TestPolicyExplain(t *testing.T) {
 		want []string
 	}{
 		{[]string{"GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack"},
-			[]string{"verdict:   deny\n", "rule:      categories.git.push (" + file + ":24:1)", "categories.git.hosts[0] (" + file + ":23:10): the most specific rule that matches", "categories.registries (" + file + ":17:1): no host pattern matches git.example.test"}},
+			[]string{"verdict:   deny\n", "rule:      categories.git.push (" + file + ":25:1)", "categories.git.hosts[0] (" + file + ":24:10): the most specific rule that matches", "categories.registries (" + file + ":18:1): no host pattern matches git.example.test"}},
 		{[]string{"dns", "registry.example.test", "TXT"},
 			[]string{"verdict:   deny", "rule:      dns.qtypes"}},
 		{[]string{"connect", "a.docs.example.test:443"},

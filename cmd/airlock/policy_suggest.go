@@ -68,7 +68,7 @@ func runPolicySuggest(ctx context.Context, out io.Writer, f *logFilter, outFile,
 		ctx = context.Background()
 	}
 	if f.sandbox == "" && f.since == "" {
-		return fmt.Errorf("say whose traffic: --sandbox ID, or a time range with --since (and --until)")
+		return usagef("say whose traffic: --sandbox ID, or a time range with --since (and --until)")
 	}
 	q, err := f.query(time.Now())
 	if err != nil {

@@ -27,7 +27,7 @@ func TestPolicySuggestAndReplay(t *testing.T) {
 		t.Fatalf("suggested policy fails check: %v\n%s\n%s", err, errw.String(), b)
 	}
 	out.Reset()
-	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+	if err := policyTest(&out, &errw, []string{sug}, testOptions{output: "text"}); err != nil {
 		b, _ := os.ReadFile(sug)
 		t.Fatalf("suggested policy fails its tests: %v\n%s\n%s", err, errw.String(), b)
 	}
@@ -87,7 +87,7 @@ func TestPolicySuggestKeepsSourcePolicy(t *testing.T) {
 	if err := policyCheck(&out, &errw, []string{sug}, true); err != nil {
 		t.Fatalf("check --strict: %v\n%s\n%s", err, errw.String(), text)
 	}
-	if err := policyTest(&out, &errw, []string{sug}); err != nil {
+	if err := policyTest(&out, &errw, []string{sug}, testOptions{output: "text"}); err != nil {
 		t.Fatalf("test: %v\n%s\n%s", err, errw.String(), text)
 	}
 	for _, want := range []string{`hosts = ["paste.example.test"]`, `repos = ["org/*"]`, `hosts = ["git.example.test"]`} {

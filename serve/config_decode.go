@@ -1,0 +1,122 @@
+package serve
+
+import (
+	"encoding"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"airlock/policies"
+)
+
+// decodeConfig decodes src into c one key at a time, so that every bad
+// value and every unknown key is reported, not only the first (users.md
+// S12). It returns the errors and the keys whose value did not decode (so
+// validation does not report them again as missing). A syntax error
+// stops decoding: nothing after it can be trusted (ok is false).
+func decodeConfig(name string, src []byte, c *Config) (errs Errors, failed map[string]bool, ok bool) {
+	var top map[string]toml.Primitive
+	md, err := toml.Decode(string(src), &top)
+	if err != nil {
+		return Errors{decodeError(name, src, err)}, nil, false
+	}
+	d := configDecoder{md: md, name: name, src: src, loc: locator{file: name, src: src}, failed: map[string]bool{}}
+	d.table(nil, top, reflect.ValueOf(c).Elem())
+	return d.errs, d.failed, true
+}
+
+type configDecoder struct {
+	md     toml.MetaData
+	name   string
+	src    []byte
+	loc    locator
+	errs   Errors
+	failed map[string]bool
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// table decodes each key of tbl into the field of v whose toml tag names it.
+func (d *configDecoder) table(prefix toml.Key, tbl map[string]toml.Primitive, v reflect.Value) {
+	fields := tomlFields(v.Type())
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, k := range primKeys(tbl) {
+		key := append(prefix[:len(prefix):len(prefix)], k)
+		i, ok := fields[k]
+		if !ok {
+			d.unknown(key, tbl[k], names)
+			continue
+		}
+		f := v.Field(i)
+		if isSection(f) {
+			var sub map[string]toml.Primitive
+			if err := d.md.PrimitiveDecode(tbl[k], &sub); err != nil {
+				d.errs = append(d.errs, d.loc.errorf(key, "%s: want a table [%s]", key, key))
+				d.failed[key.String()] = true
+				continue
+			}
+			d.table(key, sub, f)
+			continue
+		}
+		if err := d.md.PrimitiveDecode(tbl[k], f.Addr().Interface()); err != nil {
+			d.errs = append(d.errs, decodeError(d.name, d.src, err))
+			d.failed[key.String()] = true
+		}
+	}
+}
+
+// unknown reports a key no field takes, with the closest known name, and
+// every key below it (an unknown table's keys are unknown too).
+func (d *configDecoder) unknown(key toml.Key, p toml.Primitive, names []string) {
+	msg := fmt.Sprintf("unknown key %q", key.String())
+	if s := policies.Closest(key[len(key)-1], names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", joinKey(key[:len(key)-1], s))
+	}
+	d.errs = append(d.errs, d.loc.errorf(key, "%s", msg))
+	var sub map[string]toml.Primitive
+	if d.md.PrimitiveDecode(p, &sub) != nil {
+		return
+	}
+	for _, k := range primKeys(sub) {
+		k := append(key[:len(key):len(key)], k)
+		d.errs = append(d.errs, d.loc.errorf(k, "unknown key %q", k.String()))
+	}
+}
+
+func joinKey(prefix toml.Key, last string) string {
+	return strings.Join(append(append([]string{}, prefix...), last), ".")
+}
+
+// tomlFields maps each toml tag of struct type t to its field index.
+func tomlFields(t reflect.Type) map[string]int {
+	out := map[string]int{}
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
+		if tag != "" && tag != "-" {
+			out[tag] = i
+		}
+	}
+	return out
+}
+
+// isSection: a struct field that is a TOML table, not a value type that
+// decodes itself from text (Duration, netip.Prefix, ...).
+func isSection(f reflect.Value) bool {
+	return f.Kind() == reflect.Struct && !f.Addr().Type().Implements(textUnmarshaler)
+}
+
+func primKeys(m map[string]toml.Primitive) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
