@@ -161,7 +161,8 @@ func TestLogsFollow(t *testing.T) {
 	defer pr.Close()
 	done := make(chan error, 1)
 	go func() {
-		o := &logsOptions{logFilter: logFilter{stateDir: dir, kind: "dns"}, json: true, follow: true, poll: 10 * time.Millisecond}
+		o := &logsOptions{sourceFlags: sourceFlags{stateDir: dir, poll: 10 * time.Millisecond},
+			eventFlags: eventFlags{match: audit.Fields{Kind: []string{"dns"}}}, output: "jsonl", follow: true}
 		done <- runLogs(ctx, pw, o)
 		pw.Close()
 	}()
