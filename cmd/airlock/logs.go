@@ -178,9 +178,17 @@ func runLogs(ctx context.Context, out io.Writer, o *logsOptions) error {
 	if !o.follow {
 		return pr.finish(o.stderr)
 	}
+	if err := pr.flush(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return src.follow(ctx, f, func(e audit.Event) error { return pr.print(e) })
+	return src.follow(ctx, f, func(e audit.Event) error {
+		if err := pr.print(e); err != nil {
+			return err
+		}
+		return pr.flush()
+	})
 }
 
 type logsTopOptions struct {

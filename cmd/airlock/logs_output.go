@@ -26,6 +26,7 @@ type eventPrinter struct {
 	headers bool
 	n       int
 	all     []audit.Event
+	rows    [][]string // table rows not yet written (see flush)
 }
 
 var tableHeader = []string{"TIME", "SANDBOX", "KIND", "VERDICT", "CATEGORY", "RULE", "DETAIL"}
@@ -61,14 +62,24 @@ func (p *eventPrinter) print(evs ...audit.Event) error {
 		_, err := io.WriteString(p.w, b.String())
 		return err
 	}
-	rows := make([][]string, 0, len(evs)+1)
 	if !p.headers {
-		rows = append(rows, tableHeader)
+		p.rows = append(p.rows, tableHeader)
 		p.headers = true
 	}
 	for i := range evs {
-		rows = append(rows, eventRow(&evs[i]))
+		p.rows = append(p.rows, eventRow(&evs[i]))
 	}
+	return nil
+}
+
+// flush writes the table rows printed since the last flush, aligned
+// together (a table is sized by the rows it has seen so far).
+func (p *eventPrinter) flush() error {
+	if len(p.rows) == 0 {
+		return nil
+	}
+	rows := p.rows
+	p.rows = nil
 	return writeTable(p.w, rows, &p.widths)
 }
 
@@ -76,6 +87,9 @@ func (p *eventPrinter) print(evs ...audit.Event) error {
 // when nothing matched, so that an empty table is not mistaken for one
 // cut short.
 func (p *eventPrinter) finish(errw io.Writer) error {
+	if err := p.flush(); err != nil {
+		return err
+	}
 	if p.format == "json" {
 		enc := json.NewEncoder(p.w)
 		enc.SetIndent("", "  ")
