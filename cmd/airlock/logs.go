@@ -274,26 +274,54 @@ func runLogsTop(ctx context.Context, out io.Writer, o *logsTopOptions) error {
 }
 
 func newLogsVerifyCmd() *cobra.Command {
-	return &cobra.Command{
+	var stateDir string
+	cmd := &cobra.Command{
 		Use:   "verify FILE...",
 		Short: "Check the hash chain of JSONL stream files, across rotations",
 		Long: `Check that JSONL stream files form one unbroken hash chain. Files may be given
 in any order (rotated files are ordered by their first seq). Every break is
 printed as file:line: kind: message, where kind is modified (a line was
-edited), deleted (records are missing), reordered, duplicated or invalid.
-Exits 1 if the chain is broken. The last record has no successor to vouch
-for it: compare the printed final hash with the sandbox's lifecycle anchor.
+edited), deleted (records are missing), reordered, duplicated, truncated
+(the chain ends before a sandbox's end record, or before the records that
+record vouches for) or invalid. Exits 1 if the chain is broken.
 
-  airlock logs verify /var/log/airlock/events.jsonl*`,
+Each sandbox's end record (lifecycle destroyed or failed) carries the seq
+range and final hash of its records. The end records in the files are
+checked; those in the store (--state-dir, when it can be read) are too, so
+a tail cut off together with its end records is found.
+
+  airlock logs verify /var/log/airlock/events.jsonl*
+  airlock logs verify --state-dir /var/lib/airlock events.jsonl*`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLogsVerify(cmd.OutOrStdout(), args)
+			anchors, err := storeAnchors(cmd, stateDir)
+			if err != nil {
+				return err
+			}
+			return runLogsVerify(cmd.OutOrStdout(), anchors, args)
 		},
 	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", stateDirDefault(), "state directory whose store's end records the files are held to (skipped when the default one cannot be read)")
+	return cmd
 }
 
-func runLogsVerify(out io.Writer, files []string) error {
-	res, err := audit.Verify(files...)
+// storeAnchors reads the store's end records: an explicit --state-dir
+// must be readable; the default is used when it can be.
+func storeAnchors(cmd *cobra.Command, stateDir string) ([]audit.EndAnchor, error) {
+	st, err := audit.OpenStoreReadOnly(filepath.Join(stateDir, audit.StoreFile))
+	if err != nil {
+		if cmd.Flags().Changed("state-dir") {
+			return nil, err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: not checked against a store (%v); only the end records in the files\n", err)
+		return nil, nil
+	}
+	defer st.Close()
+	return st.EndAnchors(cmd.Context())
+}
+
+func runLogsVerify(out io.Writer, anchors []audit.EndAnchor, files []string) error {
+	res, err := audit.VerifyAnchored(anchors, files...)
 	if err != nil {
 		return err
 	}

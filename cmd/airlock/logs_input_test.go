@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"net"
 	"net/http"
@@ -284,5 +285,31 @@ func TestLogsThroughAPI(t *testing.T) {
 	socketFlag = ""
 	if err != nil || got != want || strings.Count(got, "\n") != 3 {
 		t.Fatalf("api: %v\ngot:\n%s\nwant:\n%s", err, got, want)
+	}
+}
+
+// `logs verify` finds a cut tail against the store's end records.
+func TestLogsVerifyTruncatedTail(t *testing.T) {
+	fx := responderFixture()
+	end := auditEv(audit.KindLifecycle, "3f2a9c01", "", "", "", fx[len(fx)-1].Time.Add(time.Second))
+	end.Lifecycle = &audit.Lifecycle{Stage: "destroyed"}
+	dir := seedAuditStore(t, append(fx, end))
+	stream := filepath.Join(dir, "events.jsonl")
+	raw, _ := os.ReadFile(stream)
+	lines := strings.SplitAfter(string(raw), "\n")
+	cut := filepath.Join(t.TempDir(), "events.jsonl")
+	os.WriteFile(cut, []byte(strings.Join(lines[:5], "")), 0o600)
+	out, _, err := runLogsIn(t, "", "verify", "--state-dir", dir, stream)
+	if err != nil || !strings.Contains(out, "ok: 8 records") {
+		t.Fatalf("intact: %v\n%s", err, out)
+	}
+	out, _, err = runLogsIn(t, "", "verify", "--state-dir", dir, cut)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(out, cut+":5: truncated: the chain ends at seq 5, but sandbox 3f2a9c01's end record (seq 8, store) says its records run to seq 7") {
+		t.Fatalf("cut tail: %v\n%s", err, out)
+	}
+	t.Setenv("AIRLOCK_STATE_DIR", dir) // the default state dir is used when readable
+	if _, _, err := runLogsIn(t, "", "verify", cut); !errors.As(err, &ee) {
+		t.Fatalf("cut tail, default state dir: %v", err)
 	}
 }

@@ -132,7 +132,7 @@ func TestLogsVerify(t *testing.T) {
 	dir := seedAuditStore(t, logsFixture(time.Now()))
 	stream := filepath.Join(dir, "events.jsonl")
 	out, err := runLogsCmd(t, "verify", stream)
-	if err != nil || !strings.HasPrefix(out, "ok: 4 records") {
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || !strings.HasPrefix(lines[len(lines)-1], "ok: 4 records") {
 		t.Fatalf("intact: %v %s", err, out)
 	}
 	b, _ := os.ReadFile(stream)
