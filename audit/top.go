@@ -13,7 +13,6 @@ import (
 type Tally struct {
 	dest      map[string]*tallyRow
 	den       map[[2]string]*tallyRow
-	destOrder []string
 }
 
 type tallyRow struct {

@@ -2,8 +2,8 @@ package audit
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
