@@ -11,8 +11,8 @@ import (
 // every byte of the connection, HTTP bodies included, so an http record's
 // bytes count only when it names no enclosing flow.
 type Tally struct {
-	dest      map[string]*tallyRow
-	den       map[[2]string]*tallyRow
+	dest map[string]*tallyRow
+	den  map[[2]string]*tallyRow
 }
 
 type tallyRow struct {
