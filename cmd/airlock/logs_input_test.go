@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"airlock/audit"
 	"airlock/client"
 	"airlock/serve"
@@ -311,5 +313,25 @@ func TestLogsVerifyTruncatedTail(t *testing.T) {
 	t.Setenv("AIRLOCK_STATE_DIR", dir) // the default state dir is used when readable
 	if _, _, err := runLogsIn(t, "", "verify", cut); !errors.As(err, &ee) {
 		t.Fatalf("cut tail, default state dir: %v", err)
+	}
+}
+
+// docs/events.md documents every filter and output of `airlock logs`.
+func TestLogsFlagsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	newLogsCmd().Flags().VisitAll(func(fl *pflag.Flag) {
+		name := strings.TrimPrefix(fl.Name, "not-")
+		if !strings.Contains(doc, "`--"+name+"`") && !strings.Contains(doc, "`--"+name+" ") && !strings.Contains(doc, "--"+name) {
+			t.Errorf("docs/events.md does not mention --%s", fl.Name)
+		}
+	})
+	for _, o := range logFormats {
+		if !strings.Contains(doc, "`"+o+"`") {
+			t.Errorf("docs/events.md does not document -o %s", o)
+		}
 	}
 }
