@@ -89,7 +89,7 @@ func (m *mdWriter) denials(title string, ds []Denial, empty string) {
 			cmd = "`" + d.Command + "` (" + d.Attribution + ")"
 		}
 		rows = append(rows, []string{d.SeverityName() + ": " + d.Why, "`" + d.Host + "`", string(d.Kind), fmt.Sprint(d.Count),
-			cmd, d.Rule, d.Reason, d.Detail})
+			cmd, shortRule(d.Rule), d.Reason, d.Detail})
 	}
 	m.table([]string{"Severity", "Destination", "Kind", "Attempts", "Command", "Rule", "Reason", "Attempt"}, rows)
 }

@@ -2,6 +2,8 @@ package audit
 
 import (
 	"context"
+	"flag"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -147,5 +149,34 @@ func TestReportRanksAndLinksDenials(t *testing.T) {
 	}
 	if !r.Timeline.Start.Equal(incidentEvents()[0].Time) || r.Timeline.End.Sub(r.Timeline.Start) != time.Minute {
 		t.Errorf("timeline span %s .. %s", r.Timeline.Start, r.Timeline.End)
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// The incident report as Markdown, golden (go test -run TestReportMarkdownGolden -update).
+func TestReportMarkdownGolden(t *testing.T) {
+	r := incidentReport(t)
+	r.Generated = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "report-incident.md.golden")
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), b.String()); d != "" {
+		t.Errorf("%s (-want +got):\n%s", path, d)
 	}
 }

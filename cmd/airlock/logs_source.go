@@ -63,7 +63,7 @@ func (s *sourceFlags) open(ctx context.Context) (eventSource, error) {
 	case len(s.input) > 0:
 		return &fileSource{paths: s.input, stdin: s.stdin}, nil
 	case s.api:
-		return apiSource{apiClient()}, nil
+		return &apiSource{c: apiClient()}, nil
 	}
 	src, err := openStoreSource(filepath.Join(s.stateDir, audit.StoreFile), s.poll)
 	if err == nil {
@@ -78,7 +78,7 @@ func (s *sourceFlags) open(ctx context.Context) (eventSource, error) {
 		return nil, fmt.Errorf("%w; the control API did not answer either (%v): use --input FILE with a copy of the JSONL stream", err, herr)
 	}
 	fmt.Fprintf(s.stderr, "airlock: cannot read %s (%v); asking the appliance over its control socket instead\n", s.stateDir, err)
-	return apiSource{apiClient()}, nil
+	return &apiSource{c: apiClient()}, nil
 }
 
 // isStoreFile reports whether path starts with SQLite's magic.
@@ -149,23 +149,32 @@ func (s *fileSource) follow(context.Context, *audit.Filter, func(audit.Event) er
 	return fmt.Errorf("--follow reads the store or the API; to follow a file, pipe it: tail -F FILE | airlock logs --input -")
 }
 
-type apiSource struct{ c *client.Client }
+// apiSource asks the appliance; lastSeq is the newest record each saw,
+// where follow starts (so nothing written in between is missed).
+type apiSource struct {
+	c       *client.Client
+	lastSeq uint64
+}
 
-func (apiSource) close() {}
+func (*apiSource) close() {}
 
-func (s apiSource) each(ctx context.Context, f *audit.Filter, limit int, fn func(audit.Event) error) error {
+func (s *apiSource) each(ctx context.Context, f *audit.Filter, limit int, fn func(audit.Event) error) error {
 	q, exact := f.Pushdown()
+	seen := func(next func(audit.Event) error) func(audit.Event) error {
+		return func(e audit.Event) error { s.lastSeq = max(s.lastSeq, e.Seq); return next(e) }
+	}
 	if exact {
 		q.Limit, q.Newest = limit, limit > 0
-		return s.c.Logs(ctx, q, fn)
+		return s.c.Logs(ctx, q, seen(fn))
 	}
 	return eachNewest(limit, fn, func(keep func(audit.Event) error) error {
-		return s.c.Logs(ctx, q, matching(f, keep))
+		return s.c.Logs(ctx, q, seen(matching(f, keep)))
 	})
 }
 
-func (s apiSource) follow(ctx context.Context, f *audit.Filter, fn func(audit.Event) error) error {
+func (s *apiSource) follow(ctx context.Context, f *audit.Filter, fn func(audit.Event) error) error {
 	q, _ := f.Pushdown()
+	q.AfterSeq = s.lastSeq
 	return s.c.FollowLogs(ctx, q, matching(f, fn))
 }
 
