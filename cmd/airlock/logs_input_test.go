@@ -335,3 +335,36 @@ func TestLogsFlagsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A user who may not read the state directory (not root, users.md S4)
+// is answered by the control API, and told so.
+func TestLogsFallsBackToAPI(t *testing.T) {
+	dir := seedAuditStore(t, responderFixture())
+	st, err := audit.OpenStoreReadOnly(filepath.Join(dir, audit.StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: (&serve.API{Backend: storeBackend{st: st}}).Handler()}
+	go srv.Serve(ln)
+	defer srv.Close()
+	t.Setenv("AIRLOCK_SOCKET", sock)
+	t.Setenv("AIRLOCK_STATE_DIR", dir)
+	defer func(f func(string, time.Duration) (*storeSource, error)) { openStore = f }(openStore)
+	openStore = func(path string, _ time.Duration) (*storeSource, error) {
+		return nil, &os.PathError{Op: "open", Path: path, Err: os.ErrPermission}
+	}
+	out, stderr, err := runLogsIn(t, "", "--verdict", "deny", "-o", "compact")
+	if err != nil || strings.Count(out, "\n") != 4 || !strings.Contains(stderr, "asking the appliance over its control socket") {
+		t.Fatalf("fallback: %v\n%s\n%s", err, out, stderr)
+	}
+	// An explicit --state-dir is not second-guessed.
+	if _, _, err := runLogsIn(t, "", "--state-dir", dir); !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("explicit state dir: %v", err)
+	}
+}
