@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -108,23 +106,24 @@ func firstSeq(recs []pos) uint64 {
 	return recs[0].seq
 }
 
+// readChain reads one file's records; a gzip-compressed file (a log
+// rotator's events.jsonl.2.gz) is read decompressed, since the chain
+// hashes the lines, not the file.
 func readChain(path string, res *VerifyResult) ([]pos, error) {
-	f, err := os.Open(path)
+	br, closeFn, err := openJSONL(path, os.Stdin)
 	if err != nil {
 		return nil, fmt.Errorf("audit: verify: %w", err)
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
+	defer closeFn()
 	var out []pos
 	for n := 1; ; n++ {
-		raw, err := br.ReadBytes('\n')
+		raw, err := readLine(br)
 		if len(raw) == 0 && err == io.EOF {
 			return out, nil
 		}
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("audit: verify %s: %w", path, err)
+			return nil, fmt.Errorf("audit: verify %s:%d: %w", path, n, err)
 		}
-		raw = bytes.TrimSuffix(raw, []byte("\n"))
 		p, ok := parsePos(raw, path, n, res)
 		if ok {
 			out = append(out, p)

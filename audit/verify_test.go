@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,5 +222,27 @@ func TestVerifyTruncatedTail(t *testing.T) {
 	res, err := Verify(edited)
 	if err != nil || !strings.Contains(fmt.Sprint(res.Problems), "does not hash to the final_hash in sandbox sb-2's end record (seq 30, "+edited+":30)") {
 		t.Fatalf("edited last record: %v %+v", err, res.Problems)
+	}
+}
+
+// A rotated file compressed by a log rotator is verified as it is.
+func TestVerifyReadsGzip(t *testing.T) {
+	files := chainFiles(t)
+	raw, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	os.Remove(files[1])
+	files[1] += ".gz"
+	if err := os.WriteFile(files[1], gz.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(files...)
+	if err != nil || !res.OK() || res.Records != 45 {
+		t.Fatalf("with %s compressed: %v %+v", files[1], err, res.Problems)
 	}
 }
