@@ -77,7 +77,9 @@ func (s *sourceFlags) open(ctx context.Context) (eventSource, error) {
 	if _, herr := apiClient().Health(ctx); herr != nil {
 		return nil, fmt.Errorf("%w; the control API did not answer either (%v): use --input FILE with a copy of the JSONL stream", err, herr)
 	}
-	fmt.Fprintf(s.stderr, "airlock: cannot read %s (%v); asking the appliance over its control socket instead\n", s.stateDir, err)
+	if s.stderr != nil {
+		fmt.Fprintf(s.stderr, "airlock: cannot read %s (%v); asking the appliance over its control socket instead\n", s.stateDir, err)
+	}
 	return &apiSource{c: apiClient()}, nil
 }
 
