@@ -178,14 +178,22 @@ type TopRow struct {
 	BytesDown int64  `json:"bytes_down"`
 }
 
-// TopDestinations ranks hosts by how many matching records name them.
+// httpOwnBytes is an http record's bytes (dir "up" or "down") that count
+// toward its host: only those of a request with no enclosing flow, since a
+// flow's close record already counts every byte of its connection.
+func httpOwnBytes(dir string) string {
+	return `CASE WHEN coalesce(json_extract(raw, '$.http.flow_id'), '') = '' THEN json_extract(raw, '$.http.bytes_` + dir + `') END`
+}
+
+// TopDestinations ranks hosts by how many matching records name them,
+// counting each byte once (see Tally).
 func (s *Store) TopDestinations(ctx context.Context, q Query, n int) ([]TopRow, error) {
 	where, args := q.where()
 	where = andCond(where, "host != ''")
 	return s.top(ctx, `SELECT host, '', max(category), count(*),
 		sum(verdict = 'deny' OR would_deny), count(DISTINCT sandbox),
-		coalesce(sum(json_extract(raw, '$.flow.bytes_up')), 0) + coalesce(sum(json_extract(raw, '$.http.bytes_up')), 0),
-		coalesce(sum(json_extract(raw, '$.flow.bytes_down')), 0) + coalesce(sum(json_extract(raw, '$.http.bytes_down')), 0)
+		coalesce(sum(json_extract(raw, '$.flow.bytes_up')), 0) + coalesce(sum(`+httpOwnBytes("up")+`), 0),
+		coalesce(sum(json_extract(raw, '$.flow.bytes_down')), 0) + coalesce(sum(`+httpOwnBytes("down")+`), 0)
 		FROM events`+where+` GROUP BY host ORDER BY count(*) DESC, host LIMIT ?`, append(args, n)...)
 }
 

@@ -37,6 +37,7 @@ type Report struct {
 	Files    []FileChange
 	Gaps     []Gap // events the pipeline dropped while the sandbox ran
 	Anchor   Anchor
+	Timeline Timeline // allowed and denied decisions per category over time
 }
 
 // Denial is one refused (or would-be refused) destination and the rule.
@@ -49,7 +50,17 @@ type Denial struct {
 	Category string
 	Count    int
 	First    time.Time
+	// Severity ranks it (SevCritical first) and Why says what makes it so.
+	Severity int
+	Why      string
+	// The command it is linked to (CommandID is the command's id in
+	// Report.Commands) and how: Attribution is AttrRunning while events
+	// carry no exec id, "" when no command was running.
+	CommandID, Command, Attribution string
 }
+
+// SeverityName is the tier's label: critical, high or denied.
+func (d Denial) SeverityName() string { return severityNames[d.Severity] }
 
 // Command is one exec, its records joined by id.
 type Command struct {
@@ -61,6 +72,7 @@ type Command struct {
 	ExitCode   *int
 	TimedOut   bool
 	Killed     bool
+	End        time.Time // when it finished; zero while it runs
 }
 
 // CategoryTraffic is the allowed traffic of one category.
@@ -199,6 +211,7 @@ type reportBuilder struct {
 	drops       map[string]*DropRow
 	secrets     map[string]*SecretUse
 	pkgs        map[string]bool
+	timeline    timelineBuilder
 }
 
 func newReportBuilder(r *Report) *reportBuilder {
@@ -277,6 +290,7 @@ func (b *reportBuilder) exec(e *Event) {
 		c.Start = e.Time
 	}
 	if x.Stage == "finished" {
+		c.End = e.Time
 		c.DurationMS, c.ExitCode, c.TimedOut, c.Killed = x.DurationMS, x.ExitCode, x.TimedOut, x.Killed
 		if c.DurationMS == 0 {
 			c.DurationMS = e.Time.Sub(c.Start).Milliseconds()
@@ -293,6 +307,10 @@ func (b *reportBuilder) drop(e *Event) {
 		b.drops[key] = row
 	}
 	row.Count += max(d.Count, 1)
+	b.timeline.add(e)
+	if sev, _ := rankDenial(e); sev == SevCritical {
+		b.denial(b.denied, e, d.Dest+portSuffix(d.Port))
+	}
 }
 
 func (b *reportBuilder) network(e *Event) {
@@ -300,6 +318,7 @@ func (b *reportBuilder) network(e *Event) {
 	if host == "" || e.Kind == KindApproval {
 		return
 	}
+	b.timeline.add(e)
 	if e.DNS != nil {
 		b.dnsName(e, host)
 	}
@@ -354,9 +373,13 @@ func (b *reportBuilder) denial(m map[string]*Denial, e *Event, host string) {
 	d := m[key]
 	if d == nil {
 		d = &Denial{Kind: e.Kind, Host: host, Detail: Summary(e), Rule: e.Rule, Reason: e.Reason, Category: e.Category, First: e.Time}
+		d.Severity, d.Why = rankDenial(e)
 		m[key] = d
 	}
 	d.Count++
+	if sev, why := rankDenial(e); sev < d.Severity {
+		d.Severity, d.Why = sev, why
+	}
 }
 
 func (b *reportBuilder) dnsName(e *Event, name string) {
@@ -407,6 +430,17 @@ func (b *reportBuilder) finish() {
 	for _, id := range b.cmdOrder {
 		r.Commands = append(r.Commands, *b.cmds[id])
 	}
+	end := r.Ended
+	if end.IsZero() {
+		end = b.last
+	}
+	attribute(r.Denied, r.Commands, end)
+	attribute(r.Flagged, r.Commands, end)
+	start := r.Created
+	if start.IsZero() || b.first.Before(start) {
+		start = b.first
+	}
+	r.Timeline = b.timeline.build(start, end)
 	for cat, m := range b.dests {
 		ct := CategoryTraffic{Category: cat}
 		for _, d := range m {
@@ -436,12 +470,8 @@ func sortedDenials(m map[string]*Denial) []Denial {
 	for _, d := range m {
 		out = append(out, *d)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].First.Before(out[j].First)
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].First.Before(out[j].First) })
+	sortDenials(out)
 	return out
 }
 

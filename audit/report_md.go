@@ -65,8 +65,17 @@ func (m *mdWriter) sandbox(r *Report) {
 	m.table([]string{"Field", "Value"}, [][]string{
 		{"Image", r.Image}, {"Policy", r.Policy}, {"Policy hash", r.PolicyHash}, {"Address", r.Address},
 		{"Created", fmtTS(r.Created)}, {"Ended", fmtTS(r.Ended)}, {"State", r.State},
-		{"Exit status", fmtExit(r.ExitCode)}, {"Detail", r.Detail},
+		{"Exit status", fmtExit(r.ExitCode)}, {"Detail", firstLineOf(r.Detail)},
 	})
+}
+
+// firstLineOf is a multi-line detail's first line, marked as cut.
+func firstLineOf(s string) string {
+	line, rest, cut := strings.Cut(strings.TrimSpace(s), "\n")
+	if cut && rest != "" {
+		return line + " (…" + fmt.Sprint(strings.Count(rest, "\n")+1) + " more line(s); see --html)"
+	}
+	return line
 }
 
 func (m *mdWriter) denials(title string, ds []Denial, empty string) {
@@ -75,9 +84,14 @@ func (m *mdWriter) denials(title string, ds []Denial, empty string) {
 	}
 	var rows [][]string
 	for _, d := range ds {
-		rows = append(rows, []string{"`" + d.Host + "`", string(d.Kind), fmt.Sprint(d.Count), d.Rule, d.Reason, d.Detail})
+		cmd := "no command running"
+		if d.CommandID != "" {
+			cmd = "`" + d.Command + "` (" + d.Attribution + ")"
+		}
+		rows = append(rows, []string{d.SeverityName() + ": " + d.Why, "`" + d.Host + "`", string(d.Kind), fmt.Sprint(d.Count),
+			cmd, shortRule(d.Rule), d.Reason, d.Detail})
 	}
-	m.table([]string{"Destination", "Kind", "Attempts", "Rule", "Reason", "Attempt"}, rows)
+	m.table([]string{"Severity", "Destination", "Kind", "Attempts", "Command", "Rule", "Reason", "Attempt"}, rows)
 }
 
 func (m *mdWriter) commands(cs []Command) {

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,20 +116,25 @@ func TestReportHTMLSelfContained(t *testing.T) {
 	}
 }
 
-// TestReportInChromium renders the report in headless Chromium, checks that
-// every section is laid out visibly and verdicts are coloured, and keeps a
-// screenshot as an artifact.
+// TestReportInChromium renders the incident report (a quick-start-shaped
+// sandbox with a 31-line limits detail, long names and ranked denials) in
+// headless Chromium at 1280x2000 and in print, and checks what a
+// responder sees (users.md §3): every section laid out, the most serious
+// denial first and on the first screen, linked to its command, the
+// timeline drawn, no host or rule broken inside a label. The screenshot
+// and the PDF are kept as artifacts (path in the log).
 func TestReportInChromium(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed (Debian package chromium; make setup installs it)")
 	}
 	var b bytes.Buffer
-	if err := sampleReport(t).HTML(&b); err != nil {
+	if err := incidentReport(t).HTML(&b); err != nil {
 		t.Fatal(err)
 	}
 	art := artifactDir(t)
-	if err := os.WriteFile(filepath.Join(art, "report.html"), b.Bytes(), 0o644); err != nil {
+	page := filepath.Join(art, "report.html")
+	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// One Chromium run: the page with a probe script appended (it only sets
@@ -140,11 +146,9 @@ func TestReportInChromium(t *testing.T) {
 	}
 	shot := filepath.Join(art, "report.png")
 	os.Remove(shot)
-	dom := runChromium(t, chromium, "--screenshot="+shot, "--dump-dom", "--window-size=1280,2200", "file://"+probe)
-	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	t.Logf("report screenshot: %s", shot)
+	dom := runChromium(t, chromium, "--screenshot="+shot, "--dump-dom", "--window-size=1280,2000", "file://"+probe)
+	checkPNG(t, shot, 1280, 2000)
+	t.Logf("report screenshot: %s (page %s)", shot, page)
 	m := regexp.MustCompile(`data-probe="([^"]*)"`).FindStringSubmatch(dom)
 	if m == nil {
 		t.Fatalf("probe did not run; DOM:\n%.2000s", dom)
@@ -154,9 +158,51 @@ func TestReportInChromium(t *testing.T) {
 	for _, id := range ReportSections {
 		want = append(want, id+"=visible")
 	}
-	want = append(want, "deny-colour=rgb(254, 226, 226)", "allow-colour=rgb(220, 252, 231)")
+	want = append(want, "deny-colour=rgb(254, 226, 226)", "allow-colour=rgb(220, 252, 231)",
+		"first-denial=1 169.254.169.254", "denied-on-first-screen=true", "detail-folded=true",
+		"first-denial-command=#cmd-x2 found", "timeline=svg rows=6 allowed-bars=yes denied-bars=yes fits=true",
+		"mid-token-breaks=none", "external-requests=0")
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("rendered sections (-want +got):\n%s", d)
+		t.Errorf("rendered report (-want +got):\n%s", d)
+	}
+
+	pdf := filepath.Join(art, "report.pdf")
+	os.Remove(pdf)
+	runChromium(t, chromium, "--print-to-pdf="+pdf, "--no-pdf-header-footer", "file://"+page)
+	raw, err := os.ReadFile(pdf)
+	if err != nil || len(raw) < 10000 || !bytes.HasPrefix(raw, []byte("%PDF-")) {
+		t.Fatalf("print: %v, %d bytes", err, len(raw))
+	}
+	if !bytes.Contains(raw, []byte("/Type /Page")) {
+		t.Errorf("print: no page in the PDF")
+	}
+	t.Logf("report print: %s (%d bytes)", pdf, len(raw))
+}
+
+// checkPNG asserts path is a PNG of w x h pixels with real content.
+func checkPNG(t *testing.T, path string, w, h int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("screenshot is %dx%d, want %dx%d", b.Dx(), b.Dy(), w, h)
+	}
+	colours := map[[3]uint32]bool{}
+	for y := 0; y < h; y += 7 {
+		for x := 0; x < w; x += 7 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
+		}
+	}
+	if len(colours) < 20 {
+		t.Fatalf("screenshot has %d colours: a blank page?", len(colours))
 	}
 }
 
@@ -170,6 +216,30 @@ const visibilityProbe = `<script>
  });
  out.push('deny-colour='+getComputedStyle(document.querySelector('.v-deny')).backgroundColor);
  out.push('allow-colour='+getComputedStyle(document.querySelector('.v-allow')).backgroundColor);
+ var first=document.querySelector('#denied tr.denial');
+ out.push('first-denial='+(first?first.dataset.severity+' '+first.dataset.host:'none'));
+ out.push('denied-on-first-screen='+(first?first.getBoundingClientRect().bottom<800:false));
+ var det=document.querySelector('details.detail');
+ out.push('detail-folded='+(det?!det.open&&det.getBoundingClientRect().height<40:false));
+ var a=first&&first.querySelector('a.cmd-link'), href=a?a.getAttribute('href'):'';
+ out.push('first-denial-command='+href+' '+(href&&document.getElementById(href.slice(1))?'found':'missing'));
+ var svg=document.querySelector('#timeline svg'), sr=svg&&svg.getBoundingClientRect();
+ out.push('timeline='+(svg?'svg rows='+svg.querySelectorAll('g.tl-row').length+
+  ' allowed-bars='+(svg.querySelectorAll('rect.tl-allow').length>0?'yes':'no')+
+  ' denied-bars='+(svg.querySelectorAll('rect.tl-deny').length>0?'yes':'no')+
+  ' fits='+(sr.width>600&&sr.right<=document.documentElement.clientWidth):'none'));
+ // A host, rule or image may wrap only at a <wbr>: every text piece
+ // between two of them (that has no space) must sit on one line.
+ var broken=[];
+ document.querySelectorAll('td.dest code, #denied td code, #sandbox code').forEach(function(c){
+  c.childNodes.forEach(function(n){
+   if(n.nodeType!==3||/\s/.test(n.textContent))return;
+   var rg=document.createRange(); rg.selectNodeContents(n);
+   if(rg.getClientRects().length>1)broken.push(n.textContent);
+  });
+ });
+ out.push('mid-token-breaks='+(broken.length?broken.join(','):'none'));
+ out.push('external-requests='+performance.getEntriesByType('resource').length);
  document.body.setAttribute('data-probe', out.join(';'));
 })();
 </script>`

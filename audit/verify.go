@@ -1,8 +1,7 @@
 package audit
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // VerifyResult is what Verify found in a set of JSONL files.
@@ -36,24 +36,50 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
+	if p.File == "" {
+		return fmt.Sprintf("%s: %s", p.Kind, p.Msg)
+	}
 	return fmt.Sprintf("%s:%d: %s: %s", p.File, p.Line, p.Kind, p.Msg)
 }
 
 // pos is one record as Verify sees it.
 type pos struct {
-	file string
-	line int
-	seq  uint64
-	prev string
-	hash string
+	file    string
+	line    int
+	seq     uint64
+	prev    string
+	hash    string
+	sandbox string
+	end     *EndAnchor // set on a sandbox's end record
 }
 
 // Verify checks the hash chain across JSONL files, in any order (rotated
 // files are ordered by their first sequence number). It reports every
-// edited, deleted, reordered or duplicated record it can locate. The last
-// record of the chain cannot be checked against a successor: compare
-// FinalHash with the anchor in the store or a lifecycle event.
-func Verify(paths ...string) (*VerifyResult, error) {
+// edited, deleted, reordered or duplicated record it can locate, and
+// checks the chain against the end record of every sandbox the files
+// hold (VerifyAnchored). A cut tail that took the end records with it
+// cannot be seen from the files alone: give the store's end records to
+// VerifyAnchored.
+func Verify(paths ...string) (*VerifyResult, error) { return VerifyAnchored(nil, paths...) }
+
+// EndAnchor is a sandbox's end record (lifecycle destroyed or failed):
+// its own seq, and the range and final hash of the sandbox's records
+// before it, as the pipeline wrote them.
+type EndAnchor struct {
+	Sandbox   string
+	Seq       uint64 // the end record's seq
+	FirstSeq  uint64
+	LastSeq   uint64
+	FinalHash string
+	Where     string // where it was read: "store" or file:line
+}
+
+// VerifyAnchored is Verify that also holds the chain to anchors, end
+// records from elsewhere (the store): a chain that ends before an
+// anchor's records, or before the anchor itself, has lost its tail
+// ("truncated"); a record whose hash is not the anchor's final hash was
+// edited ("modified").
+func VerifyAnchored(anchors []EndAnchor, paths ...string) (*VerifyResult, error) {
 	res := &VerifyResult{Files: len(paths)}
 	var files [][]pos
 	for _, p := range paths {
@@ -69,6 +95,7 @@ func Verify(paths ...string) (*VerifyResult, error) {
 		all = append(all, f...)
 	}
 	checkChain(all, res)
+	checkAnchors(all, append(fileAnchors(all), anchors...), res)
 	return res, nil
 }
 
@@ -79,23 +106,24 @@ func firstSeq(recs []pos) uint64 {
 	return recs[0].seq
 }
 
+// readChain reads one file's records; a gzip-compressed file (a log
+// rotator's events.jsonl.2.gz) is read decompressed, since the chain
+// hashes the lines, not the file.
 func readChain(path string, res *VerifyResult) ([]pos, error) {
-	f, err := os.Open(path)
+	br, closeFn, err := openJSONL(path, os.Stdin)
 	if err != nil {
 		return nil, fmt.Errorf("audit: verify: %w", err)
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
+	defer closeFn()
 	var out []pos
 	for n := 1; ; n++ {
-		raw, err := br.ReadBytes('\n')
+		raw, err := readLine(br)
 		if len(raw) == 0 && err == io.EOF {
 			return out, nil
 		}
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("audit: verify %s: %w", path, err)
+			return nil, fmt.Errorf("audit: verify %s:%d: %w", path, n, err)
 		}
-		raw = bytes.TrimSuffix(raw, []byte("\n"))
 		p, ok := parsePos(raw, path, n, res)
 		if ok {
 			out = append(out, p)
@@ -105,10 +133,12 @@ func readChain(path string, res *VerifyResult) ([]pos, error) {
 
 func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 	var h struct {
-		Seq      uint64 `json:"seq"`
-		PrevHash string `json:"prev_hash"`
-		Kind     Kind   `json:"kind"`
-		Gap      *Gap   `json:"gap"`
+		Seq       uint64     `json:"seq"`
+		PrevHash  string     `json:"prev_hash"`
+		Kind      Kind       `json:"kind"`
+		Sandbox   string     `json:"sandbox"`
+		Gap       *Gap       `json:"gap"`
+		Lifecycle *Lifecycle `json:"lifecycle"`
 	}
 	if err := json.Unmarshal(raw, &h); err != nil || h.Seq == 0 {
 		res.Problems = append(res.Problems, Problem{File: path, Line: n, Kind: "invalid",
@@ -120,7 +150,12 @@ func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 			path, n, h.Seq, h.Gap.Dropped, h.Gap.From.Format(timeFmt), h.Gap.To.Format(timeFmt)))
 	}
 	sum := sha256.Sum256(raw)
-	return pos{file: path, line: n, seq: h.Seq, prev: h.PrevHash, hash: hex.EncodeToString(sum[:])}, true
+	p := pos{file: path, line: n, seq: h.Seq, prev: h.PrevHash, hash: hex.EncodeToString(sum[:]), sandbox: h.Sandbox}
+	if l := h.Lifecycle; h.Kind == KindLifecycle && l != nil && l.FinalHash != "" && (l.Stage == "destroyed" || l.Stage == "failed") {
+		p.end = &EndAnchor{Sandbox: h.Sandbox, Seq: h.Seq, FirstSeq: l.FirstSeq, LastSeq: l.LastSeq,
+			FinalHash: l.FinalHash, Where: fmt.Sprintf("%s:%d", path, n)}
+	}
+	return p, true
 }
 
 const timeFmt = "2006-01-02T15:04:05.000Z07:00"
@@ -196,4 +231,102 @@ func checkLinks(all []pos, bySeq map[uint64]pos, res *VerifyResult) {
 
 func problem(p pos, kind, msg string) Problem {
 	return Problem{File: p.file, Line: p.line, Seq: p.seq, Kind: kind, Msg: msg}
+}
+
+// fileAnchors are the end records among the files' records.
+func fileAnchors(all []pos) []EndAnchor {
+	var out []EndAnchor
+	for _, p := range all {
+		if p.end != nil {
+			out = append(out, *p.end)
+		}
+	}
+	return out
+}
+
+// checkAnchors holds the chain to each sandbox's end record (each once,
+// by its seq), and notes the sandboxes whose end record is absent.
+func checkAnchors(all []pos, anchors []EndAnchor, res *VerifyResult) {
+	if len(all) == 0 {
+		for _, a := range anchors {
+			res.Problems = append(res.Problems, Problem{Kind: "truncated", Seq: a.Seq,
+				Msg: fmt.Sprintf("no records, but sandbox %s's end record (seq %d, %s) says its records run to seq %d", a.Sandbox, a.Seq, a.Where, a.LastSeq)})
+		}
+		return
+	}
+	bySeq := make(map[uint64]pos, len(all))
+	for _, p := range all {
+		if _, dup := bySeq[p.seq]; !dup {
+			bySeq[p.seq] = p
+		}
+	}
+	last := bySeq[res.LastSeq]
+	seen := map[uint64]bool{}
+	ended := map[string]bool{}
+	for _, a := range anchors {
+		if seen[a.Seq] {
+			continue
+		}
+		seen[a.Seq] = true
+		ended[a.Sandbox] = true
+		checkAnchor(a, bySeq, last, res)
+	}
+	noteUnended(all, ended, res)
+}
+
+func checkAnchor(a EndAnchor, bySeq map[uint64]pos, last pos, res *VerifyResult) {
+	who := fmt.Sprintf("sandbox %s's end record (seq %d, %s)", a.Sandbox, a.Seq, a.Where)
+	switch {
+	case a.LastSeq > last.seq:
+		res.Problems = append(res.Problems, problem(last, "truncated",
+			fmt.Sprintf("the chain ends at seq %d, but %s says its records run to seq %d: the tail after seq %d is missing",
+				last.seq, who, a.LastSeq, last.seq)))
+	case a.Seq > last.seq:
+		res.Problems = append(res.Problems, problem(last, "truncated",
+			fmt.Sprintf("the chain ends at seq %d, before %s: the tail after seq %d is missing", last.seq, who, last.seq)))
+	}
+	if p, ok := bySeq[a.LastSeq]; ok && a.LastSeq > 0 && p.hash != a.FinalHash {
+		res.Problems = append(res.Problems, problem(p, "modified",
+			fmt.Sprintf("record seq %d does not hash to the final_hash in %s", p.seq, who)))
+	}
+}
+
+// noteUnended notes each sandbox with records here but no end record:
+// still running, or its end was cut off with the tail.
+func noteUnended(all []pos, ended map[string]bool, res *VerifyResult) {
+	lastOf := map[string]pos{}
+	var order []string
+	for _, p := range all {
+		if p.sandbox == "" || ended[p.sandbox] {
+			continue
+		}
+		if _, ok := lastOf[p.sandbox]; !ok {
+			order = append(order, p.sandbox)
+		}
+		lastOf[p.sandbox] = p
+	}
+	if len(order) == 0 {
+		return
+	}
+	var each []string
+	for _, sb := range order {
+		p := lastOf[sb]
+		each = append(each, fmt.Sprintf("%s after seq %d (%s:%d)", sb, p.seq, p.file, p.line))
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("no end record here for %s: still running, or the tail was cut (check with the store's end records: --state-dir)",
+		strings.Join(each, ", ")))
+}
+
+// EndAnchors reads every sandbox end record in the store, to hold JSONL
+// files to with VerifyAnchored.
+func (s *Store) EndAnchors(ctx context.Context) ([]EndAnchor, error) {
+	var out []EndAnchor
+	err := s.Each(ctx, Query{Kind: KindLifecycle}, func(e Event) error {
+		if l := e.Lifecycle; endsSandbox(&e) && l.FinalHash != "" {
+			out = append(out, EndAnchor{Sandbox: e.Sandbox, Seq: e.Seq, FirstSeq: l.FirstSeq, LastSeq: l.LastSeq,
+				FinalHash: l.FinalHash, Where: "store"})
+		}
+		return nil
+	})
+	return out, err
 }

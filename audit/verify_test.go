@@ -2,9 +2,12 @@ package audit
 
 import (
 	"bytes"
+	"compress/gzip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -150,5 +153,96 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+// A tail cut off with its end records passes the chain check on the files
+// alone (only a note says a sandbox has no end), and fails against the
+// store's end records (users.md §1 "Tamper evidence": "Tail truncation
+// passes as ok").
+func TestVerifyTruncatedTail(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "events.jsonl")
+	p := newTestPipeline(t, Config{StateDir: dir, StreamPath: stream})
+	for _, sb := range []string{"sb-1", "sb-2"} {
+		for _, e := range sampleEvents() {
+			if e.Sandbox != "" {
+				e.Sandbox = sb
+			}
+			p.Emit(e)
+		}
+	}
+	flush(t, p)
+	p.Close()
+	st, err := OpenStoreReadOnly(filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	anchors, err := st.EndAnchors(t.Context())
+	if err != nil || len(anchors) != 2 || anchors[1].Sandbox != "sb-2" || anchors[1].Seq != 30 || anchors[1].LastSeq != 28 {
+		t.Fatalf("anchors: %v %+v", err, anchors)
+	}
+	lines := readLines(t, stream)
+
+	intact, err := VerifyAnchored(anchors, stream)
+	if err != nil || !intact.OK() {
+		t.Fatalf("intact against the store: %v %+v", err, intact.Problems)
+	}
+	for _, tc := range []struct {
+		name string
+		keep int
+		want string
+	}{
+		{"end record cut", 29, "truncated: the chain ends at seq 29, before sandbox sb-2's end record (seq 30, store)"},
+		{"records and end cut", 20, "truncated: the chain ends at seq 20, but sandbox sb-2's end record (seq 30, store) says its records run to seq 28"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cut := filepath.Join(t.TempDir(), "events.jsonl")
+			writeLines(t, cut, lines[:tc.keep])
+			alone, err := Verify(cut)
+			if err != nil || !alone.OK() || !strings.Contains(strings.Join(alone.Notes, "\n"), "no end record here for sb-2") {
+				t.Fatalf("files alone: %v %+v %q", err, alone.Problems, alone.Notes)
+			}
+			res, err := VerifyAnchored(anchors, cut)
+			if err != nil || res.OK() {
+				t.Fatalf("against the store: %v ok=%v", err, res.OK())
+			}
+			got := res.Problems[0].String()
+			if !strings.Contains(got, tc.want) || !strings.HasPrefix(got, cut+":"+strconv.Itoa(tc.keep)+": ") {
+				t.Errorf("got %q, want %q at %s:%d", got, tc.want, cut, tc.keep)
+			}
+		})
+	}
+	// The end record in the files vouches for its sandbox's last record.
+	edited := filepath.Join(t.TempDir(), "events.jsonl")
+	mod := slices.Clone(lines)
+	mod[27] = bytes.Replace(mod[27], []byte(`"sb-2"`), []byte(`"sb-9"`), 1)
+	writeLines(t, edited, mod[:30])
+	res, err := Verify(edited)
+	if err != nil || !strings.Contains(fmt.Sprint(res.Problems), "does not hash to the final_hash in sandbox sb-2's end record (seq 30, "+edited+":30)") {
+		t.Fatalf("edited last record: %v %+v", err, res.Problems)
+	}
+}
+
+// A rotated file compressed by a log rotator is verified as it is.
+func TestVerifyReadsGzip(t *testing.T) {
+	files := chainFiles(t)
+	raw, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	os.Remove(files[1])
+	files[1] += ".gz"
+	if err := os.WriteFile(files[1], gz.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(files...)
+	if err != nil || !res.OK() || res.Records != 45 {
+		t.Fatalf("with %s compressed: %v %+v", files[1], err, res.Problems)
 	}
 }

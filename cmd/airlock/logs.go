@@ -20,8 +20,8 @@ import (
 
 const defaultStateDir = "/var/lib/airlock"
 
-// logFilter is the filter flags shared by `logs`, `logs top`, `report`
-// and `policy suggest/replay`.
+// logFilter is the filter flags of `report` and `policy suggest/replay`
+// (one value each, the store only); `logs` has eventFlags.
 type logFilter struct {
 	stateDir string
 	sandbox  string
@@ -35,7 +35,7 @@ type logFilter struct {
 }
 
 func (f *logFilter) addStateDir(fs *pflag.FlagSet) {
-	fs.StringVar(&f.stateDir, "state-dir", defaultStateDir, "state directory holding the event store ("+audit.StoreFile+")")
+	fs.StringVar(&f.stateDir, "state-dir", stateDirDefault(), "state directory holding the event store ("+audit.StoreFile+"); default $AIRLOCK_STATE_DIR or "+defaultStateDir)
 }
 
 func (f *logFilter) addFlags(fs *pflag.FlagSet) {
@@ -87,11 +87,12 @@ func (f *logFilter) open() (*audit.Store, error) {
 }
 
 type logsOptions struct {
-	logFilter
+	sourceFlags
+	eventFlags
+	output string
 	json   bool
 	follow bool
 	limit  int
-	poll   time.Duration
 }
 
 func newLogsCmd() *cobra.Command {
@@ -99,25 +100,48 @@ func newLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs",
 		Short: "Query the audit log: DNS, flows, requests, drops, commands",
-		Long: `Print recorded audit events from the store in the state directory, oldest
-first, as an aligned table or (--json) as JSON Lines in the stream's schema
-(docs/events.md). Filters combine with AND.
+		Long: `Print recorded audit events, oldest first, from what you have: the store in
+the state directory, JSONL stream files (--input, a rotated set in any
+order, gzip-compressed ones too, or - for stdin), or a running appliance
+over its control socket (--api: for members of the airlock group, who
+cannot read the state directory). Without --input or --api the store is
+read; if it may not be read and --state-dir was not given, the control
+API is asked.
 
-  airlock logs --sandbox sb-1 --verdict deny --since 24h
-  airlock logs --host '*.example.test' --kind http --json
+Every filter is repeatable (any of its values may match) and has a
+negated form --not-NAME (none may match); filters combine with AND.
+
+Output (-o): table (aligned; newlines and control characters escaped;
+rule positions by file name), compact (one line per event, always),
+json (one array), jsonl (one record per line in the stream's schema,
+docs/events.md; --json is the same).
+
+  airlock logs --sandbox 3f2a --verdict deny --since 24h
+  airlock logs -i events.jsonl -i events.jsonl.1 --verdict deny --not-category web -o compact
+  zcat events.jsonl.3.gz | airlock logs -i - --method POST --status 4xx
+  airlock logs --api --host '*.example.test' --kind http -o jsonl
   airlock logs --follow                 keep printing new events
   airlock logs top                      top destinations and denials
   airlock logs verify events.jsonl*     check the JSONL hash chain`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdin, o.stderr = cmd.InOrStdin(), cmd.ErrOrStderr()
+			if o.json {
+				if cmd.Flags().Changed("output") && o.output != "jsonl" {
+					return fmt.Errorf("--json is -o jsonl; it excludes -o %s", o.output)
+				}
+				o.output = "jsonl"
+			}
 			return runLogs(cmd.Context(), cmd.OutOrStdout(), &o)
 		},
 	}
-	o.addFlags(cmd.Flags())
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON Lines instead of a table")
-	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "after the matching events, keep printing new ones until interrupted")
+	o.sourceFlags.add(cmd.Flags())
+	o.eventFlags.add(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, compact, json or jsonl")
+	cmd.Flags().BoolVar(&o.json, "json", false, "the same as -o jsonl")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "after the matching events, keep printing new ones until interrupted (store or --api)")
 	cmd.Flags().IntVarP(&o.limit, "limit", "n", 0, "print only the newest N matching events (default all; 20 with --follow)")
-	cmd.Flags().DurationVar(&o.poll, "poll", 250*time.Millisecond, "how often --follow checks for new events")
+	cmd.Flags().DurationVar(&o.poll, "poll", 250*time.Millisecond, "how often --follow checks the store for new events")
 	cmd.AddCommand(newLogsTopCmd(), newLogsVerifyCmd())
 	return cmd
 }
@@ -125,174 +149,115 @@ first, as an aligned table or (--json) as JSON Lines in the stream's schema
 func init() { rootCmd.AddCommand(newLogsCmd()) }
 
 func runLogs(ctx context.Context, out io.Writer, o *logsOptions) error {
-	q, err := o.query(time.Now())
-	if err != nil {
-		return err
-	}
-	st, err := o.open()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	q.Limit, q.Newest = o.limit, o.limit > 0
-	if o.follow && o.limit == 0 {
-		q.Limit, q.Newest = 20, true
-	}
-	pr := newEventPrinter(out, o.json)
-	// Snapshot the newest seq first: what follows is everything after it.
-	if q.UpToSeq, err = st.MaxSeq(ctx); err != nil {
+	f, err := o.filter(time.Now())
+	if err != nil {
 		return err
 	}
-	var evs []audit.Event
-	if q.UpToSeq > 0 { // else the store is empty (and 0 would mean no bound)
-		if evs, err = st.Query(ctx, q); err != nil {
-			return err
-		}
-	}
-	if err := pr.print(evs...); err != nil || !o.follow {
+	pr, err := newEventPrinter(out, o.output)
+	if err != nil {
 		return err
 	}
-	q.AfterSeq = q.UpToSeq
+	if o.follow && o.output == "json" {
+		return fmt.Errorf("-o json writes one array at the end; with --follow use -o jsonl")
+	}
+	src, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	limit := o.limit
+	if o.follow && limit == 0 {
+		limit = 20
+	}
+	if err := src.each(ctx, f, limit, func(e audit.Event) error { return pr.print(e) }); err != nil {
+		return err
+	}
+	if !o.follow {
+		return pr.finish(o.stderr)
+	}
+	if err := pr.flush(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return st.Follow(ctx, q, o.poll, func(e audit.Event) error { return pr.print(e) })
-}
-
-// eventPrinter prints events as JSON Lines or an aligned table. A table's
-// column widths come from the first rows and grow when a later row needs it.
-type eventPrinter struct {
-	w       io.Writer
-	json    bool
-	enc     *json.Encoder
-	widths  []int
-	headers bool
-}
-
-var tableHeader = []string{"TIME", "SANDBOX", "KIND", "VERDICT", "CATEGORY", "RULE", "DETAIL"}
-
-func newEventPrinter(w io.Writer, asJSON bool) *eventPrinter {
-	return &eventPrinter{w: w, json: asJSON, enc: json.NewEncoder(w)}
-}
-
-func (p *eventPrinter) print(evs ...audit.Event) error {
-	if p.json {
-		for i := range evs {
-			if err := p.enc.Encode(&evs[i]); err != nil {
-				return err
-			}
+	return src.follow(ctx, f, func(e audit.Event) error {
+		if err := pr.print(e); err != nil {
+			return err
 		}
-		return nil
-	}
-	rows := make([][]string, 0, len(evs)+1)
-	if !p.headers {
-		rows = append(rows, tableHeader)
-		p.headers = true
-	}
-	for i := range evs {
-		rows = append(rows, eventRow(&evs[i]))
-	}
-	return writeTable(p.w, rows, &p.widths)
+		return pr.flush()
+	})
 }
 
-func eventRow(e *audit.Event) []string {
-	verdict := e.Verdict
-	if e.WouldDeny {
-		verdict += " (would deny)"
-	}
-	return []string{e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), dash(e.Sandbox), string(e.Kind),
-		dash(verdict), dash(e.Category), dash(e.Rule), audit.Summary(e)}
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// writeTable prints rows with columns padded to *widths, which it grows to
-// fit; the last column is never padded.
-func writeTable(w io.Writer, rows [][]string, widths *[]int) error {
-	for _, r := range rows {
-		for i, c := range r {
-			if i >= len(*widths) {
-				*widths = append(*widths, 0)
-			}
-			(*widths)[i] = max((*widths)[i], len(c))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		for i, c := range r {
-			if i == len(r)-1 {
-				b.WriteString(c)
-				break
-			}
-			fmt.Fprintf(&b, "%-*s  ", (*widths)[i], c)
-		}
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+type logsTopOptions struct {
+	sourceFlags
+	eventFlags
+	n      int
+	output string
 }
 
 func newLogsTopCmd() *cobra.Command {
-	var f logFilter
-	var n int
+	var o logsTopOptions
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "top",
 		Short: "Show the top destinations and the top denials",
 		Long: `Rank destinations by how many events name them (with denials, sandboxes and
 bytes each way) and denied destinations by the rule that denied them. The
-filters of 'airlock logs' apply.
+sources and filters of 'airlock logs' apply. Bytes are counted once: a
+connection's close record carries every byte it moved, the HTTP bodies in
+it included.
 
   airlock logs top --since 24h -n 20
-  airlock logs top --sandbox sb-1 --json`,
+  airlock logs top -i events.jsonl --sandbox sb-1 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runLogsTop(cmd.Context(), cmd.OutOrStdout(), &f, n, asJSON)
+			o.stdin, o.stderr = cmd.InOrStdin(), cmd.ErrOrStderr()
+			if asJSON {
+				o.output = "json"
+			}
+			return runLogsTop(cmd.Context(), cmd.OutOrStdout(), &o)
 		},
 	}
-	f.addFlags(cmd.Flags())
-	cmd.Flags().IntVarP(&n, "top", "n", 10, "rows in each list")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object {destinations, denials}")
+	o.sourceFlags.add(cmd.Flags())
+	o.eventFlags.add(cmd.Flags())
+	cmd.Flags().IntVarP(&o.n, "top", "n", 10, "rows in each list")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json (one object {destinations, denials})")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as -o json")
 	return cmd
 }
 
-func runLogsTop(ctx context.Context, out io.Writer, f *logFilter, n int, asJSON bool) error {
+func runLogsTop(ctx context.Context, out io.Writer, o *logsTopOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	q, err := f.query(time.Now())
+	f, err := o.filter(time.Now())
 	if err != nil {
 		return err
 	}
-	if n <= 0 {
-		return fmt.Errorf("-n %d: want at least 1", n)
+	if o.n <= 0 {
+		return fmt.Errorf("-n %d: want at least 1", o.n)
 	}
-	st, err := f.open()
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("-o %q: want table or json", o.output)
+	}
+	src, err := o.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	dest, err := st.TopDestinations(ctx, q, n)
+	defer src.close()
+	dest, den, err := topOf(ctx, src, f, o.n)
 	if err != nil {
 		return err
 	}
-	den, err := st.TopDenials(ctx, q, n)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return json.NewEncoder(out).Encode(map[string][]audit.TopRow{"destinations": nonNil(dest), "denials": nonNil(den)})
+	if o.output == "json" {
+		return json.NewEncoder(out).Encode(map[string][]audit.TopRow{"destinations": dest, "denials": den})
 	}
 	rows := [][]string{{"HOST", "CATEGORY", "EVENTS", "DENIED", "SANDBOXES", "BYTES UP", "BYTES DOWN"}}
 	for _, r := range dest {
-		rows = append(rows, []string{r.Host, dash(r.Category), fmt.Sprint(r.Count), fmt.Sprint(r.Denied),
+		rows = append(rows, []string{escapeCell(r.Host), dash(escapeCell(r.Category)), fmt.Sprint(r.Count), fmt.Sprint(r.Denied),
 			fmt.Sprint(r.Sandboxes), fmt.Sprint(r.BytesUp), fmt.Sprint(r.BytesDown)})
 	}
 	fmt.Fprintln(out, "TOP DESTINATIONS")
@@ -301,46 +266,79 @@ func runLogsTop(ctx context.Context, out io.Writer, f *logFilter, n int, asJSON 
 	}
 	rows = [][]string{{"HOST", "EVENTS", "SANDBOXES", "RULE"}}
 	for _, r := range den {
-		rows = append(rows, []string{r.Host, fmt.Sprint(r.Count), fmt.Sprint(r.Sandboxes), dash(r.Rule)})
+		rows = append(rows, []string{escapeCell(r.Host), fmt.Sprint(r.Count), fmt.Sprint(r.Sandboxes), dash(escapeCell(shortRule(r.Rule)))})
 	}
 	fmt.Fprintln(out, "\nTOP DENIALS")
 	return writeTable(out, rows, new([]int))
 }
 
-func nonNil(r []audit.TopRow) []audit.TopRow {
-	if r == nil {
-		return []audit.TopRow{}
+// topOf tallies the matching events in Go (audit.Tally): on the store
+// that is faster than its SQL top lists (100k records: 1.7 s against
+// 6.6 s), and it works on every source.
+func topOf(ctx context.Context, src eventSource, f *audit.Filter, n int) (dest, den []audit.TopRow, err error) {
+	tl := audit.NewTally()
+	if err := src.each(ctx, f, 0, func(e audit.Event) error { tl.Add(&e); return nil }); err != nil {
+		return nil, nil, err
 	}
-	return r
+	return tl.Destinations(n), tl.Denials(n), nil
 }
 
 func newLogsVerifyCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON   bool
+		stateDir string
+	)
 	cmd := &cobra.Command{
 		Use:   "verify FILE...",
 		Short: "Check the hash chain of JSONL stream files, across rotations",
 		Long: `Check that JSONL stream files form one unbroken hash chain. Files may be given
 in any order (rotated files are ordered by their first seq). Every break is
 printed as file:line: kind: message, where kind is modified (a line was
-edited), deleted (records are missing), reordered, duplicated or invalid.
-Exits 1 if the chain is broken. The last record has no successor to vouch
-for it: compare the printed final hash with the sandbox's lifecycle anchor.
+edited), deleted (records are missing), reordered, duplicated, truncated
+(the chain ends before a sandbox's end record, or before the records that
+record vouches for) or invalid. Exits 1 if the chain is broken.
 
-  airlock logs verify /var/log/airlock/events.jsonl*`,
+Each sandbox's end record (lifecycle destroyed or failed) carries the seq
+range and final hash of its records. The end records in the files are
+checked; those in the store (--state-dir, when it can be read) are too, so
+a tail cut off together with its end records is found.
+
+  airlock logs verify /var/log/airlock/events.jsonl*
+  airlock logs verify --state-dir /var/lib/airlock events.jsonl*`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if asJSON {
-				return runLogsVerifyJSON(cmd.OutOrStdout(), args)
+			anchors, err := storeAnchors(cmd, stateDir)
+			if err != nil {
+				return err
 			}
-			return runLogsVerify(cmd.OutOrStdout(), args)
+			if asJSON {
+				return runLogsVerifyJSON(cmd.OutOrStdout(), anchors, args)
+			}
+			return runLogsVerify(cmd.OutOrStdout(), anchors, args)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object (see docs/events.md)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", stateDirDefault(), "state directory whose store's end records the files are held to (skipped when the default one cannot be read)")
 	return cmd
 }
 
-func runLogsVerify(out io.Writer, files []string) error {
-	res, err := audit.Verify(files...)
+// storeAnchors reads the store's end records: an explicit --state-dir
+// must be readable; the default is used when it can be.
+func storeAnchors(cmd *cobra.Command, stateDir string) ([]audit.EndAnchor, error) {
+	st, err := audit.OpenStoreReadOnly(filepath.Join(stateDir, audit.StoreFile))
+	if err != nil {
+		if cmd.Flags().Changed("state-dir") {
+			return nil, err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: not checked against a store (%v); only the end records in the files\n", err)
+		return nil, nil
+	}
+	defer st.Close()
+	return st.EndAnchors(cmd.Context())
+}
+
+func runLogsVerify(out io.Writer, anchors []audit.EndAnchor, files []string) error {
+	res, err := audit.VerifyAnchored(anchors, files...)
 	if err != nil {
 		return err
 	}

@@ -29,8 +29,8 @@ type verifyProblemJSON struct {
 }
 
 // runLogsVerifyJSON exits 1 when the chain is broken, as the text form does.
-func runLogsVerifyJSON(out io.Writer, files []string) error {
-	res, err := audit.Verify(files...)
+func runLogsVerifyJSON(out io.Writer, anchors []audit.EndAnchor, files []string) error {
+	res, err := audit.VerifyAnchored(anchors, files...)
 	if err != nil {
 		return err
 	}

@@ -3,36 +3,11 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
-
-// golden compares got with testdata/golden/NAME, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *updateGolden {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, d)
-	}
-}
 
 var policyTestFiles = []string{
 	"testdata/policytest/pass.toml", "testdata/policytest/fail.toml",
@@ -76,7 +51,7 @@ func TestPolicyOutputGolden(t *testing.T) {
 					t.Errorf("stdout is not XML: %v", err)
 				}
 			}
-			golden(t, tc.name, fmt.Sprintf("$ airlock policy %s\n# exit %d\n# stdout\n%s# stderr\n%s",
+			golden(t, filepath.Join("testdata", "golden", tc.name), fmt.Sprintf("$ airlock policy %s\n# exit %d\n# stdout\n%s# stderr\n%s",
 				strings.Join(tc.args, " "), code, out, errs))
 		})
 	}
