@@ -21,7 +21,6 @@ import (
 	"airlock/serve"
 )
 
-
 // responderFixture is what a responder is handed, at fixed times: a
 // multi-line sh -c command, rules positioned in an absolute temporary
 // path, a terminal escape in a name, denials across categories.
@@ -225,7 +224,6 @@ func TestLogsGolden(t *testing.T) {
 	}
 	golden(t, filepath.Join("testdata", "logs-top.json.golden"), out)
 }
-
 
 // storeBackend answers the control API's log queries from a store, as
 // the appliance does; the rest of the Backend is not used here.
