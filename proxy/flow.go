@@ -10,6 +10,7 @@ import (
 
 	"airlock/audit"
 	"airlock/policies"
+	"airlock/proxy/internal/relay"
 )
 
 // Proxy-internal rule names: decisions the mechanism makes before or
@@ -53,7 +54,7 @@ type flow struct {
 	up, down atomic.Int64
 	start    time.Time
 	decided  bool
-	gate     tunnelGate // ends a spliced tunnel from outside
+	gate     relay.Gate // ends a spliced tunnel from outside
 }
 
 func newID() string {

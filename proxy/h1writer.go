@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"airlock/proxy/internal/rawio"
 )
 
 // h1Writer is the http.ResponseWriter the engine writes an HTTP/1.1
@@ -52,7 +54,7 @@ var (
 // times per period (a timer update per write costs more than the write).
 type deadlineW struct {
 	c  net.Conn
-	lc *leafConn // under c when c is an inspected connection: large writes batched
+	lc batcher // under c when c is an inspected connection: large writes batched
 	d  time.Duration
 	dl lazyDeadline
 }
@@ -61,10 +63,16 @@ func (w *deadlineW) Write(p []byte) (int, error) {
 	if t, ok := w.dl.due(w.d); ok {
 		w.c.SetWriteDeadline(t)
 	}
-	if w.lc != nil && len(p) > maxRecord {
-		return w.lc.writeBatched(w.c, p)
+	if w.lc != nil && len(p) > rawio.MaxRecord {
+		return w.lc.WriteBatched(w.c, p)
 	}
 	return w.c.Write(p)
+}
+
+// batcher is the socket under an inspected client's tls.Conn, which
+// sends the records of one large write with one system call.
+type batcher interface {
+	WriteBatched(tw io.Writer, p []byte) (int, error)
 }
 
 // h1BufSize is the response buffer: a small response's head and body
@@ -75,7 +83,7 @@ func (w *deadlineW) Write(p []byte) (int, error) {
 const h1BufSize = 16 << 10
 
 // bodyBufSize is the most of a long body sent with one write.
-const bodyBufSize = 64 << 10
+const bodyBufSize = rawio.BatchMax
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, bodyBufSize); return &b }}
 
@@ -90,7 +98,7 @@ func getH1Writer(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Dura
 	w.c, w.br = c, br
 	w.dw = deadlineW{c: c, d: idle}
 	if tc, ok := c.(*tls.Conn); ok {
-		w.dw.lc, _ = tc.NetConn().(*leafConn)
+		w.dw.lc, _ = tc.NetConn().(batcher)
 	}
 	w.head = req.Method == http.MethodHead
 	w.v10 = !req.ProtoAtLeast(1, 1)

@@ -13,8 +13,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"airlock/proxy/internal/rawio"
 )
 
 // mitm terminates the client's TLS with a leaf for the approved name and
@@ -46,7 +47,7 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	if len(protos) > 1 {
 		conf = mitmH2
 	}
-	lc := &leafConn{Conn: c, cert: cert}
+	lc := &leafConn{ClientConn: rawio.ClientConn{Conn: c}, cert: cert}
 	tc := tls.Server(lc, conf)
 	c.SetDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	err = tc.Handshake()
@@ -57,8 +58,10 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	// The sniffed bytes are behind: from now on the socket is read and
 	// written with raw system calls, counted into the flow.
 	if sock, f, ok := rawUnder(c); ok {
-		if r := newRawIO(sock); r != nil {
-			lc.raw, lc.f = r, f
+		if r := rawio.NewSocket(sock); r != nil && f != nil {
+			lc.UseRaw(r, &f.up, &f.down)
+		} else if r != nil {
+			lc.UseRaw(r, nil, nil)
 		}
 	}
 	return tc, nil
@@ -90,51 +93,11 @@ func mitmConfig(protos ...string) *tls.Config {
 }
 
 // leafConn carries the leaf minted for the name the connection was
-// approved for (never the name the client asks for in the handshake).
-// Writes under it may be gathered into batches (see writeBatched).
+// approved for (never the name the client asks for in the handshake),
+// over the socket that batches its records (rawio.ClientConn).
 type leafConn struct {
-	net.Conn
+	rawio.ClientConn
 	cert *tls.Certificate
-
-	mu    sync.Mutex
-	batch *[]byte // non-nil while a batch is open
-
-	// After the handshake: the socket's raw I/O (nil: through Conn) and
-	// the flow its bytes are counted into (nil: not counted).
-	raw *rawIO
-	f   *flow
-}
-
-// Read reads the socket.
-func (c *leafConn) Read(p []byte) (int, error) {
-	if c.raw == nil {
-		return c.Conn.Read(p)
-	}
-	n, err := c.raw.read(p, nil)
-	if c.f != nil {
-		c.f.up.Add(int64(n))
-	}
-	return n, err
-}
-
-// sockWrite writes to the socket.
-func (c *leafConn) sockWrite(p []byte) (int, error) {
-	if c.raw == nil {
-		return c.Conn.Write(p)
-	}
-	n, err := c.raw.write(p)
-	if c.f != nil {
-		c.f.down.Add(int64(n))
-	}
-	return n, err
-}
-
-// CloseWrite half-closes when the underlying connection can.
-func (c *leafConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 // explainTLS answers a denied TLS connection with a 403 over TLS with the

@@ -264,7 +264,7 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	for s := range p.spliced {
-		s.f.gate.close() // the relay owns these sockets: closing c does not reach them
+		s.f.gate.Close() // the relay owns these sockets: closing c does not reach them
 	}
 	p.mu.Unlock()
 	p.wg.Wait()

@@ -29,7 +29,7 @@ func (s *splicedConn) closeWith(v policies.Verdict) {
 		s.closed = &v
 	}
 	s.mu.Unlock()
-	s.f.gate.close()
+	s.f.gate.Close()
 	s.client.Close()
 	s.up.Close()
 }

@@ -118,7 +118,7 @@ func TestTunnelClosedUnderItEnds(t *testing.T) {
 	if _, err := io.ReadFull(server, buf); err != nil {
 		t.Fatal(err)
 	}
-	f.gate.close()
+	f.gate.Close()
 	select {
 	case r := <-reason:
 		if r != "reset" {
@@ -151,7 +151,7 @@ func TestTunnelGateClosedBeforeStart(t *testing.T) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f := &flow{}
-	f.gate.close()
+	f.gate.Close()
 	client.Write([]byte("ping"))
 	if r := tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute); r != "reset" {
 		t.Errorf("close reason %q, want reset", r)

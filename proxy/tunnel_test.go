@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"airlock/proxy/internal/relay"
 )
 
 // tcpPair returns the two ends of one loopback TCP connection.
@@ -64,7 +66,7 @@ func randBytes(t testing.TB, n int) []byte {
 // The sniffed bytes reach the server first, whether the relay sends them
 // (up to one buffer) or the tunnel writes them before it starts (more).
 func TestTunnelReplaysSniffedBytesCountsAndHalfCloses(t *testing.T) {
-	for _, sniffed := range [][]byte{[]byte("hello"), randBytes(t, tunnelBuf), randBytes(t, tunnelBuf+1)} {
+	for _, sniffed := range [][]byte{[]byte("hello"), randBytes(t, relay.BufSize), randBytes(t, relay.BufSize+1)} {
 		t.Run(fmt.Sprint(len(sniffed)), func(t *testing.T) { testTunnelReplays(t, sniffed) })
 	}
 }
@@ -336,4 +338,19 @@ func echoThrough(b *testing.B, mode string) *net.TCPConn {
 		}
 	}()
 	return client
+}
+
+// rawUnder goes raw only under wrappers that no longer change bytes.
+func TestRawUnder(t *testing.T) {
+	a, _ := tcpPair(t)
+	f := &flow{}
+	if tc, ff, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a}, f: f}); !ok || tc != a || ff != f {
+		t.Fatalf("drained prefix under a counter: %v %v %v", tc, ff, ok)
+	}
+	if _, _, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a, pre: []byte("x")}, f: f}); ok {
+		t.Fatal("went raw with replay bytes left")
+	}
+	if _, _, ok := rawUnder(&bufConn{Conn: a}); ok {
+		t.Fatal("went raw under an unknown wrapper")
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"airlock/proxy/internal/rawio"
 )
 
 // upstream is a sandbox's way to the servers it may reach. Requests
@@ -42,7 +44,7 @@ type upKey struct {
 // upConn is one pooled HTTP/1.1 upstream connection.
 type upConn struct {
 	c      net.Conn
-	bulk   *bulkConn // under c's TLS (nil for http)
+	bulk   *rawio.BulkConn // under c's TLS (nil for http)
 	remote netip.AddrPort
 	lr     io.LimitedReader // under br: bounds a response head
 	br     *bufio.Reader
@@ -130,23 +132,25 @@ func (u *upstream) roundTrip(req *http.Request, targets []netip.AddrPort, f *flo
 	}
 }
 
+var errUnsent = errors.New("proxy: upstream answered before the request was sent")
+
 var errStale = errors.New("proxy: pooled upstream connection was closed")
 
 // exchange writes req and reads its response head.
 func (u *upstream) exchange(uc *upConn, req *http.Request) (*http.Response, error) {
 	uc.refresh()
 	writeUpRequest(uc.bw, req)
-	if uc.bulk != nil && uc.bulk.raw != nil {
+	if uc.bulk != nil && uc.bulk.SendsWithRead() {
 		// The request leaves from inside the read that waits for its
 		// answer: no read that can only fail first.
-		uc.bulk.sendWithRead(uc.flush)
+		uc.bulk.SendWithRead(uc.flush)
 	} else if err := uc.bw.Flush(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errStale, err)
 	}
 	uc.lr.N = upHeadMax
 	for range 8 {
 		resp, err := readUpResponse(uc.br, req)
-		if uc.bulk != nil && uc.bulk.disarm() {
+		if uc.bulk != nil && uc.bulk.Disarm() {
 			// Bytes the connection held answered before the request
 			// left: never trust them.
 			if resp != nil {
@@ -154,8 +158,8 @@ func (u *upstream) exchange(uc *upConn, req *http.Request) (*http.Response, erro
 			}
 			return nil, errUnsent
 		}
-		if uc.bulk != nil && uc.bulk.sendErr != nil {
-			return nil, fmt.Errorf("%w: %v", errStale, uc.bulk.sendErr)
+		if uc.bulk != nil && uc.bulk.SendErr() != nil {
+			return nil, fmt.Errorf("%w: %v", errStale, uc.bulk.SendErr())
 		}
 		if err != nil {
 			if uc.lr.N == upHeadMax && uc.br.Buffered() == 0 {
@@ -285,13 +289,13 @@ func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort
 		return nil, err
 	}
 	remote, _ := addrPort(c.RemoteAddr())
-	var bulk *bulkConn
+	var bulk *rawio.BulkConn
 	if key.scheme == "https" {
 		host, _, _ := net.SplitHostPort(key.host)
 		conf := u.p.upstreamTLS()
 		conf.ServerName = strings.Trim(host, "[]")
 		conf.NextProtos = []string{"http/1.1"}
-		bulk = newBulkConn(c)
+		bulk = rawio.NewBulkConn(c)
 		tc := tls.Client(bulk, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
@@ -344,7 +348,7 @@ func (b *upBody) Read(p []byte) (int, error) {
 // ready reports whether the body's next bytes already wait in the
 // connection's buffers.
 func (b *upBody) ready() bool {
-	return !b.done && (b.uc.br.Buffered() > 0 || b.uc.bulk != nil && b.uc.bulk.buffered() > 0)
+	return !b.done && (b.uc.br.Buffered() > 0 || b.uc.bulk != nil && b.uc.bulk.Buffered() > 0)
 }
 
 func (b *upBody) Close() error {
@@ -360,7 +364,7 @@ func (b *upBody) release(clean bool) {
 		return
 	}
 	b.done = true
-	if clean && b.keep && b.uc.br.Buffered() == 0 && (b.uc.bulk == nil || b.uc.bulk.idle()) {
+	if clean && b.keep && b.uc.br.Buffered() == 0 && (b.uc.bulk == nil || b.uc.bulk.Idle()) {
 		b.u.put(b.key, b.uc)
 		return
 	}

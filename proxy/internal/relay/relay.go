@@ -1,4 +1,4 @@
-package proxy
+package relay
 
 import (
 	"errors"
@@ -11,28 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// The relay moves the bytes of every spliced tunnel from a few goroutines,
-// one per CPU, each owning an epoll set that holds both sockets of its
-// tunnels (edge-triggered). A tunnel's sockets belong to its relay alone:
-// it takes a duplicate of each descriptor and closes the net.TCPConn, so
-// the sockets leave Go's poller (whose epoll set would otherwise wake for
-// every event the relay already serves). A socket is read once per
-// readiness: a read that returns less
-// than asked drained the socket, so the next read waits for the next edge
-// instead of returning EAGAIN, and a message costs one read and one write.
-// The epoll descriptor itself sits in Go's poller, so a relay with nothing
-// to do parks like any goroutine waiting on a socket and wakes with the
-// first event of any of its tunnels.
-//
-// A relay never blocks: every socket and pipe is non-blocking, and a
-// destination whose send queue is full keeps its direction's bytes until
-// its next write edge while the relay serves the other tunnels. An idle
-// tunnel holds no buffer and no pipe, only its two sockets and a small
-// record. A relay uses and closes its descriptors only under its mutex, so
-// a tunnel ended from outside (a policy reload, the proxy closing: see
-// tunnelGate) has its sockets closed once and never used by number again.
+	"airlock/proxy/internal/rawio"
+)
 
 // relayEvents is how many events one epoll_wait takes.
 const relayEvents = 128
@@ -44,7 +25,7 @@ const relaySweep = 100 * time.Millisecond
 // serves the others (a bulk direction comes back after them).
 const relayBudget = 4
 
-type relay struct {
+type Relay struct {
 	ep     int
 	file   *os.File // ep, in Go's poller
 	rc     syscall.RawConn
@@ -96,14 +77,14 @@ const (
 
 // block notes that s takes no more for now and makes sure its next
 // writable edge is reported. r.mu is held.
-func (r *relay) block(s *rside) error {
+func (r *Relay) block(s *rside) error {
 	s.writable = false
 	if s.outArmed {
 		return nil
 	}
 	s.outArmed = true
 	ev := unix.EpollEvent{Events: relayOut, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
-	return rawEpollCtl(r.ep, unix.EPOLL_CTL_MOD, s.fd, &ev)
+	return rawio.EpollCtl(r.ep, unix.EPOLL_CTL_MOD, s.fd, &ev)
 }
 
 type rdir struct {
@@ -125,7 +106,7 @@ type rdir struct {
 
 func (s *rside) read(b []byte) (int, error) {
 	for {
-		k, err := rawRead(s.fd, b)
+		k, err := rawio.Read(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -134,7 +115,7 @@ func (s *rside) read(b []byte) (int, error) {
 
 func (s *rside) write(b []byte) (int, error) {
 	for {
-		k, err := rawWrite(s.fd, b)
+		k, err := rawio.Write(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -144,7 +125,7 @@ func (s *rside) write(b []byte) (int, error) {
 // spliceIn moves up to n bytes from the socket into p.
 func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := rawSplice(s.fd, p.w, n)
+		k, err := rawio.Splice(s.fd, p.w, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -154,7 +135,7 @@ func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 // spliceOut moves up to n bytes from p into the socket.
 func (s *rside) spliceOut(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := rawSplice(p.r, s.fd, n)
+		k, err := rawio.Splice(p.r, s.fd, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -180,14 +161,14 @@ func dupConn(c *net.TCPConn) (int, error) {
 
 var (
 	relayOnce sync.Once
-	relays    []*relay
+	relays    []*Relay
 	relayErr  error
 	relayPick atomic.Uint64
 )
 
-// getRelay returns one of the relays, round robin, starting them on first
+// Get returns one of the relays, round robin, starting them on first
 // use.
-func getRelay() (*relay, error) {
+func Get() (*Relay, error) {
 	relayOnce.Do(func() {
 		for range max(1, runtime.GOMAXPROCS(0)) {
 			r, err := newRelay()
@@ -207,7 +188,7 @@ func getRelay() (*relay, error) {
 	return relays[relayPick.Add(1)%uint64(len(relays))], nil
 }
 
-func newRelay() (*relay, error) {
+func newRelay() (*Relay, error) {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -224,35 +205,35 @@ func newRelay() (*relay, error) {
 		f.Close()
 		return nil, err
 	}
-	r := &relay{
+	r := &Relay{
 		ep: ep, file: f, rc: rc, epoch: time.Now(),
 		tuns:    map[uint64]*rtun{},
 		evs:     make([]unix.EpollEvent, relayEvents),
-		scratch: make([]byte, tunnelBuf),
+		scratch: make([]byte, BufSize),
 	}
 	r.waitFn = r.wait
 	return r, nil
 }
 
-func (r *relay) clock() int64 { return int64(time.Since(r.epoch)) }
+func (r *Relay) clock() int64 { return int64(time.Since(r.epoch)) }
 
 // errGateClosed: the tunnel was ended before the relay took its sockets.
-var errGateClosed = errors.New("proxy: tunnel closed before it started")
+var errGateClosed = errors.New("relay: tunnel closed before it started")
 
-// tunnelGate is how a tunnel is ended from outside (Redecide, Close): once
+// Gate is how a tunnel is ended from outside (Redecide, Close): once
 // the relay owns the sockets, closing the net.Conns no longer reaches
 // them. The zero value is open and has no tunnel yet.
-type tunnelGate struct {
+type Gate struct {
 	mu     sync.Mutex
 	closed bool
-	r      *relay
+	r      *Relay
 	t      *rtun
 }
 
-// close ends the gate's tunnel, now or as soon as it would start. Its
+// Close ends the gate's tunnel, now or as soon as it would start. Its
 // sockets are closed (the peers see the end) and the tunnel returns
 // "reset".
-func (g *tunnelGate) close() {
+func (g *Gate) Close() {
 	g.mu.Lock()
 	g.closed = true
 	r, t := g.r, g.t
@@ -264,13 +245,13 @@ func (g *tunnelGate) close() {
 	}
 }
 
-// adopt takes client and up into the relay: it duplicates their
+// Adopt takes client and up into the relay: it duplicates their
 // descriptors, closes the net.TCPConns (so the sockets leave Go's poller)
-// and registers the duplicates. The bytes of pre (at most tunnelBuf in
+// and registers the duplicates. The bytes of pre (at most BufSize in
 // all) go to up before any other. The tunnel's close reason arrives on the
 // returned channel once both directions end. On error the sockets were
 // not taken and the caller still owns (and must close) client and up.
-func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
+func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -294,7 +275,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
 	if len(pre) > 0 {
 		d := &t.dirs[0]
-		d.pend = tunnelBufs.Get().(*[]byte)
+		d.pend = bufs.Get().(*[]byte)
 		for _, b := range pre {
 			d.end += copy((*d.pend)[d.end:], b)
 		}
@@ -316,7 +297,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 		s.key = t.id<<1 | uint64(i)
 		s.writable = true
 		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
-		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
+		if err := rawio.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
 			r.finish(t, "reset")
 			return t.done, nil
 		}
@@ -326,7 +307,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 }
 
 // loop serves the relay's tunnels for the life of the process.
-func (r *relay) loop() {
+func (r *Relay) loop() {
 	for {
 		err := r.rc.Read(r.waitFn)
 		switch {
@@ -356,9 +337,9 @@ func (r *relay) loop() {
 // wait takes the ready events and serves them. It returns false (wait for
 // the epoll descriptor's next edge) once epoll_wait returned fewer events
 // than it could take: any event after that wakes the poller again.
-func (r *relay) wait(fd uintptr) bool {
+func (r *Relay) wait(fd uintptr) bool {
 	for {
-		n, err := rawEpollWait(int(fd), r.evs)
+		n, err := rawio.EpollWait(int(fd), r.evs)
 		if err == unix.EINTR {
 			continue
 		}
@@ -408,7 +389,7 @@ func (r *relay) wait(fd uintptr) bool {
 
 // serve moves what direction d can move now and ends its tunnel when it
 // is done or failed.
-func (r *relay) serve(d *rdir) {
+func (r *Relay) serve(d *rdir) {
 	t := d.t
 	if t.dead || d.ended {
 		return
@@ -428,7 +409,7 @@ func (r *relay) serve(d *rdir) {
 // once; only what dst does not take is kept, in a pooled buffer. A read
 // that fills the buffer switches to splice through a pooled pipe until a
 // splice moves less than a buffer's worth.
-func (r *relay) pump(d *rdir) error {
+func (r *Relay) pump(d *rdir) error {
 	for range relayBudget {
 		if err := r.flush(d); err != nil || d.pend != nil || d.inPipe > 0 {
 			return err
@@ -438,7 +419,7 @@ func (r *relay) pump(d *rdir) error {
 			d.ended = true
 			d.t.open--
 			if d.t.open > 0 {
-				rawShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
+				rawio.ShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
 			}
 			// Else the tunnel finishes now: closing dst sends its FIN
 			// (its own direction ended, so nothing unread makes it a
@@ -472,7 +453,7 @@ func (r *relay) pump(d *rdir) error {
 			d.n.Add(int64(k))
 			d.t.last = r.now
 			d.inPipe = k
-			d.bulk = k >= tunnelBuf
+			d.bulk = k >= BufSize
 			continue
 		}
 		d.release() // the pipe is empty: small reads need none
@@ -507,7 +488,7 @@ func (r *relay) pump(d *rdir) error {
 			}
 		}
 		if w < k {
-			d.pend = tunnelBufs.Get().(*[]byte)
+			d.pend = bufs.Get().(*[]byte)
 			d.off, d.end = 0, copy(*d.pend, r.scratch[w:k])
 			return r.block(d.dst)
 		}
@@ -520,7 +501,7 @@ func (r *relay) pump(d *rdir) error {
 }
 
 // flush writes what d keeps for dst while dst takes it.
-func (r *relay) flush(d *rdir) error {
+func (r *Relay) flush(d *rdir) error {
 	for d.inPipe > 0 {
 		if !d.dst.writable {
 			return nil
@@ -551,7 +532,7 @@ func (r *relay) flush(d *rdir) error {
 		}
 		d.off += k
 		if d.off == d.end {
-			tunnelBufs.Put(d.pend)
+			bufs.Put(d.pend)
 			d.pend = nil
 		}
 	}
@@ -569,21 +550,21 @@ func (d *rdir) release() {
 // finish ends t: its sockets leave the epoll set and are closed, its
 // buffer and pipe go back (a pipe that still holds bytes is closed), and
 // the tunnel's caller gets the reason. r.mu is held.
-func (r *relay) finish(t *rtun, reason string) {
+func (r *Relay) finish(t *rtun, reason string) {
 	if t.dead {
 		return
 	}
 	t.dead = true
 	for i := range t.sides {
 		s := &t.sides[i]
-		rawClose(s.fd) // the only reference: it leaves the epoll set too
+		rawio.Close(s.fd) // the only reference: it leaves the epoll set too
 		s.fd = -1
 	}
 	delete(r.tuns, t.id)
 	for i := range t.dirs {
 		d := &t.dirs[i]
 		if d.pend != nil {
-			tunnelBufs.Put(d.pend)
+			bufs.Put(d.pend)
 			d.pend = nil
 		}
 		if d.p != nil {
@@ -600,7 +581,7 @@ func (r *relay) finish(t *rtun, reason string) {
 
 // sweep ends the tunnels idle for their idle time and sets the next sweep
 // while tunnels remain.
-func (r *relay) sweep() {
+func (r *Relay) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
