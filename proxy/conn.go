@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"airlock/policies"
+	"airlock/proxy/internal/h1"
 )
 
 // maxBindingNames bounds how many dnsd-learned names are tried for an
@@ -264,10 +265,10 @@ func putFirstReader(br *bufio.Reader) {
 	firstReaders.Put(br)
 }
 
-func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *rawHead, error) {
+func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *reqHead, error) {
 	c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	defer c.SetReadDeadline(time.Time{})
-	return readRequest(br, p.cfg.MaxHeaderBytes)
+	return h1.ReadRequest[reqSlot](br, p.cfg.MaxHeaderBytes)
 }
 
 // explicitAuth identifies a client outside the sandboxes by its proxy
@@ -290,7 +291,7 @@ func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
 		p.emitDecision(f)
 		resp := reject(req, f.id, http.StatusProxyAuthRequired, v)
 		resp.Header.Set("Proxy-Authenticate", `Basic realm="airlock"`)
-		writeRefusal(c, resp, false)
+		h1.WriteRefusal(c, resp, false)
 		return "denied"
 	}
 	f.sb, f.byAuth = sb, true
@@ -309,7 +310,7 @@ func parseProxyBasic(h string) (user, pass string, ok bool) {
 	return strings.Cut(string(raw), ":")
 }
 
-func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) string {
+func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *reqHead) string {
 	if req.Method != http.MethodConnect {
 		f.handling = "inspect"
 		sc := p.newScope(f, "http", "", 0, false)
@@ -367,13 +368,13 @@ func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status in
 	f.verdict = v
 	f.handling = "none"
 	p.emitDecision(f)
-	writeRefusal(c, reject(req, f.id, status, v), false)
+	h1.WriteRefusal(c, reject(req, f.id, status, v), false)
 	return "denied"
 }
 
 // badRequest answers an unreadable first request with 400 and logs it.
 func (p *Proxy) badRequest(f *flow, c net.Conn, err error) string {
-	if errors.Is(err, io.EOF) || isTimeout(err) && !errors.Is(err, errFraming) {
+	if errors.Is(err, io.EOF) || isTimeout(err) && !errors.Is(err, h1.ErrFraming) {
 		f.verdict = internalDeny(ruleSniff, "no request before the timeout")
 		f.handling = "none"
 		p.emitDecision(f)
@@ -383,12 +384,12 @@ func (p *Proxy) badRequest(f *flow, c net.Conn, err error) string {
 	f.verdict = v
 	f.handling = "none"
 	p.emitDecision(f)
-	writeRefusal(c, reject(nil, f.id, status, v), false)
+	h1.WriteRefusal(c, reject(nil, f.id, status, v), false)
 	return "denied"
 }
 
 func framingVerdict(err error) (int, policies.Verdict) {
-	if errors.Is(err, errHeadTooLarge) {
+	if errors.Is(err, h1.ErrHeadTooLarge) {
 		return http.StatusRequestHeaderFieldsTooLarge, internalDeny(ruleFraming, "request head too large")
 	}
 	return http.StatusBadRequest, internalDeny(ruleFraming, fmt.Sprint(err))

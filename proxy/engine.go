@@ -278,6 +278,12 @@ func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response
 	return resp, nil
 }
 
+// Upgraded writes the request's event when its connection is handed
+// over after a 101 response (h1.Writer's Hijack).
+func (x *exch) Upgraded() {
+	x.p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0)
+}
+
 // onResponse removes the upstream's hop-by-hop headers and lets a
 // protocol switch through only when the client asked for a WebSocket.
 func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +8,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"airlock/proxy/internal/h1"
+	"airlock/proxy/internal/rawio"
 )
 
 // unwrapper is a body wrapper that can give back what it wraps.
@@ -56,38 +58,6 @@ func (b *continueBody) Read(p []byte) (int, error) {
 }
 func (b *continueBody) Close() error          { return b.rc.Close() }
 func (b *continueBody) unwrap() io.ReadCloser { return b.rc }
-
-// deadlineWriter gives every write a deadline.
-// lazyDeadline is when a deadline was last pushed back. Deadlines on busy
-// connections are pushed back at most a few times per period — a timer
-// update costs more than a small read or write — so a peer that goes
-// quiet gets between 7/8 of the period and all of it.
-type lazyDeadline struct{ last time.Time }
-
-// due reports whether a deadline of period d should be pushed back now,
-// and to when. The zero value is always due.
-func (l *lazyDeadline) due(d time.Duration) (time.Time, bool) {
-	now := time.Now()
-	if now.Sub(l.last) <= d/8 {
-		return time.Time{}, false
-	}
-	l.last = now
-	return now.Add(d), true
-}
-
-// reset makes the next due call push the deadline back: something else
-// set it.
-func (l *lazyDeadline) reset() { l.last = time.Time{} }
-
-type deadlineWriter struct {
-	c net.Conn
-	d time.Duration
-}
-
-func (w *deadlineWriter) Write(p []byte) (int, error) {
-	w.c.SetWriteDeadline(time.Now().Add(w.d))
-	return w.c.Write(p)
-}
 
 // splice connects the client to the checked upstream address and copies
 // bytes both ways without looking at them.
@@ -159,9 +129,9 @@ func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
 	}()
 	rd, _ := src.(readDeadliner)
 	var err error
-	var dl lazyDeadline
+	var dl rawio.LazyDeadline
 	for {
-		if t, ok := dl.due(idle); rd != nil && ok {
+		if t, ok := dl.Due(idle); rd != nil && ok {
 			rd.SetReadDeadline(t)
 		}
 		buf := small
@@ -228,7 +198,7 @@ func (b *signalBody) wait(inner io.ReadCloser, d time.Duration) bool {
 	if inner == nil || inner == http.NoBody {
 		return true
 	}
-	if bd, ok := inner.(bodyDone); ok && bd.done() {
+	if h1.Done(inner) {
 		select {
 		case <-b.closed:
 		default:
@@ -245,17 +215,4 @@ func (b *signalBody) wait(inner io.ReadCloser, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
-
-func getWriter(w io.Writer) *bufio.Writer {
-	bw := writerPool.Get().(*bufio.Writer)
-	bw.Reset(w)
-	return bw
-}
-
-func putWriter(bw *bufio.Writer) {
-	bw.Reset(nil)
-	writerPool.Put(bw)
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"airlock/proxy/internal/h1"
 	"airlock/proxy/internal/rawio"
 )
 
@@ -110,18 +110,18 @@ func (p *Proxy) explainTLS(f *flow, c net.Conn, name string) {
 	}
 	br := bufio.NewReader(tc)
 	tc.SetReadDeadline(time.Now().Add(p.cfg.SniffTimeout))
-	req, _, err := readRequest(br, p.cfg.MaxHeaderBytes)
+	req, _, err := h1.ReadRequest[reqSlot](br, p.cfg.MaxHeaderBytes)
 	if err != nil {
 		req = nil
 	}
-	writeRefusal(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
+	h1.WriteRefusal(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
 	tc.Close()
 }
 
 // firstReq is a request already read from the connection.
 type firstReq struct {
 	req  *http.Request
-	head *rawHead
+	head *reqHead
 }
 
 // serveHTTP1 serves HTTP/1.x requests on c until the client closes, a
@@ -140,29 +140,29 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 	idle := p.cfg.IdleTimeout
 	for n := 0; ; n++ {
 		var req *http.Request
-		var head *rawHead
+		var head *reqHead
 		if n == 0 && first != nil {
 			req, head = first.req, first.head
 		} else {
-			if t, ok := dl.rd.due(idle); ok {
+			if t, ok := dl.rd.Due(idle); ok {
 				c.SetReadDeadline(t)
 			}
 			if _, err := br.Peek(1); err != nil {
 				return closeReason(err)
 			}
-			if !headBuffered(br) {
+			if !h1.HeadBuffered(br) {
 				c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
-				dl.rd.reset()
+				dl.rd.Reset()
 			}
 			var err error
-			req, head, err = readRequest(br, p.cfg.MaxHeaderBytes)
+			req, head, err = h1.ReadRequest[reqSlot](br, p.cfg.MaxHeaderBytes)
 			if err != nil {
 				return p.framingError(sc, c, err)
 			}
 		}
 		if req.Body != http.NoBody {
 			req.Body = &deadlineBody{rc: req.Body, c: c, d: idle}
-			dl.rd.reset()
+			dl.rd.Reset()
 		}
 		if reason, more := p.exchange(ctx, sc, c, br, req, head, &dl); !more {
 			return reason
@@ -172,17 +172,22 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 
 // h1Deadlines is when a connection's read and write deadlines were last
 // pushed back.
-type h1Deadlines struct{ rd, wr lazyDeadline }
+type h1Deadlines struct{ rd, wr rawio.LazyDeadline }
 
-// headBuffered reports whether a whole request head is already buffered.
-func headBuffered(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	return bytes.Contains(b, crlfcrlf)
+// reqHead is a request head as the strict parser read it, with the
+// storage of the request's state (one allocation per request).
+type reqHead = h1.Head[reqSlot]
+
+// reqSlot is the storage parsing a request head allocates for the
+// request's exch and the engine's copy of the request.
+type reqSlot struct {
+	x    exch
+	xreq http.Request
 }
 
 // exchange hands one request to the engine and writes its response;
 // more reports whether the connection can carry another request.
-func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead, dl *h1Deadlines) (string, bool) {
+func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *reqHead, dl *h1Deadlines) (string, bool) {
 	clientClose := req.Close
 	var sig *signalBody
 	if req.Body != http.NoBody {
@@ -194,19 +199,18 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		// request was allowed and the body is read.
 		req.Body = &continueBody{rc: req.Body, w: c}
 	}
-	x, xreq := p.newExch(ctx, sc, req, head.host, head.x, head.xreq)
-	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
-	defer putH1Writer(w)
-	w.x, w.dw.dl = x, dl.wr
+	x, xreq := p.newExch(ctx, sc, req, head.Host(), &head.Slot.x, &head.Slot.xreq)
+	w := h1.GetWriter(c, br, req, p.cfg.IdleTimeout, dl.wr, x)
+	defer h1.PutWriter(w)
 	p.engine.ServeHTTP(w, xreq)
 	if x.ev.inj.cutOff() {
-		w.abort()
+		w.Abort()
 	}
-	more, err := w.finish()
-	dl.wr = w.dw.dl
-	p.finish(&x.ev, w.status, x.up.n, w.n)
+	more, err := w.Finish()
+	dl.wr = w.Deadline()
+	p.finish(&x.ev, w.Status(), x.up.n, w.BodyBytes())
 	switch {
-	case w.hijacked:
+	case w.Hijacked():
 		return "upgraded", false
 	case err != nil:
 		return "write-error", false
@@ -214,7 +218,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 		lingerClose(c)
 		return "done", false
 	}
-	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10)) {
+	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !h1.Drain(unwrapBody(sig.rc), 256<<10)) {
 		return "body-unread", false
 	}
 	return "", true
@@ -228,7 +232,7 @@ func (p *Proxy) framingError(sc *scope, c net.Conn, err error) string {
 	status, v := framingVerdict(err)
 	ev := p.newReqEvent(sc.f, sc.scheme, &http.Request{URL: &url.URL{}})
 	resp := p.refuse(ev, nil, status, v)
-	writeRefusal(c, resp, false)
+	h1.WriteRefusal(c, resp, false)
 	lingerClose(c)
 	return "bad-request"
 }
