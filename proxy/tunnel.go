@@ -1,9 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net"
+	"sync"
 	"time"
 
+	"airlock/proxy/internal/rawio"
 	"airlock/proxy/internal/relay"
 )
 
@@ -117,4 +122,121 @@ func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// splice connects the client to the checked upstream address and copies
+// bytes both ways without looking at them.
+func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
+	f.handling = "splice"
+	up, err := p.dialChecked(ctx, f.targets)
+	if err != nil {
+		v := internalDeny(ruleUpstream, "upstream connection failed")
+		v.Category = f.verdict.Category
+		f.verdict = v
+		p.emitDecision(f)
+		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
+		return "upstream-error"
+	}
+	defer up.Close()
+	f.dialed.Store(up.RemoteAddr().String())
+	p.emitDecision(f)
+	s := &splicedConn{f: f, client: c, up: up}
+	p.trackSplice(s)
+	defer p.untrackSplice(s)
+	reason := tunnel(f, c, up, p.tunnelIdle())
+	if v, ok := s.closedBy(); ok {
+		f.verdict = v
+		return reasonReload
+	}
+	return reason
+}
+
+func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }
+
+// pipe copies both ways until both directions end; a half-close is passed
+// on. Each read has the idle deadline.
+func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
+	errc := make(chan error, 1)
+	go func() { errc <- copyHalf(b, a, idle) }()
+	err2 := copyHalf(a, b, idle)
+	err := <-errc
+	if err == nil {
+		err = err2
+	}
+	if err == nil {
+		return "done"
+	}
+	if isTimeout(err) {
+		return "idle-timeout"
+	}
+	return "reset"
+}
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+
+// Copy buffers: every tunnel direction reads into a small buffer while
+// idle and borrows a large pooled one only while bytes stream, so 10,000
+// idle tunnels cost little memory and bulk transfers few system calls.
+const (
+	smallBuf = 2 << 10
+	largeBuf = 128 << 10
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
+
+func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
+	small := make([]byte, smallBuf)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			bufPool.Put(big)
+		}
+	}()
+	rd, _ := src.(readDeadliner)
+	var err error
+	var dl rawio.LazyDeadline
+	for {
+		if t, ok := dl.Due(idle); rd != nil && ok {
+			rd.SetReadDeadline(t)
+		}
+		buf := small
+		if big != nil {
+			buf = *big
+		}
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+				break
+			}
+		}
+		switch {
+		case big == nil && n == len(small):
+			big = bufPool.Get().(*[]byte)
+		case big != nil && n < smallBuf:
+			bufPool.Put(big)
+			big = nil
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+			break
+		}
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else if c, ok := dst.(io.Closer); ok && err == nil {
+		c.Close()
+	}
+	if err != nil {
+		// Unblock the other direction.
+		if c, ok := src.(io.Closer); ok {
+			c.Close()
+		}
+		if c, ok := dst.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return err
 }
