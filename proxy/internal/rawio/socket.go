@@ -11,14 +11,10 @@ import (
 )
 
 // Socket reads and writes a TCP socket of an inspected connection (the
-// client's, below its TLS, and a pooled upstream's) with raw system
-// calls through the socket's RawConn, as the relay does (see sys.go):
-// the socket is non-blocking, so no call waits in the
-// kernel, and without the scheduler's entersyscall and exitsyscall a
-// loopback write, which delivers to the receiving socket in the writer's
-// context, does not have sysmon hand the goroutine's P to another
-// thread. Waiting for readiness, deadlines and Close are Go's poller's,
-// exactly as for net.Conn's own Read and Write.
+// client's, below its TLS, and a pooled upstream's) with raw system calls
+// through the socket's RawConn (see the package doc). Waiting for
+// readiness, deadlines and Close are Go's poller's, exactly as for
+// net.Conn's own Read and Write.
 //
 // A read may carry a send (see BulkConn): it runs first inside the raw
 // read, after the socket's readiness was reset, and the read then waits

@@ -6,13 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Raw system calls for non-blocking descriptors (sockets and pipes are
-// O_NONBLOCK, epoll_wait has a zero timeout), used by the relay and by
-// Socket. They are made as raw system calls: without the scheduler's entersyscall and
-// exitsyscall, a call the kernel spends a while in (a loopback write
-// delivers to the receiving socket in the writer's context) does not have
-// sysmon hand the relay's P to another thread. Each returns a count that
-// is never negative and an error that is nil or a unix.Errno.
+// The raw system calls (see the package doc).
 
 func errnoErr(e unix.Errno) error {
 	if e == 0 {
@@ -21,6 +15,7 @@ func errnoErr(e unix.Errno) error {
 	return e
 }
 
+// Read is read(2).
 func Read(fd int, b []byte) (int, error) {
 	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 	if e != 0 {
@@ -29,6 +24,7 @@ func Read(fd int, b []byte) (int, error) {
 	return int(n), nil
 }
 
+// Write is write(2).
 func Write(fd int, b []byte) (int, error) {
 	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 	if e != 0 {
@@ -37,6 +33,7 @@ func Write(fd int, b []byte) (int, error) {
 	return int(n), nil
 }
 
+// Splice moves up to n bytes from in to out, non-blocking.
 func Splice(in, out, n int) (int, error) {
 	k, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n),
 		unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
@@ -46,16 +43,19 @@ func Splice(in, out, n int) (int, error) {
 	return int(k), nil
 }
 
+// ShutdownWrite half-closes a socket.
 func ShutdownWrite(fd int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
 	return errnoErr(e)
 }
 
+// Close is close(2).
 func Close(fd int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 	return errnoErr(e)
 }
 
+// EpollCtl is epoll_ctl(2).
 func EpollCtl(ep, op, fd int, ev *unix.EpollEvent) error {
 	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(ep), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
 	return errnoErr(e)
