@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"slices"
 
 	"github.com/elazarl/goproxy"
 
@@ -237,7 +238,7 @@ func (p *Proxy) decide(x *exch, req *http.Request) *http.Response {
 		}
 		if sc.pinFirst {
 			f.targets = targets
-			f.mismatch = f.origDst.IsValid() && !containsAddrList(addrs, f.origDst.Addr())
+			f.mismatch = f.origDst.IsValid() && !slices.Contains(addrs, f.origDst.Addr())
 		}
 	}
 	x.dt.addrs = targets
@@ -324,13 +325,4 @@ func (p *Proxy) respond(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respon
 		return p.guardResponse(x, resp, ctx.Req)
 	}
 	return resp
-}
-
-func containsAddrList(l []netip.Addr, a netip.Addr) bool {
-	for _, b := range l {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }

@@ -23,7 +23,7 @@ type firstReq struct {
 
 // serveHTTP1 serves HTTP/1.x requests on c until the client closes, a
 // request cannot be framed unambiguously, or a body is left unread.
-func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *firstReq) string {
+func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *firstReq) closeReason {
 	var br *bufio.Reader
 	if bc, ok := c.(*bufConn); ok {
 		br = bc.br
@@ -45,7 +45,7 @@ func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *fi
 				c.SetReadDeadline(t)
 			}
 			if _, err := br.Peek(1); err != nil {
-				return closeReason(err)
+				return readEndReason(err)
 			}
 			if !h1.HeadBuffered(br) {
 				c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
@@ -84,7 +84,7 @@ type reqSlot struct {
 
 // exchange hands one request to the engine and writes its response;
 // more reports whether the connection can carry another request.
-func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *reqHead, dl *h1Deadlines) (string, bool) {
+func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *reqHead, dl *h1Deadlines) (closeReason, bool) {
 	clientClose := req.Close
 	var sig *signalBody
 	if req.Body != http.NoBody {
@@ -108,48 +108,46 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	p.finish(&x.ev, w.Status(), x.up.n, w.BodyBytes())
 	switch {
 	case w.Hijacked():
-		return "upgraded", false
+		return reasonUpgraded, false
 	case err != nil:
-		return "write-error", false
+		return reasonWriteError, false
 	case !more || clientClose:
 		lingerClose(c)
-		return "done", false
+		return reasonDone, false
 	}
 	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !h1.Drain(unwrapBody(sig.rc), 256<<10)) {
-		return "body-unread", false
+		return reasonBodyUnread, false
 	}
 	return "", true
 }
 
 // framingError answers a request that cannot be framed safely with 400.
-func (p *Proxy) framingError(sc *scope, c net.Conn, err error) string {
+func (p *Proxy) framingError(sc *scope, c net.Conn, err error) closeReason {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isTimeout(err) {
-		return closeReason(err)
+		return readEndReason(err)
 	}
 	status, v := framingVerdict(err)
 	ev := p.newReqEvent(sc.f, sc.scheme, &http.Request{URL: &url.URL{}})
 	resp := p.refuse(ev, nil, status, v)
 	h1.WriteRefusal(c, resp, false)
 	lingerClose(c)
-	return "bad-request"
+	return reasonBadRequest
 }
 
-func closeReason(err error) string {
+func readEndReason(err error) closeReason {
 	switch {
 	case isTimeout(err):
-		return "idle-timeout"
+		return reasonIdle
 	case errors.Is(err, io.EOF):
-		return "client-closed"
+		return reasonClientClosed
 	}
-	return "client-error"
+	return reasonClientError
 }
 
 // lingerClose half-closes and discards briefly what the client still
 // sends, so it reads the response before the connection resets.
 func lingerClose(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
+	rawio.CloseWrite(c)
 	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
 }

@@ -107,7 +107,7 @@ func removeHopHeaders(h http.Header) {
 	}
 	for _, f := range h["Connection"] {
 		for name := range strings.SplitSeq(f, ",") {
-			if name = textprotoTrim(name); name != "" {
+			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
@@ -116,8 +116,6 @@ func removeHopHeaders(h http.Header) {
 		delete(h, name)
 	}
 }
-
-func textprotoTrim(s string) string { return strings.TrimSpace(s) }
 
 // upgradeType returns the Upgrade protocol a request asks for, if it asks.
 func upgradeType(h http.Header) string {

@@ -17,8 +17,8 @@ import (
 
 // mitm terminates the client's TLS with a leaf for the approved name and
 // serves its requests (HTTP/2 or HTTP/1.1 by ALPN), deciding each again.
-func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h Hello) string {
-	f.handling = "inspect"
+func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h Hello) closeReason {
+	f.handling = handleInspect
 	p.emitDecision(f)
 	protos := []string{"http/1.1"}
 	if slices.Contains(h.ALPN, "h2") {
@@ -26,7 +26,7 @@ func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h He
 	}
 	tc, err := p.handshake(c, name, protos)
 	if err != nil {
-		return "tls-handshake-failed"
+		return reasonHandshake
 	}
 	sc := p.newScope(f, "https", name, f.port, false)
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {

@@ -111,7 +111,7 @@ func TestTunnelClosedUnderItEnds(t *testing.T) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f := &flow{}
-	reason := make(chan string, 1)
+	reason := make(chan closeReason, 1)
 	go func() { reason <- tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute) }()
 	client.Write([]byte("ping"))
 	buf := make([]byte, 4)
@@ -197,7 +197,7 @@ func TestTunnelPassesBytesAndEndThatArriveTogether(t *testing.T) {
 		server.CloseWrite()
 		time.Sleep(10 * time.Millisecond)
 		f := &flow{}
-		reason := make(chan string, 1)
+		reason := make(chan closeReason, 1)
 		go func() { reason <- tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute) }()
 		client.SetReadDeadline(time.Now().Add(30 * time.Second))
 		got, err := io.ReadAll(client)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"airlock/proxy/internal/h1"
+	"airlock/proxy/internal/rawio"
 )
 
 type sniffKind int
@@ -138,8 +139,5 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *prefixConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return rawio.CloseWrite(c.Conn)
 }

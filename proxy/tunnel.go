@@ -19,7 +19,7 @@ import (
 // directions end, counting them into f. The bytes the sniffer read are
 // replayed first. When both ends are TCP sockets the copy is zero-copy
 // (splice); otherwise it falls back to pipe. It returns the close reason.
-func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
+func tunnel(f *flow, client, up net.Conn, idle time.Duration) closeReason {
 	ct, pre, ok := underTCP(client)
 	ut, ok2 := up.(*net.TCPConn)
 	if !ok || !ok2 {
@@ -38,7 +38,7 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	}
 	if n > relay.BufSize {
 		if err := writeAll(ut, pre, idle); err != nil {
-			return "reset"
+			return reasonReset
 		}
 		pre = nil
 	}
@@ -48,9 +48,20 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	if err != nil {
 		ct.Close() // fail closed
 		ut.Close()
-		return "reset"
+		return reasonReset
 	}
-	return <-done
+	return relayReason(<-done)
+}
+
+// relayReason is the close reason of a tunnel the relay ended.
+func relayReason(e relay.End) closeReason {
+	switch e {
+	case relay.Done:
+		return reasonDone
+	case relay.Idle:
+		return reasonIdle
+	}
+	return reasonReset
 }
 
 // writeAll writes the bufs to c, each with the idle deadline.
@@ -65,9 +76,9 @@ func writeAll(c *net.TCPConn, bufs [][]byte, idle time.Duration) error {
 }
 
 // pipeAfter is pipe for a client whose replayed bytes underTCP took.
-func pipeAfter(pre [][]byte, client net.Conn, up *net.TCPConn, idle time.Duration) string {
+func pipeAfter(pre [][]byte, client net.Conn, up *net.TCPConn, idle time.Duration) closeReason {
 	if err := writeAll(up, pre, idle); err != nil {
-		return "reset"
+		return reasonReset
 	}
 	return pipe(client, up, idle)
 }
@@ -126,8 +137,8 @@ func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
 
 // splice connects the client to the checked upstream address and copies
 // bytes both ways without looking at them.
-func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
-	f.handling = "splice"
+func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) closeReason {
+	f.handling = handleSplice
 	up, err := p.dialChecked(ctx, f.targets)
 	if err != nil {
 		v := internalDeny(ruleUpstream, "upstream connection failed")
@@ -135,7 +146,7 @@ func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) string {
 		f.verdict = v
 		p.emitDecision(f)
 		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
-		return "upstream-error"
+		return reasonUpstream
 	}
 	defer up.Close()
 	f.dialed.Store(up.RemoteAddr().String())
@@ -155,7 +166,7 @@ func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*ti
 
 // pipe copies both ways until both directions end; a half-close is passed
 // on. Each read has the idle deadline.
-func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
+func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) closeReason {
 	errc := make(chan error, 1)
 	go func() { errc <- copyHalf(b, a, idle) }()
 	err2 := copyHalf(a, b, idle)
@@ -164,12 +175,12 @@ func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) string {
 		err = err2
 	}
 	if err == nil {
-		return "done"
+		return reasonDone
 	}
 	if isTimeout(err) {
-		return "idle-timeout"
+		return reasonIdle
 	}
-	return "reset"
+	return reasonReset
 }
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }

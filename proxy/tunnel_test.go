@@ -46,13 +46,13 @@ func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
 // wrapped in the byte counter and the sniffer's replay, the upstream a
 // plain TCP socket. It returns the client's and the server's ends and the
 // tunnel's close reason.
-func tunnelEnds(t testing.TB, sniffed []byte, idle time.Duration) (client, server *net.TCPConn, f *flow, reason chan string) {
+func tunnelEnds(t testing.TB, sniffed []byte, idle time.Duration) (client, server *net.TCPConn, f *flow, reason chan closeReason) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f = &flow{}
 	f.up.Add(int64(len(sniffed))) // the sniffer counted what it read
 	cc := newPrefixConn(&countConn{Conn: pc, f: f}, bytes.Clone(sniffed))
-	reason = make(chan string, 1)
+	reason = make(chan closeReason, 1)
 	go func() { reason <- tunnel(f, cc, pu, idle) }()
 	return client, server, f, reason
 }

@@ -81,10 +81,7 @@ func (c *ClientConn) sockWrite(p []byte) (int, error) {
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *ClientConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return CloseWrite(c.Conn)
 }
 
 // Write passes a record straight to the socket, or adds it to the open
@@ -295,7 +292,13 @@ func (c *BulkConn) release() {
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *BulkConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+	return CloseWrite(c.Conn)
+}
+
+// CloseWrite half-closes c when it can (a TCP connection, or a wrapper
+// with CloseWrite); otherwise it does nothing.
+func CloseWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil

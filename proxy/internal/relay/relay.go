@@ -15,6 +15,15 @@ import (
 	"airlock/proxy/internal/rawio"
 )
 
+// End is why a tunnel ended.
+type End int
+
+const (
+	Done  End = iota // both directions ended
+	Reset            // an error, a reset, or the gate closed
+	Idle             // nothing moved for the idle time
+)
+
 // relayEvents is how many events one epoll_wait takes.
 const relayEvents = 128
 
@@ -53,7 +62,7 @@ type rtun struct {
 	last  int64 // when a byte last moved either way
 	open  int   // directions not yet ended
 	dead  bool
-	done  chan string
+	done  chan End
 }
 
 // rside is one socket of a tunnel, owned by the relay (-1 once closed),
@@ -231,8 +240,8 @@ type Gate struct {
 }
 
 // Close ends the gate's tunnel, now or as soon as it would start. Its
-// sockets are closed (the peers see the end) and the tunnel returns
-// "reset".
+// sockets are closed (the peers see the end) and the tunnel ends with
+// Reset.
 func (g *Gate) Close() {
 	g.mu.Lock()
 	g.closed = true
@@ -240,7 +249,7 @@ func (g *Gate) Close() {
 	g.mu.Unlock()
 	if t != nil {
 		r.mu.Lock()
-		r.finish(t, "reset")
+		r.finish(t, Reset)
 		r.mu.Unlock()
 	}
 }
@@ -251,7 +260,7 @@ func (g *Gate) Close() {
 // all) go to up before any other. The tunnel's close reason arrives on the
 // returned channel once both directions end. On error the sockets were
 // not taken and the caller still owns (and must close) client and up.
-func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
+func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan End, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -269,7 +278,7 @@ func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN
 	// From here the relay owns the sockets: finish closes them.
 	client.Close()
 	up.Close()
-	t := &rtun{idle: int64(idle), open: 2, done: make(chan string, 1)}
+	t := &rtun{idle: int64(idle), open: 2, done: make(chan End, 1)}
 	t.sides[0].fd, t.sides[1].fd = cfd, ufd
 	t.dirs[0] = rdir{t: t, src: &t.sides[0], dst: &t.sides[1], n: upN}
 	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
@@ -298,7 +307,7 @@ func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN
 		s.writable = true
 		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
 		if err := rawio.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
-			r.finish(t, "reset")
+			r.finish(t, Reset)
 			return t.done, nil
 		}
 	}
@@ -317,7 +326,7 @@ func (r *Relay) loop() {
 			r.mu.Lock()
 			r.fatal = nil
 			for _, t := range r.tuns {
-				r.finish(t, "reset")
+				r.finish(t, Reset)
 			}
 			r.mu.Unlock()
 			time.Sleep(relaySweep)
@@ -326,7 +335,7 @@ func (r *Relay) loop() {
 		case err != nil:
 			r.mu.Lock()
 			for _, t := range r.tuns {
-				r.finish(t, "reset")
+				r.finish(t, Reset)
 			}
 			r.mu.Unlock()
 			time.Sleep(relaySweep)
@@ -395,11 +404,11 @@ func (r *Relay) serve(d *rdir) {
 		return
 	}
 	if err := r.pump(d); err != nil {
-		r.finish(t, "reset")
+		r.finish(t, Reset)
 		return
 	}
 	if t.open == 0 {
-		r.finish(t, "done")
+		r.finish(t, Done)
 	}
 }
 
@@ -550,7 +559,7 @@ func (d *rdir) release() {
 // finish ends t: its sockets leave the epoll set and are closed, its
 // buffer and pipe go back (a pipe that still holds bytes is closed), and
 // the tunnel's caller gets the reason. r.mu is held.
-func (r *Relay) finish(t *rtun, reason string) {
+func (r *Relay) finish(t *rtun, reason End) {
 	if t.dead {
 		return
 	}
@@ -587,7 +596,7 @@ func (r *Relay) sweep() {
 	now := r.clock()
 	for _, t := range r.tuns {
 		if now-t.last >= t.idle {
-			r.finish(t, "idle-timeout")
+			r.finish(t, Idle)
 		}
 	}
 	r.armed = len(r.tuns) > 0
