@@ -12,8 +12,34 @@ import (
 	"airlock/proxy/internal/relay"
 )
 
-// A spliced tunnel between two TCP sockets is moved by the relays
-// (package relay); other connections fall back to pipe.
+// splice connects the client to the checked upstream address and copies
+// bytes both ways without looking at them.
+func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) closeReason {
+	f.handling = handleSplice
+	up, err := p.dialChecked(ctx, f.targets)
+	if err != nil {
+		v := internalDeny(ruleUpstream, "upstream connection failed")
+		v.Category = f.verdict.Category
+		f.verdict = v
+		p.emitDecision(f)
+		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
+		return reasonUpstream
+	}
+	defer up.Close()
+	f.dialed.Store(up.RemoteAddr().String())
+	p.emitDecision(f)
+	s := &splicedConn{f: f, client: c, up: up}
+	p.trackSplice(s)
+	defer p.untrackSplice(s)
+	reason := tunnel(f, c, up, p.tunnelIdle())
+	if v, ok := s.closedBy(); ok {
+		f.verdict = v
+		return reasonReload
+	}
+	return reason
+}
+
+func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
@@ -134,35 +160,6 @@ func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
 	}
 	return nil, nil, false
 }
-
-// splice connects the client to the checked upstream address and copies
-// bytes both ways without looking at them.
-func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) closeReason {
-	f.handling = handleSplice
-	up, err := p.dialChecked(ctx, f.targets)
-	if err != nil {
-		v := internalDeny(ruleUpstream, "upstream connection failed")
-		v.Category = f.verdict.Category
-		f.verdict = v
-		p.emitDecision(f)
-		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
-		return reasonUpstream
-	}
-	defer up.Close()
-	f.dialed.Store(up.RemoteAddr().String())
-	p.emitDecision(f)
-	s := &splicedConn{f: f, client: c, up: up}
-	p.trackSplice(s)
-	defer p.untrackSplice(s)
-	reason := tunnel(f, c, up, p.tunnelIdle())
-	if v, ok := s.closedBy(); ok {
-		f.verdict = v
-		return reasonReload
-	}
-	return reason
-}
-
-func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }
 
 // pipe copies both ways until both directions end; a half-close is passed
 // on. Each read has the idle deadline.
