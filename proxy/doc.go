@@ -68,5 +68,5 @@
 //   - internal/rawio: raw socket I/O without the scheduler's syscall
 //     hand-off (Socket), TLS record batching under the client's tls.Conn
 //     (ClientConn), large reads under an upstream's (BulkConn), and the
-//     raw system calls the relay uses.
+//     raw read and write the relay uses too.
 package proxy

@@ -1,15 +1,14 @@
-// Package rawio is the proxy's socket I/O below net.Conn: raw system
-// calls on non-blocking descriptors, and the connections under an
+// Package rawio is the proxy's socket I/O below net.Conn: raw reads and
+// writes on non-blocking descriptors, and the connections under an
 // inspected tunnel's two tls.Conns.
 //
-// The calls (Read, Write, Splice, EpollCtl, ...) are made as raw system
-// calls: sockets and pipes are O_NONBLOCK and epoll_wait has a zero
-// timeout, so none waits in the kernel, and without the scheduler's
-// entersyscall and exitsyscall a call the kernel spends a while in (a
-// loopback write delivers to the receiving socket in the writer's
-// context) does not have sysmon hand the goroutine's P to another thread.
-// Each returns a count that is never negative and an error that is nil or
-// a unix.Errno.
+// Read and Write (and the relay's own calls) are made as raw system
+// calls: every descriptor they are used on is O_NONBLOCK, so none waits
+// in the kernel, and without the scheduler's entersyscall and
+// exitsyscall a call the kernel spends a while in (a loopback write
+// delivers to the receiving socket in the writer's context) does not have
+// sysmon hand the goroutine's P to another thread. Each returns a count
+// that is never negative and an error that is nil or a unix.Errno.
 //
 // Socket reads and writes a net.TCPConn's socket that way through its
 // RawConn, with Go's poller still waiting for readiness and keeping

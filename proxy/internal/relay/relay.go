@@ -93,7 +93,7 @@ func (r *Relay) block(s *rside) error {
 	}
 	s.outArmed = true
 	ev := unix.EpollEvent{Events: relayOut, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
-	return rawio.EpollCtl(r.ep, unix.EPOLL_CTL_MOD, s.fd, &ev)
+	return rawEpollCtl(r.ep, unix.EPOLL_CTL_MOD, s.fd, &ev)
 }
 
 type rdir struct {
@@ -134,7 +134,7 @@ func (s *rside) write(b []byte) (int, error) {
 // spliceIn moves up to n bytes from the socket into p.
 func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := rawio.Splice(s.fd, p.w, n)
+		k, err := rawSplice(s.fd, p.w, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -144,7 +144,7 @@ func (s *rside) spliceIn(p *splicePipe, n int) (int, error) {
 // spliceOut moves up to n bytes from p into the socket.
 func (s *rside) spliceOut(p *splicePipe, n int) (int, error) {
 	for {
-		k, err := rawio.Splice(p.r, s.fd, n)
+		k, err := rawSplice(p.r, s.fd, n)
 		if err != unix.EINTR {
 			return int(max(k, 0)), err
 		}
@@ -306,7 +306,7 @@ func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN
 		s.key = t.id<<1 | uint64(i)
 		s.writable = true
 		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
-		if err := rawio.EpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
+		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
 			r.finish(t, Reset)
 			return t.done, nil
 		}
@@ -348,7 +348,7 @@ func (r *Relay) loop() {
 // than it could take: any event after that wakes the poller again.
 func (r *Relay) wait(fd uintptr) bool {
 	for {
-		n, err := rawio.EpollWait(int(fd), r.evs)
+		n, err := rawEpollWait(int(fd), r.evs)
 		if err == unix.EINTR {
 			continue
 		}
@@ -428,7 +428,7 @@ func (r *Relay) pump(d *rdir) error {
 			d.ended = true
 			d.t.open--
 			if d.t.open > 0 {
-				rawio.ShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
+				rawShutdownWrite(d.dst.fd) // as CloseWrite: a failure shows on the next use
 			}
 			// Else the tunnel finishes now: closing dst sends its FIN
 			// (its own direction ended, so nothing unread makes it a
@@ -566,7 +566,7 @@ func (r *Relay) finish(t *rtun, reason End) {
 	t.dead = true
 	for i := range t.sides {
 		s := &t.sides[i]
-		rawio.Close(s.fd) // the only reference: it leaves the epoll set too
+		rawClose(s.fd) // the only reference: it leaves the epoll set too
 		s.fd = -1
 	}
 	delete(r.tuns, t.id)
