@@ -5,21 +5,15 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"airlock/proxy/internal/nettest"
 )
 
-// randomBody is the world's /random body: 3 MiB and an odd tail of
-// pseudo-random bytes, the same on every call.
-var randomBody = sync.OnceValue(func() []byte {
-	b := make([]byte, 3<<20+12345)
-	r := mrand.NewChaCha8([32]byte{'a', 'i', 'r', 'l', 'o', 'c', 'k'})
-	r.Read(b)
-	return b
-})
+// randomBody is the world's /random body (nettest.RandomBody).
+var randomBody = nettest.RandomBody
 
 // TestMITMBulkBodyIntactAndReused: large bodies through an inspected
 // connection — read from the upstream in large pieces, written to the

@@ -13,34 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"airlock/proxy/internal/nettest"
 	"airlock/proxy/internal/relay"
 )
-
-// tcpPair returns the two ends of one loopback TCP connection.
-func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { c, err := ln.Accept(); ch <- res{c, err} }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { a.Close(); r.c.Close() })
-	return a.(*net.TCPConn), r.c.(*net.TCPConn)
-}
 
 // tunnelEnds starts a tunnel the way the proxy runs one: the client side
 // wrapped in the byte counter and the sniffer's replay, the upstream a
@@ -354,3 +329,6 @@ func TestRawUnder(t *testing.T) {
 		t.Fatal("went raw under an unknown wrapper")
 	}
 }
+
+// tcpPair is nettest.TCPPair.
+var tcpPair = nettest.TCPPair

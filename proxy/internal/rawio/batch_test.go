@@ -2,30 +2,17 @@ package rawio
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
-	mrand "math/rand/v2"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// randomBody is 3 MiB and an odd tail of
-// pseudo-random bytes, the same on every call.
-var randomBody = sync.OnceValue(func() []byte {
-	b := make([]byte, 3<<20+12345)
-	r := mrand.NewChaCha8([32]byte{'a', 'i', 'r', 'l', 'o', 'c', 'k'})
-	r.Read(b)
-	return b
-})
+	"airlock/proxy/internal/nettest"
+)
 
 // writeCounter counts the writes that reach the socket.
 type writeCounter struct {
@@ -42,19 +29,10 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 // wrap(its socket), the client side plain.
 func tlsPair(t *testing.T, wrapServer func(net.Conn) net.Conn, wrapClient func(net.Conn) net.Conn) (*tls.Conn, *tls.Conn) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
+	_, caCert, caKey, _ := nettest.CA(t, "batch test CA")
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
-	leaf := leafFor(t, caCert, caKey, []string{"batch.example.test"})
+	leaf := nettest.Leaf(t, caCert, caKey, []string{"batch.example.test"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +170,7 @@ func TestBulkConnReadsInLargePieces(t *testing.T) {
 	// tickets): the server's records now go to a buffer the client then
 	// reads as its socket, all of it waiting.
 	capture.buf = new(bytes.Buffer)
-	body := randomBody()[:512<<10] // 32 full records
+	body := nettest.RandomBody()[:512<<10] // 32 full records
 	if _, err := stc.Write(body); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +195,7 @@ func TestBulkConnReadsInLargePieces(t *testing.T) {
 // consumed is not idle (it must not be reused); once consumed, it is,
 // and holds no large buffer.
 func TestBulkConnIdle(t *testing.T) {
-	data := randomBody()[:300<<10]
+	data := nettest.RandomBody()[:300<<10]
 	bc := &BulkConn{Conn: &sourceConn{src: bytes.NewReader(data)}}
 	p := make([]byte, 1000)
 	var got []byte
@@ -244,21 +222,4 @@ func TestBulkConnIdle(t *testing.T) {
 	if !bc.Idle() || bc.big != nil {
 		t.Error("after EOF: not idle, or the large buffer is still held")
 	}
-}
-
-// leafFor is a leaf for names signed by parent.
-func leafFor(t testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, names []string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: names, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -7,12 +7,14 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"airlock/proxy/internal/nettest"
 )
 
 // Raw reads and writes move every byte, in order, through full socket
 // buffers (a write that must wait for the reader), and end with EOF.
 func TestRawIOMovesBytesAndEOF(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := nettest.TCPPair(t)
 	ra, rb := NewSocket(a), NewSocket(b)
 	if ra == nil || rb == nil {
 		t.Fatal("no raw access to a TCP socket")
@@ -51,11 +53,11 @@ func TestRawIOMovesBytesAndEOF(t *testing.T) {
 // A raw read honours the read deadline with a timeout error (idle
 // connections are closed by it), and a closed socket reports net.ErrClosed.
 func TestRawIODeadlineAndClose(t *testing.T) {
-	a, _ := tcpPair(t)
+	a, _ := nettest.TCPPair(t)
 	r := NewSocket(a)
 	a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	_, err := r.Read(make([]byte, 10))
-	if !isTimeout(err) {
+	if !nettest.IsTimeout(err) {
 		t.Fatalf("read past the deadline: %v, want a timeout", err)
 	}
 	a.Close()
@@ -67,7 +69,7 @@ func TestRawIODeadlineAndClose(t *testing.T) {
 // A read that carries a send sends first and returns the answer; a
 // send that fails is returned and nothing is read.
 func TestRawIOSendThenRead(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := nettest.TCPPair(t)
 	r := NewSocket(a)
 	go func() {
 		buf := make([]byte, 4)
@@ -85,35 +87,4 @@ func TestRawIOSendThenRead(t *testing.T) {
 	if _, err := r.ReadAfter(buf, func() error { return boom }); err != boom {
 		t.Fatalf("failed send: %v, want it returned", err)
 	}
-}
-
-// tcpPair returns the two ends of one loopback TCP connection.
-func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { c, err := ln.Accept(); ch <- res{c, err} }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { a.Close(); r.c.Close() })
-	return a.(*net.TCPConn), r.c.(*net.TCPConn)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -8,35 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// tcpPair returns the two ends of one loopback TCP connection.
-func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() { c, _ := ln.Accept(); ch <- c }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-ch
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
+	"airlock/proxy/internal/nettest"
+)
 
 // adopt starts a tunnel client ⇄ (relay) ⇄ server and returns its ends.
 func adopt(t *testing.T, g *Gate, pre [][]byte, idle time.Duration) (client, server *net.TCPConn, up, down *atomic.Int64, done <-chan End) {
 	t.Helper()
-	client, pc := tcpPair(t)
-	pu, server := tcpPair(t)
+	client, pc := nettest.TCPPair(t)
+	pu, server := nettest.TCPPair(t)
 	r, err := Get()
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +73,8 @@ func TestAdoptMovesBytesAndEnds(t *testing.T) {
 func TestGateClose(t *testing.T) {
 	var shut Gate
 	shut.Close()
-	_, pc := tcpPair(t)
-	pu, _ := tcpPair(t)
+	_, pc := nettest.TCPPair(t)
+	pu, _ := nettest.TCPPair(t)
 	r, err := Get()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +90,7 @@ func TestGateClose(t *testing.T) {
 	}
 	for _, c := range []*net.TCPConn{client, server} {
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		if _, err := c.Read(make([]byte, 1)); err == nil || nettest.IsTimeout(err) {
 			t.Errorf("a peer of the closed tunnel: %v, want its end", err)
 		}
 	}
@@ -123,9 +103,4 @@ func TestIdleTunnelEnds(t *testing.T) {
 	if e := wait(t, done); e != Idle {
 		t.Errorf("ended with %v, want Idle", e)
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
