@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"airlock/policies"
+	"airlock/proxy/internal/h1"
+	"airlock/proxy/internal/rawio"
 )
 
 // maxBindingNames bounds how many dnsd-learned names are tried for an
@@ -28,11 +30,11 @@ const maxBindingNames = 8
 // connection is done and always closes c.
 func (p *Proxy) HandleTransparent(ctx context.Context, c net.Conn, origDst netip.AddrPort) {
 	origDst = netip.AddrPortFrom(origDst.Addr().Unmap(), origDst.Port())
-	f := &flow{id: newID(), mode: "transparent", origDst: origDst, port: origDst.Port(), start: time.Now()}
-	p.handle(ctx, c, f, func(cc net.Conn) string {
+	f := &flow{id: newID(), mode: modeTransparent, origDst: origDst, port: origDst.Port(), start: time.Now()}
+	p.handle(ctx, c, f, func(cc net.Conn) closeReason {
 		if p.isLoop(origDst) {
-			p.denyFlow(f, cc, internalDeny(ruleLoop, "the destination is the appliance's own listener"), "")
-			return "denied"
+			p.denyFlow(f, cc, internalDeny(ruleLoop, "the destination is the appliance's own listener"), false)
+			return reasonDenied
 		}
 		return p.transparent(ctx, f, cc)
 	})
@@ -40,13 +42,13 @@ func (p *Proxy) HandleTransparent(ctx context.Context, c net.Conn, origDst netip
 
 // HandleExplicit serves one HTTP proxy client connection.
 func (p *Proxy) HandleExplicit(ctx context.Context, c net.Conn) {
-	f := &flow{id: newID(), mode: "explicit", start: time.Now()}
-	p.handle(ctx, c, f, func(cc net.Conn) string { return p.explicit(ctx, f, cc) })
+	f := &flow{id: newID(), mode: modeExplicit, start: time.Now()}
+	p.handle(ctx, c, f, func(cc net.Conn) closeReason { return p.explicit(ctx, f, cc) })
 }
 
 // handle does what every connection shares: tracking, identity, byte
 // counting, and the close record.
-func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.Conn) string) {
+func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.Conn) closeReason) {
 	if !p.track(c) {
 		c.Close()
 		return
@@ -56,15 +58,15 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.
 	f.src, _ = addrPort(c.RemoteAddr())
 	cc := &countConn{Conn: c, f: f}
 	sb, ok := p.cfg.Identify.Identify(f.src.Addr())
-	if (!ok || sb.Policy == nil) && f.mode == "explicit" && p.cfg.ProxyAuth != nil {
+	if (!ok || sb.Policy == nil) && f.mode == modeExplicit && p.cfg.ProxyAuth != nil {
 		f.sb = Sandbox{}
 		p.emitClose(f, p.explicitAuth(ctx, f, cc))
 		return
 	}
 	if !ok || sb.Policy == nil {
 		f.sb = Sandbox{ID: ""}
-		p.denyFlow(f, cc, internalDeny(ruleIdentity, "unknown source address"), "")
-		p.emitClose(f, "denied")
+		p.denyFlow(f, cc, internalDeny(ruleIdentity, "unknown source address"), false)
+		p.emitClose(f, reasonDenied)
 		return
 	}
 	f.sb = sb
@@ -72,31 +74,38 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.
 	p.emitClose(f, reason)
 }
 
-// denyFlow records a connection-level denial and tells the client.
-func (p *Proxy) denyFlow(f *flow, c net.Conn, v policies.Verdict, tlsName string) {
+// refuseFlow records a connection-level denial: the flow's verdict, no
+// handling, and its decision record. The caller then tells the client
+// in the flow's protocol.
+func (p *Proxy) refuseFlow(f *flow, v policies.Verdict) {
 	f.verdict = v
-	f.handling = "none"
+	f.handling = handleNone
 	p.emitDecision(f)
-	if tlsName != "" {
+}
+
+// denyFlow refuses the flow, with a TLS alert when the client spoke TLS.
+func (p *Proxy) denyFlow(f *flow, c net.Conn, v policies.Verdict, alert bool) {
+	p.refuseFlow(f, v)
+	if alert {
 		writeTLSAlert(c)
 	}
 }
 
-func (p *Proxy) transparent(ctx context.Context, f *flow, c net.Conn) string {
+func (p *Proxy) transparent(ctx context.Context, f *flow, c net.Conn) closeReason {
 	s, err := p.sniff(c)
 	if err != nil {
 		if s.kind == sniffTLS {
-			p.denyFlow(f, c, internalDeny(ruleProtocol, "malformed TLS ClientHello"), "x")
-			return "denied"
+			p.denyFlow(f, c, internalDeny(ruleProtocol, "malformed TLS ClientHello"), true)
+			return reasonDenied
 		}
-		p.denyFlow(f, c, internalDeny(ruleProtocol, "could not read the first bytes"), "")
-		return "client-error"
+		p.denyFlow(f, c, internalDeny(ruleProtocol, "could not read the first bytes"), false)
+		return reasonClientError
 	}
 	switch s.kind {
 	case sniffTLS:
 		return p.handleTLS(ctx, f, s.conn, s.hello, "")
 	case sniffHTTP:
-		f.handling = "inspect"
+		f.handling = handleInspect
 		sc := p.newScope(f, "http", "", 0, true)
 		return p.serveHTTP1(ctx, sc, s.conn, nil)
 	}
@@ -106,7 +115,7 @@ func (p *Proxy) transparent(ctx context.Context, f *flow, c net.Conn) string {
 // handleTLS decides a TLS connection on its SNI (or, for explicit
 // tunnels, the CONNECT authority, which the SNI must agree with), then
 // inspects or splices it.
-func (p *Proxy) handleTLS(ctx context.Context, f *flow, c net.Conn, h Hello, authority string) string {
+func (p *Proxy) handleTLS(ctx context.Context, f *flow, c net.Conn, h Hello, authority string) closeReason {
 	f.sni = h.ServerName
 	f.alpn = strings.Join(h.ALPN, ",")
 	name := authority
@@ -207,21 +216,19 @@ func (p *Proxy) decideByAddress(ctx context.Context, f *flow) (string, bool) {
 // tlsDeny refuses a TLS connection. When the name is known, the proxy
 // completes the handshake with its CA and answers 403 so the agent learns
 // why; otherwise it sends a TLS alert.
-func (p *Proxy) tlsDeny(f *flow, c net.Conn, v policies.Verdict, name string) string {
-	f.verdict = v
-	f.handling = "none"
-	p.emitDecision(f)
+func (p *Proxy) tlsDeny(f *flow, c net.Conn, v policies.Verdict, name string) closeReason {
+	p.refuseFlow(f, v)
 	if name == "" {
 		writeTLSAlert(c)
-		return "denied"
+		return reasonDenied
 	}
 	p.explainTLS(f, c, name)
-	return "denied"
+	return reasonDenied
 }
 
 // opaque handles bytes that are neither TLS nor HTTP (or none at all):
 // decided on the original address alone, spliced only when allowed.
-func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind) string {
+func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind) closeReason {
 	_, ok := p.decideByAddress(ctx, f)
 	if ok && f.verdict.Cat != nil && f.verdict.Cat.Inspect {
 		f.verdict = internalDeny(ruleProtocol, "the category inspects traffic and this connection is neither TLS nor HTTP")
@@ -231,14 +238,13 @@ func (p *Proxy) opaque(ctx context.Context, f *flow, c net.Conn, kind sniffKind)
 		if kind == sniffNone && f.verdict.Rule.Name == "" {
 			f.verdict = internalDeny(ruleSniff, "nothing received before the sniff timeout")
 		}
-		f.handling = "none"
-		p.emitDecision(f)
-		return "denied"
+		p.refuseFlow(f, f.verdict)
+		return reasonDenied
 	}
 	return p.splice(ctx, f, c)
 }
 
-func (p *Proxy) explicit(ctx context.Context, f *flow, c net.Conn) string {
+func (p *Proxy) explicit(ctx context.Context, f *flow, c net.Conn) closeReason {
 	br := getFirstReader(c)
 	req, head, err := p.readFirst(c, br)
 	if err != nil {
@@ -264,15 +270,15 @@ func putFirstReader(br *bufio.Reader) {
 	firstReaders.Put(br)
 }
 
-func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *rawHead, error) {
+func (p *Proxy) readFirst(c net.Conn, br *bufio.Reader) (*http.Request, *reqHead, error) {
 	c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	defer c.SetReadDeadline(time.Time{})
-	return readRequest(br, p.cfg.MaxHeaderBytes)
+	return h1.ReadRequest[reqSlot](br, p.cfg.MaxHeaderBytes)
 }
 
 // explicitAuth identifies a client outside the sandboxes by its proxy
 // credentials, answering 407 when they are missing or wrong.
-func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
+func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) closeReason {
 	br := getFirstReader(c)
 	req, head, err := p.readFirst(c, br)
 	if err != nil {
@@ -286,12 +292,11 @@ func (p *Proxy) explicitAuth(ctx context.Context, f *flow, c net.Conn) string {
 	}
 	if !ok || sb.Policy == nil {
 		v := internalDeny(ruleIdentity, "unknown source address and no valid proxy credentials")
-		f.verdict, f.handling = v, "none"
-		p.emitDecision(f)
+		p.refuseFlow(f, v)
 		resp := reject(req, f.id, http.StatusProxyAuthRequired, v)
 		resp.Header.Set("Proxy-Authenticate", `Basic realm="airlock"`)
-		writeRefusal(c, resp, false)
-		return "denied"
+		h1.WriteRefusal(c, resp, false)
+		return reasonDenied
 	}
 	f.sb, f.byAuth = sb, true
 	return p.explicitRequest(ctx, f, c, br, req, head)
@@ -309,9 +314,9 @@ func parseProxyBasic(h string) (user, pass string, ok bool) {
 	return strings.Cut(string(raw), ":")
 }
 
-func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead) string {
+func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request, head *reqHead) closeReason {
 	if req.Method != http.MethodConnect {
-		f.handling = "inspect"
+		f.handling = handleInspect
 		sc := p.newScope(f, "http", "", 0, false)
 		return p.serveHTTP1(ctx, sc, &bufConn{Conn: c, br: br}, &firstReq{req, head})
 	}
@@ -320,7 +325,7 @@ func (p *Proxy) explicitRequest(ctx context.Context, f *flow, c net.Conn, br *bu
 
 // connect handles a CONNECT request: decide the authority, answer 200,
 // then sniff inside the tunnel.
-func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request) string {
+func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Reader, req *http.Request) closeReason {
 	host, port, err := splitAuthority(req.RequestURI, "https")
 	if err != nil || !strings.Contains(req.RequestURI, ":") {
 		v := internalDeny(ruleProtocol, "CONNECT needs host:port")
@@ -331,7 +336,7 @@ func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Read
 		return p.connectRefused(f, c, req, http.StatusForbidden, f.verdict)
 	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return "client-error"
+		return reasonClientError
 	}
 	// Hand on what the reader buffered and drop the reader: a tunnel may
 	// stay open for hours.
@@ -343,52 +348,44 @@ func (p *Proxy) connect(ctx context.Context, f *flow, c net.Conn, br *bufio.Read
 		if s.kind == sniffTLS {
 			return p.tlsDeny(f, c, internalDeny(ruleProtocol, "malformed TLS ClientHello"), "")
 		}
-		return "client-error"
+		return reasonClientError
 	}
 	switch s.kind {
 	case sniffTLS:
 		f.sni = s.hello.ServerName
 		return p.handleTLS(ctx, f, s.conn, s.hello, host)
 	case sniffHTTP:
-		f.handling = "inspect"
+		f.handling = handleInspect
 		sc := p.newScope(f, "http", host, port, false)
 		return p.serveHTTP1(ctx, sc, s.conn, nil)
 	}
 	if f.verdict.Cat != nil && f.verdict.Cat.Inspect {
-		f.verdict = internalDeny(ruleProtocol, "the category inspects traffic and this tunnel is neither TLS nor HTTP")
-		f.handling = "none"
-		p.emitDecision(f)
-		return "denied"
+		p.refuseFlow(f, internalDeny(ruleProtocol, "the category inspects traffic and this tunnel is neither TLS nor HTTP"))
+		return reasonDenied
 	}
 	return p.splice(ctx, f, s.conn)
 }
 
-func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status int, v policies.Verdict) string {
-	f.verdict = v
-	f.handling = "none"
-	p.emitDecision(f)
-	writeRefusal(c, reject(req, f.id, status, v), false)
-	return "denied"
+func (p *Proxy) connectRefused(f *flow, c net.Conn, req *http.Request, status int, v policies.Verdict) closeReason {
+	p.refuseFlow(f, v)
+	h1.WriteRefusal(c, reject(req, f.id, status, v), false)
+	return reasonDenied
 }
 
 // badRequest answers an unreadable first request with 400 and logs it.
-func (p *Proxy) badRequest(f *flow, c net.Conn, err error) string {
-	if errors.Is(err, io.EOF) || isTimeout(err) && !errors.Is(err, errFraming) {
-		f.verdict = internalDeny(ruleSniff, "no request before the timeout")
-		f.handling = "none"
-		p.emitDecision(f)
-		return "client-error"
+func (p *Proxy) badRequest(f *flow, c net.Conn, err error) closeReason {
+	if errors.Is(err, io.EOF) || isTimeout(err) && !errors.Is(err, h1.ErrFraming) {
+		p.refuseFlow(f, internalDeny(ruleSniff, "no request before the timeout"))
+		return reasonClientError
 	}
 	status, v := framingVerdict(err)
-	f.verdict = v
-	f.handling = "none"
-	p.emitDecision(f)
-	writeRefusal(c, reject(nil, f.id, status, v), false)
-	return "denied"
+	p.refuseFlow(f, v)
+	h1.WriteRefusal(c, reject(nil, f.id, status, v), false)
+	return reasonDenied
 }
 
 func framingVerdict(err error) (int, policies.Verdict) {
-	if errors.Is(err, errHeadTooLarge) {
+	if errors.Is(err, h1.ErrHeadTooLarge) {
 		return http.StatusRequestHeaderFieldsTooLarge, internalDeny(ruleFraming, "request head too large")
 	}
 	return http.StatusBadRequest, internalDeny(ruleFraming, fmt.Sprint(err))
@@ -409,10 +406,7 @@ func (c *bufConn) Read(p []byte) (int, error) { return c.br.Read(p) }
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *bufConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return rawio.CloseWrite(c.Conn)
 }
 
 // countConn counts the client's bytes into the flow.
@@ -435,8 +429,5 @@ func (c *countConn) Write(p []byte) (int, error) {
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *countConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return rawio.CloseWrite(c.Conn)
 }

@@ -7,30 +7,13 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"slices"
 
 	"github.com/elazarl/goproxy"
 
 	"airlock/audit"
 	"airlock/policies"
 )
-
-// The engine: every HTTP request the proxy forwards — plain HTTP on an
-// explicit or transparent connection, and HTTP/1.1 or HTTP/2 inside an
-// inspected TLS tunnel — goes through one goproxy.ProxyHttpServer. The
-// front end (listeners, sniffing, the ClientHello, CONNECT, the TLS
-// handshake with the appliance CA, the strict HTTP/1.1 head parser and
-// splicing) hands each request, in absolute form, to the engine's
-// ServeHTTP. The engine's request handlers decide it (target, policy,
-// ask, addresses), apply the category's limits and credentials and
-// prepare the upstream request; the round trip goes through the
-// sandbox's transport, which dials only the checked addresses; the
-// response handler removes hop-by-hop headers and checks upgrades.
-//
-// goproxy's unsafe defaults are all replaced: its transport (which skips
-// upstream TLS verification and honours proxy environment variables) is a
-// transport that cannot dial anything, its CONNECT dialers refuse, its
-// MITM machinery and CA are never used (CONNECT never reaches it), and it
-// keeps headers as they are so that hop-by-hop handling stays ours.
 
 // exch is the state of one request, from the front end through the
 // engine's handlers and back. It is the request's context (so the
@@ -91,12 +74,37 @@ func (p *Proxy) newExch(ctx context.Context, sc *scope, req *http.Request, hostH
 	return x, req.WithContext(x)
 }
 
-// newEngine builds the goproxy server every request goes through.
+// newEngine builds the goproxy server every request the proxy forwards
+// goes through: plain HTTP on an explicit or transparent connection, and
+// HTTP/1.1 or HTTP/2 inside an inspected TLS tunnel. The front end
+// (listeners, sniffing, CONNECT, the TLS handshake, the strict HTTP/1.1
+// parser and h1.Writer, HTTP/2) hands each request, in absolute form, to
+// its ServeHTTP. One request's pipeline is then:
+//
+//  1. serveRequest, Airlock's request handler: target, decide, limit,
+//     prepare (see there). goproxy runs the request handlers in order
+//     and stops at the first that answers.
+//  2. goproxy calls the request's RoundTripper, exch.RoundTrip: the
+//     sandbox's upstream, which dials only the checked addresses.
+//  3. respond, Airlock's response handler, on every response (goproxy
+//     runs the response handlers in order).
+//  4. goproxy writes the response to the client's ResponseWriter: the
+//     status and header fields (without Content-Length when a handler
+//     replaced the body), announced and late trailers, a flush after
+//     every write of a chunked or event-stream body, and after a 101
+//     the WebSocket relay between the hijacked client connection and
+//     the upstream's.
+//
+// goproxy's unsafe defaults are all replaced: its transport (which skips
+// upstream TLS verification and honours proxy environment variables)
+// cannot dial anything, its CONNECT dialers refuse, its MITM machinery
+// and CA are never used (CONNECT never reaches it), and it keeps header
+// fields as they are so that hop-by-hop handling stays Airlock's.
 func (p *Proxy) newEngine() *goproxy.ProxyHttpServer {
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = engineLogger{p}
 	gp.Verbose = false
-	gp.KeepHeader = true // hop-by-hop handling is ours (onPrepare, onResponse)
+	gp.KeepHeader = true // hop-by-hop handling is ours (prepare, respond)
 	gp.KeepAcceptEncoding = true
 	// The response writers start with an empty header; keeping it lets
 	// the HTTP/1.1 writer reuse its header storage across responses.
@@ -107,11 +115,8 @@ func (p *Proxy) newEngine() *goproxy.ProxyHttpServer {
 	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "airlock: not a proxy request", http.StatusBadRequest)
 	})
-	gp.OnRequest().DoFunc(p.onTarget)
-	gp.OnRequest().DoFunc(p.onDecide)
-	gp.OnRequest().DoFunc(p.onLimit)
-	gp.OnRequest().DoFunc(p.onPrepare)
-	gp.OnResponse().DoFunc(p.onResponse)
+	gp.OnRequest().DoFunc(p.serveRequest)
+	gp.OnResponse().DoFunc(p.respond)
 	return gp
 }
 
@@ -145,18 +150,38 @@ func noExch(req *http.Request) *http.Response {
 	return reject(req, newID(), http.StatusBadRequest, internalDeny(ruleProtocol, "not a request from the proxy's front end"))
 }
 
-// onTarget works out where the request goes and refuses what may never
-// be forwarded: another host than the connection's, fronting, TRACE.
-func (p *Proxy) onTarget(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+// serveRequest is the request side of one request's pipeline, in order:
+// where it goes, the policy's verdict and the addresses to dial, the
+// category's limits, and the upstream request. The first step that
+// refuses answers the request (goproxy then skips the round trip);
+// otherwise goproxy sends the prepared request with x.RoundTrip and
+// hands the response to respond (see newEngine).
+func (p *Proxy) serveRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	x := exchOf(req, ctx)
 	if x == nil {
 		return req, noExch(req)
 	}
+	if resp := p.checkTarget(x, req); resp != nil {
+		return req, resp
+	}
+	if resp := p.decide(x, req); resp != nil {
+		return req, resp
+	}
+	if resp := p.limit(&x.ev, req, x.v); resp != nil {
+		return req, resp
+	}
+	return p.prepare(x, req)
+}
+
+// checkTarget works out where the request goes and refuses what may
+// never be forwarded: another host than the connection's, fronting,
+// TRACE.
+func (p *Proxy) checkTarget(x *exch, req *http.Request) *http.Response {
 	sc := x.sc
 	host, port, v, ok := sc.target(x.abs, req.URL, x.hostHeader)
 	x.ev.e.HTTP.Host = host
 	if !ok {
-		return req, p.refuse(&x.ev, req, statusFor(v), v)
+		return p.refuse(&x.ev, req, statusFor(v), v)
 	}
 	if sc.pinFirst && sc.host == "" {
 		sc.host, sc.port = host, port
@@ -165,24 +190,23 @@ func (p *Proxy) onTarget(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	x.host, x.port = host, port
 	switch req.Method {
 	case "TRACE", "TRACK":
-		return req, p.refuse(&x.ev, req, http.StatusForbidden, internalDeny(ruleTrace, "TRACE is refused"))
+		return p.refuse(&x.ev, req, http.StatusForbidden, internalDeny(ruleTrace, "TRACE is refused"))
 	case http.MethodConnect:
-		return req, p.refuse(&x.ev, req, http.StatusBadRequest, internalDeny(ruleProtocol, "CONNECT is only a proxy connection's first request"))
+		return p.refuse(&x.ev, req, http.StatusBadRequest, internalDeny(ruleProtocol, "CONNECT is only a proxy connection's first request"))
 	}
-	return req, nil
+	return nil
 }
 
-// onDecide runs the sandbox's policy on the request (asking a human when
+// decide runs the sandbox's policy on the request (asking a human when
 // the rule says so) and resolves and checks the addresses to dial.
-func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	x := ctx.UserData.(*exch)
+func (p *Proxy) decide(x *exch, req *http.Request) *http.Response {
 	f, sc, host, port := x.sc.f, x.sc, x.host, x.port
 	pr := policies.Request{
 		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
 		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery,
 	}
 	if resp := p.requestFacts(x, req, &pr); resp != nil {
-		return req, resp
+		return resp
 	}
 	v := f.sb.Policy.Decide(pr)
 	p.tagPackage(x, v, host, pr.Path)
@@ -202,7 +226,7 @@ func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		p.emitDecision(f)
 	}
 	if !v.Action.Allows() {
-		return req, p.refuse(&x.ev, req, http.StatusForbidden, v)
+		return p.refuse(&x.ev, req, http.StatusForbidden, v)
 	}
 	targets := f.targets
 	if sc.host == "" || targets == nil {
@@ -210,30 +234,23 @@ func (p *Proxy) onDecide(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		var addrs []netip.Addr
 		targets, addrs, err = p.resolveChecked(x, f.sb.Policy, host, port, v)
 		if err != nil {
-			return req, p.refuse(&x.ev, req, http.StatusForbidden, addrDeny(v, err))
+			return p.refuse(&x.ev, req, http.StatusForbidden, addrDeny(v, err))
 		}
 		if sc.pinFirst {
 			f.targets = targets
-			f.mismatch = f.origDst.IsValid() && !containsAddrList(addrs, f.origDst.Addr())
+			f.mismatch = f.origDst.IsValid() && !slices.Contains(addrs, f.origDst.Addr())
 		}
 	}
 	x.dt.addrs = targets
-	return req, nil
+	return nil
 }
 
-// onLimit applies the category's request rate and body size limit.
-func (p *Proxy) onLimit(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	x := ctx.UserData.(*exch)
-	return req, p.limit(&x.ev, req, x.v)
-}
-
-// onPrepare turns the client's request into the upstream request: the
+// prepare turns the client's request into the upstream request: the
 // approved name as URL host (so upstream TLS verifies that name),
 // hop-by-hop headers removed, then placeholders swapped and the
 // category's credential injected — after the Connection header was
 // applied, so it cannot remove them — and a chunked body's start checked.
-func (p *Proxy) onPrepare(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	x := ctx.UserData.(*exch)
+func (p *Proxy) prepare(x *exch, req *http.Request) (*http.Request, *http.Response) {
 	f := x.sc.f
 	if name := connectionGuarded(req.Header, x.v.Cat); name != "" {
 		return req, p.refuseConnection(x, req, name)
@@ -278,9 +295,18 @@ func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response
 	return resp, nil
 }
 
-// onResponse removes the upstream's hop-by-hop headers and lets a
-// protocol switch through only when the client asked for a WebSocket.
-func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+// Upgraded writes the request's event when its connection is handed
+// over after a 101 response (h1.Writer's Hijack).
+func (x *exch) Upgraded() {
+	x.p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0)
+}
+
+// respond is the response side of the pipeline, for every response the
+// client gets (refusals pass unchanged): it removes the upstream's
+// hop-by-hop headers, lets a protocol switch through only when the client
+// asked for a WebSocket, and scans what the upstream sends back for an
+// injected secret.
+func (p *Proxy) respond(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
 	x, _ := ctx.UserData.(*exch)
 	if x == nil || resp == nil || x.ev.refused {
 		return resp
@@ -299,13 +325,4 @@ func (p *Proxy) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Res
 		return p.guardResponse(x, resp, ctx.Req)
 	}
 	return resp
-}
-
-func containsAddrList(l []netip.Addr, a netip.Addr) bool {
-	for _, b := range l {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }

@@ -10,6 +10,7 @@ import (
 
 	"airlock/audit"
 	"airlock/policies"
+	"airlock/proxy/internal/relay"
 )
 
 // Proxy-internal rule names: decisions the mechanism makes before or
@@ -33,11 +34,49 @@ const (
 	rulePath      = "proxy.path"       // a request path that cannot be normalized unambiguously
 )
 
+// closeReason is why a flow ended: its close record's close_reason.
+// docs/events.md lists exactly these values (TestCloseReasonsDocumented).
+type closeReason string
+
+const (
+	reasonDone         closeReason = "done"                 // both sides finished normally
+	reasonDenied       closeReason = "denied"               // refused at the flow decision
+	reasonClientClosed closeReason = "client-closed"        // the client closed between requests
+	reasonClientError  closeReason = "client-error"         // the client's bytes could not be read
+	reasonIdle         closeReason = "idle-timeout"         // nothing moved for the idle timeout
+	reasonReset        closeReason = "reset"                // a tunnel ended by an error or a reset
+	reasonBadRequest   closeReason = "bad-request"          // a request that cannot be framed safely (400)
+	reasonBodyUnread   closeReason = "body-unread"          // a request body left unread: no next request
+	reasonWriteError   closeReason = "write-error"          // writing a response to the client failed
+	reasonUpgraded     closeReason = "upgraded"             // handed over to a WebSocket relay
+	reasonUpstream     closeReason = "upstream-error"       // the spliced tunnel's upstream could not be reached
+	reasonHandshake    closeReason = "tls-handshake-failed" // the client's TLS handshake with the leaf failed
+	reasonReload       closeReason = "policy reload"        // a policy reload refused the live tunnel
+)
+
+// flowMode is how a client reached the proxy: its records' flow.mode.
+type flowMode string
+
+const (
+	modeExplicit    flowMode = "explicit"    // HTTP_PROXY or CONNECT
+	modeTransparent flowMode = "transparent" // steered by the kernel path
+)
+
+// handling is what the proxy does with an allowed flow's bytes: its
+// records' flow.handling.
+type handling string
+
+const (
+	handleInspect handling = "inspect" // TLS terminated (or plain HTTP), every request decided
+	handleSplice  handling = "splice"  // bytes copied after the decision
+	handleNone    handling = "none"    // refused
+)
+
 // flow is one client connection from accept to close.
 type flow struct {
 	id      string
 	sb      Sandbox
-	mode    string // explicit | transparent
+	mode    flowMode
 	src     netip.AddrPort
 	origDst netip.AddrPort // transparent only
 
@@ -45,7 +84,7 @@ type flow struct {
 	port            uint16
 	verdict         policies.Verdict
 	dialed          atomic.Value // string
-	handling        string       // inspect | splice | none
+	handling        handling
 	mismatch        bool
 	byAuth          bool             // identified by proxy credentials, not by address
 	targets         []netip.AddrPort // checked upstream addresses
@@ -53,7 +92,7 @@ type flow struct {
 	up, down atomic.Int64
 	start    time.Time
 	decided  bool
-	gate     tunnelGate // ends a spliced tunnel from outside
+	gate     relay.Gate // ends a spliced tunnel from outside
 }
 
 func newID() string {
@@ -70,7 +109,7 @@ func (f *flow) dialedAddr() string {
 func (f *flow) flowPayload(stage string) *audit.Flow {
 	fl := &audit.Flow{
 		Stage: stage, Source: f.src.String(), SNI: f.sni, Host: f.host, ALPN: f.alpn,
-		Mode: f.mode, Handling: f.handling, Mismatch: f.mismatch, Dialed: f.dialedAddr(),
+		Mode: string(f.mode), Handling: string(f.handling), Mismatch: f.mismatch, Dialed: f.dialedAddr(),
 	}
 	if f.origDst.IsValid() {
 		fl.OrigDst = f.origDst.String()
@@ -102,7 +141,7 @@ func (p *Proxy) emitDecision(f *flow) {
 }
 
 // emitClose writes the flow's close record.
-func (p *Proxy) emitClose(f *flow, reason string) {
+func (p *Proxy) emitClose(f *flow, reason closeReason) {
 	if !f.decided {
 		p.emitDecision(f)
 	}
@@ -112,7 +151,7 @@ func (p *Proxy) emitClose(f *flow, reason string) {
 	fl := f.flowPayload("close")
 	fl.BytesUp, fl.BytesDown = f.up.Load(), f.down.Load()
 	fl.DurationMS = time.Since(f.start).Milliseconds()
-	fl.CloseReason = reason
+	fl.CloseReason = string(reason)
 	e.Flow = fl
 	p.cfg.Emitter.Emit(e)
 }

@@ -5,13 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 
 	"golang.org/x/net/http2"
 )
 
 // serveH2 serves an inspected HTTP/2 client connection; every stream is a
 // request decided on its own.
-func (p *Proxy) serveH2(ctx context.Context, sc *scope, c net.Conn) string {
+func (p *Proxy) serveH2(ctx context.Context, sc *scope, c net.Conn) closeReason {
 	//lint:ignore SA1019 ServeConn serves one already-accepted connection; net/http has no equivalent.
 	srv := &http2.Server{}
 	hs := &http.Server{
@@ -24,7 +25,7 @@ func (p *Proxy) serveH2(ctx context.Context, sc *scope, c net.Conn) string {
 		BaseConfig: hs,
 		Handler:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.h2Request(sc, w, r) }),
 	})
-	return "done"
+	return reasonDone
 }
 
 // h2Request hands one stream's request to the engine.
@@ -87,21 +88,7 @@ func writeH2(w http.ResponseWriter, resp *http.Response) {
 			w.Header()[k] = vs
 		}
 	}
-	w.Header().Set("Content-Length", itoa(resp.ContentLength))
+	w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

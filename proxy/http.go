@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -108,7 +107,7 @@ func removeHopHeaders(h http.Header) {
 	}
 	for _, f := range h["Connection"] {
 		for name := range strings.SplitSeq(f, ",") {
-			if name = textprotoTrim(name); name != "" {
+			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
@@ -117,8 +116,6 @@ func removeHopHeaders(h http.Header) {
 		delete(h, name)
 	}
 }
-
-func textprotoTrim(s string) string { return strings.TrimSpace(s) }
 
 // upgradeType returns the Upgrade protocol a request asks for, if it asks.
 func upgradeType(h http.Header) string {
@@ -394,192 +391,6 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// applySecrets swaps sentinel placeholders for real secrets toward the
-// secret's own hosts, in the positions its category names, blocks
-// placeholders anywhere else, and sets the category's injected credential
-// after every client value is gone. Every value put in is recorded, so
-// that the response is scanned for it (reflect.go).
-func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, host string, v policies.Verdict) *http.Response {
-	sec := p.cfg.Secrets
-	if sec != nil {
-		phs := sec.Placeholders(sandboxID)
-		body, err := scanBody(out, len(phs) > 0)
-		if err != nil {
-			return p.bodyError(ev, req, err)
-		}
-		for _, ph := range phs {
-			if ph.Value == "" {
-				continue
-			}
-			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, body, v); resp != nil {
-				return resp
-			}
-		}
-	}
-	if resp := p.inject(ev, req, out, sandboxID, v); resp != nil {
-		return resp
-	}
-	if ev.inj != nil {
-		narrowForScan(out.Header)
-	}
-	return nil
-}
-
-// inject sets the category's credential.
-func (p *Proxy) inject(ev *reqEvent, req, out *http.Request, sandboxID string, v policies.Verdict) *http.Response {
-	if v.Cat == nil || v.Cat.Inject == nil {
-		return nil
-	}
-	in := v.Cat.Inject
-	val, ok := "", false
-	if p.cfg.Secrets != nil {
-		val, ok = p.cfg.Secrets.Lookup(sandboxID, in.Secret)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the credential for this category is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
-	}
-	out.Header.Del(in.Header)
-	out.Header.Set(in.Header, in.Value(val))
-	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
-	ev.addInjection(in.Secret, val, p.replacementFor(sandboxID, in.Secret))
-	return nil
-}
-
-// swapPlaceholder swaps one placeholder in the positions its category
-// allows; body is the request body when scanBody could search it.
-func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID string, ph Placeholder, body []byte, v policies.Verdict) *http.Response {
-	may := v.Cat != nil && slices.Contains(v.Cat.Sentinels, ph.Name)
-	var allowed []string
-	if may {
-		allowed = v.Cat.SentinelHeaders
-	}
-	outside, inAllowed := placeholderPositions(out, ph.Value, allowed)
-	bodyOK := may && v.Cat.SentinelBody
-	if outside == "" && !bodyOK && len(body) > 0 && bytes.Contains(body, []byte(ph.Value)) {
-		outside = "the body"
-	}
-	switch {
-	case !may && (outside != "" || inAllowed):
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder may only be sent to its own hosts")
-	case outside != "":
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder in "+outside+": it is swapped only in "+sentinelPlaces(v.Cat))
-	case !inAllowed && !bodyOK:
-		return nil
-	}
-	real, ok := "", false
-	if p.cfg.Secrets != nil {
-		real, ok = p.cfg.Secrets.Lookup(sandboxID, ph.Name)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the secret for a placeholder is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
-	}
-	swapped := inAllowed
-	for _, k := range allowed {
-		for i, s := range out.Header[k] {
-			out.Header[k][i] = strings.ReplaceAll(s, ph.Value, real)
-		}
-	}
-	if bodyOK && out.Body != nil && out.Body != http.NoBody {
-		inBody, resp := p.swapBody(ev, req, out, ph.Value, real)
-		if resp != nil {
-			return resp
-		}
-		swapped = swapped || inBody
-	}
-	if swapped {
-		ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, ph.Name)
-		ev.addInjection(ph.Name, real, ph.Value)
-	}
-	return nil
-}
-
-// placeholderPositions finds a placeholder in the request's head: the
-// first position outside the allowed header fields ("" when none), and
-// whether it is in an allowed one.
-func placeholderPositions(out *http.Request, ph string, allowed []string) (string, bool) {
-	if strings.Contains(out.URL.RawQuery, ph) {
-		return "the URL query", false
-	}
-	if strings.Contains(out.URL.EscapedPath(), ph) || strings.Contains(out.URL.Path, ph) {
-		return "the URL path", false
-	}
-	in := false
-	for k, vals := range out.Header {
-		if strings.Contains(k, ph) {
-			return "a header name", false
-		}
-		for _, s := range vals {
-			if !strings.Contains(s, ph) {
-				continue
-			}
-			if !slices.Contains(allowed, k) {
-				return "header " + k, false
-			}
-			in = true
-		}
-	}
-	return "", in
-}
-
-// sentinelPlaces says where a category swaps placeholders.
-func sentinelPlaces(c *policies.Category) string {
-	s := "header " + strings.Join(c.SentinelHeaders, ", ")
-	if len(c.SentinelHeaders) == 0 {
-		s = "no header"
-	}
-	if c.SentinelBody {
-		s += " and the body"
-	}
-	return s + " (categories." + c.Name + ".sentinel_headers, sentinel_body)"
-}
-
-// swapBody replaces a placeholder in the whole body (bounded) and reports
-// whether it was there.
-func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) (bool, *http.Response) {
-	b, err := io.ReadAll(io.LimitReader(out.Body, maxSwapBody+1))
-	if err != nil || len(b) > maxSwapBody {
-		d := internalDeny(ruleBodyLimit, "body too large to swap a placeholder")
-		return false, p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
-	}
-	found := bytes.Contains(b, []byte(from))
-	b = bytes.ReplaceAll(b, []byte(from), []byte(to))
-	out.Body = io.NopCloser(bytes.NewReader(b))
-	out.ContentLength = int64(len(b))
-	out.TransferEncoding = nil
-	return found, nil
-}
-
 // maxScanBody bounds the request bodies searched for placeholders going
 // to the wrong host; larger bodies are not searched.
 const maxScanBody = 64 << 10
-
-// scanBody buffers a small body of known length so it can be searched,
-// and puts it back for forwarding.
-func scanBody(out *http.Request, want bool) ([]byte, error) {
-	if !want || out.Body == nil || out.Body == http.NoBody || out.ContentLength <= 0 || out.ContentLength > maxScanBody {
-		return nil, nil
-	}
-	b, err := io.ReadAll(io.LimitReader(out.Body, out.ContentLength))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) != out.ContentLength {
-		return nil, io.ErrUnexpectedEOF
-	}
-	out.Body = io.NopCloser(bytes.NewReader(b))
-	return b, nil
-}
-
-// secretEgress blocks a placeholder going to a host it does not belong
-// to, or in a position its rule does not name.
-func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name, reason string) *http.Response {
-	ev.e.HTTP.Secret = name
-	d := internalDeny(ruleSentinel, reason)
-	d.Category = ev.e.Category
-	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name)
-	return p.refuse(ev, req, http.StatusForbidden, d)
-}

@@ -2,25 +2,23 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
-	"sync"
 	"time"
+
+	"airlock/proxy/internal/h1"
+	"airlock/proxy/internal/rawio"
 )
 
 // mitm terminates the client's TLS with a leaf for the approved name and
 // serves its requests (HTTP/2 or HTTP/1.1 by ALPN), deciding each again.
-func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h Hello) string {
-	f.handling = "inspect"
+func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h Hello) closeReason {
+	f.handling = handleInspect
 	p.emitDecision(f)
 	protos := []string{"http/1.1"}
 	if slices.Contains(h.ALPN, "h2") {
@@ -28,7 +26,7 @@ func (p *Proxy) mitm(ctx context.Context, f *flow, c net.Conn, name string, h He
 	}
 	tc, err := p.handshake(c, name, protos)
 	if err != nil {
-		return "tls-handshake-failed"
+		return reasonHandshake
 	}
 	sc := p.newScope(f, "https", name, f.port, false)
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
@@ -46,7 +44,7 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	if len(protos) > 1 {
 		conf = mitmH2
 	}
-	lc := &leafConn{Conn: c, cert: cert}
+	lc := &leafConn{ClientConn: rawio.ClientConn{Conn: c}, cert: cert}
 	tc := tls.Server(lc, conf)
 	c.SetDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	err = tc.Handshake()
@@ -57,8 +55,10 @@ func (p *Proxy) handshake(c net.Conn, name string, protos []string) (*tls.Conn, 
 	// The sniffed bytes are behind: from now on the socket is read and
 	// written with raw system calls, counted into the flow.
 	if sock, f, ok := rawUnder(c); ok {
-		if r := newRawIO(sock); r != nil {
-			lc.raw, lc.f = r, f
+		if r := rawio.NewSocket(sock); r != nil && f != nil {
+			lc.UseRaw(r, &f.up, &f.down)
+		} else if r != nil {
+			lc.UseRaw(r, nil, nil)
 		}
 	}
 	return tc, nil
@@ -90,51 +90,11 @@ func mitmConfig(protos ...string) *tls.Config {
 }
 
 // leafConn carries the leaf minted for the name the connection was
-// approved for (never the name the client asks for in the handshake).
-// Writes under it may be gathered into batches (see writeBatched).
+// approved for (never the name the client asks for in the handshake),
+// over the socket that batches its records (rawio.ClientConn).
 type leafConn struct {
-	net.Conn
+	rawio.ClientConn
 	cert *tls.Certificate
-
-	mu    sync.Mutex
-	batch *[]byte // non-nil while a batch is open
-
-	// After the handshake: the socket's raw I/O (nil: through Conn) and
-	// the flow its bytes are counted into (nil: not counted).
-	raw *rawIO
-	f   *flow
-}
-
-// Read reads the socket.
-func (c *leafConn) Read(p []byte) (int, error) {
-	if c.raw == nil {
-		return c.Conn.Read(p)
-	}
-	n, err := c.raw.read(p, nil)
-	if c.f != nil {
-		c.f.up.Add(int64(n))
-	}
-	return n, err
-}
-
-// sockWrite writes to the socket.
-func (c *leafConn) sockWrite(p []byte) (int, error) {
-	if c.raw == nil {
-		return c.Conn.Write(p)
-	}
-	n, err := c.raw.write(p)
-	if c.f != nil {
-		c.f.down.Add(int64(n))
-	}
-	return n, err
-}
-
-// CloseWrite half-closes when the underlying connection can.
-func (c *leafConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 // explainTLS answers a denied TLS connection with a 403 over TLS with the
@@ -147,145 +107,10 @@ func (p *Proxy) explainTLS(f *flow, c net.Conn, name string) {
 	}
 	br := bufio.NewReader(tc)
 	tc.SetReadDeadline(time.Now().Add(p.cfg.SniffTimeout))
-	req, _, err := readRequest(br, p.cfg.MaxHeaderBytes)
+	req, _, err := h1.ReadRequest[reqSlot](br, p.cfg.MaxHeaderBytes)
 	if err != nil {
 		req = nil
 	}
-	writeRefusal(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
+	h1.WriteRefusal(tc, reject(req, f.id, http.StatusForbidden, f.verdict), req != nil && req.Method == http.MethodHead)
 	tc.Close()
-}
-
-// firstReq is a request already read from the connection.
-type firstReq struct {
-	req  *http.Request
-	head *rawHead
-}
-
-// serveHTTP1 serves HTTP/1.x requests on c until the client closes, a
-// request cannot be framed unambiguously, or a body is left unread.
-func (p *Proxy) serveHTTP1(ctx context.Context, sc *scope, c net.Conn, first *firstReq) string {
-	var br *bufio.Reader
-	if bc, ok := c.(*bufConn); ok {
-		br = bc.br
-	} else {
-		br = bufio.NewReaderSize(c, 16<<10)
-	}
-	// Deadlines are pushed back at most a few times per idle period (a
-	// timer update costs more than a small request): a keep-alive
-	// connection waits between idle*7/8 and idle for its next request.
-	var dl h1Deadlines
-	idle := p.cfg.IdleTimeout
-	for n := 0; ; n++ {
-		var req *http.Request
-		var head *rawHead
-		if n == 0 && first != nil {
-			req, head = first.req, first.head
-		} else {
-			if t, ok := dl.rd.due(idle); ok {
-				c.SetReadDeadline(t)
-			}
-			if _, err := br.Peek(1); err != nil {
-				return closeReason(err)
-			}
-			if !headBuffered(br) {
-				c.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
-				dl.rd.reset()
-			}
-			var err error
-			req, head, err = readRequest(br, p.cfg.MaxHeaderBytes)
-			if err != nil {
-				return p.framingError(sc, c, err)
-			}
-		}
-		if req.Body != http.NoBody {
-			req.Body = &deadlineBody{rc: req.Body, c: c, d: idle}
-			dl.rd.reset()
-		}
-		if reason, more := p.exchange(ctx, sc, c, br, req, head, &dl); !more {
-			return reason
-		}
-	}
-}
-
-// h1Deadlines is when a connection's read and write deadlines were last
-// pushed back.
-type h1Deadlines struct{ rd, wr lazyDeadline }
-
-// headBuffered reports whether a whole request head is already buffered.
-func headBuffered(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	return bytes.Contains(b, crlfcrlf)
-}
-
-// exchange hands one request to the engine and writes its response;
-// more reports whether the connection can carry another request.
-func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.Reader, req *http.Request, head *rawHead, dl *h1Deadlines) (string, bool) {
-	clientClose := req.Close
-	var sig *signalBody
-	if req.Body != http.NoBody {
-		sig = &signalBody{rc: req.Body, closed: make(chan struct{})}
-		req.Body = sig
-	}
-	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
-		// The proxy, not the upstream, asks for the body: once the
-		// request was allowed and the body is read.
-		req.Body = &continueBody{rc: req.Body, w: c}
-	}
-	x, xreq := p.newExch(ctx, sc, req, head.host, head.x, head.xreq)
-	w := getH1Writer(c, br, req, p.cfg.IdleTimeout)
-	defer putH1Writer(w)
-	w.x, w.dw.dl = x, dl.wr
-	p.engine.ServeHTTP(w, xreq)
-	if x.ev.inj.cutOff() {
-		w.abort()
-	}
-	more, err := w.finish()
-	dl.wr = w.dw.dl
-	p.finish(&x.ev, w.status, x.up.n, w.n)
-	switch {
-	case w.hijacked:
-		return "upgraded", false
-	case err != nil:
-		return "write-error", false
-	case !more || clientClose:
-		lingerClose(c)
-		return "done", false
-	}
-	if sig != nil && (!sig.wait(unwrapBody(sig.rc), p.cfg.IdleTimeout) || !drain(unwrapBody(sig.rc), 256<<10)) {
-		return "body-unread", false
-	}
-	return "", true
-}
-
-// framingError answers a request that cannot be framed safely with 400.
-func (p *Proxy) framingError(sc *scope, c net.Conn, err error) string {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isTimeout(err) {
-		return closeReason(err)
-	}
-	status, v := framingVerdict(err)
-	ev := p.newReqEvent(sc.f, sc.scheme, &http.Request{URL: &url.URL{}})
-	resp := p.refuse(ev, nil, status, v)
-	writeRefusal(c, resp, false)
-	lingerClose(c)
-	return "bad-request"
-}
-
-func closeReason(err error) string {
-	switch {
-	case isTimeout(err):
-		return "idle-timeout"
-	case errors.Is(err, io.EOF):
-		return "client-closed"
-	}
-	return "client-error"
-}
-
-// lingerClose half-closes and discards briefly what the client still
-// sends, so it reads the response before the connection resets.
-func lingerClose(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	io.Copy(io.Discard, io.LimitReader(c, 256<<10))
 }

@@ -37,10 +37,11 @@ func BenchmarkMITMKeepAliveProxyOnly(b *testing.B) {
 	// HTTP/1.1-only origin's is (the world's other ports do not matter).
 	src := strings.NewReplacer("TLSPORT", "9", "BADPORT", "10", "PLAINPORT", "11",
 		"H1PORT", strconv.Itoa(int(origin.Port()))).Replace(testPolicy)
-	pol, err := policies.Parse("test.toml", []byte(src))
+	parsed, err := policies.Parse("test.toml", []byte(src))
 	if err != nil {
 		b.Fatal(err)
 	}
+	pol := policies.Bind(parsed, worldOperator) // as newEnv's: loopback upstreams reachable
 	e := newEnv(b, func(c *Config) {
 		c.Emitter = discardEmitter{}
 		c.ExtraCAPEM = append(c.ExtraCAPEM, pemCert(caDER))

@@ -1,12 +1,3 @@
-// Package proxy is Airlock's egress proxy: explicit (HTTP_PROXY, CONNECT)
-// and transparent listeners, per-connection and per-request policy
-// decisions, TLS inspection with the appliance CA or byte splicing,
-// credential injection, and the flow and request events reviewers read.
-//
-// Every connection is attributed to a sandbox by its source address, every
-// decision is made by the sandbox's policy, every upstream connection is
-// dialed to the exact address that was resolved and checked, and every
-// denial is an audit event naming the rule.
 package proxy
 
 import (
@@ -264,7 +255,7 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	for s := range p.spliced {
-		s.f.gate.close() // the relay owns these sockets: closing c does not reach them
+		s.f.gate.Close() // the relay owns these sockets: closing c does not reach them
 	}
 	p.mu.Unlock()
 	p.wg.Wait()

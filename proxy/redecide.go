@@ -8,9 +8,6 @@ import (
 	"airlock/policies"
 )
 
-// reasonReload is the close reason of a tunnel a policy reload closed.
-const reasonReload = "policy reload"
-
 // splicedConn is a live spliced tunnel Redecide can re-decide and close.
 type splicedConn struct {
 	f          *flow
@@ -29,7 +26,7 @@ func (s *splicedConn) closeWith(v policies.Verdict) {
 		s.closed = &v
 	}
 	s.mu.Unlock()
-	s.f.gate.close()
+	s.f.gate.Close()
 	s.client.Close()
 	s.up.Close()
 }

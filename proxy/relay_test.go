@@ -111,14 +111,14 @@ func TestTunnelClosedUnderItEnds(t *testing.T) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f := &flow{}
-	reason := make(chan string, 1)
+	reason := make(chan closeReason, 1)
 	go func() { reason <- tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute) }()
 	client.Write([]byte("ping"))
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(server, buf); err != nil {
 		t.Fatal(err)
 	}
-	f.gate.close()
+	f.gate.Close()
 	select {
 	case r := <-reason:
 		if r != "reset" {
@@ -151,7 +151,7 @@ func TestTunnelGateClosedBeforeStart(t *testing.T) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f := &flow{}
-	f.gate.close()
+	f.gate.Close()
 	client.Write([]byte("ping"))
 	if r := tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute); r != "reset" {
 		t.Errorf("close reason %q, want reset", r)
@@ -197,7 +197,7 @@ func TestTunnelPassesBytesAndEndThatArriveTogether(t *testing.T) {
 		server.CloseWrite()
 		time.Sleep(10 * time.Millisecond)
 		f := &flow{}
-		reason := make(chan string, 1)
+		reason := make(chan closeReason, 1)
 		go func() { reason <- tunnel(f, &countConn{Conn: pc, f: f}, pu, time.Minute) }()
 		client.SetReadDeadline(time.Now().Add(30 * time.Second))
 		got, err := io.ReadAll(client)

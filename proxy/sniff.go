@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"airlock/proxy/internal/h1"
+	"airlock/proxy/internal/rawio"
 )
 
 type sniffKind int
@@ -89,7 +92,7 @@ func classifyHTTP(b []byte) (sniffKind, Hello, bool, error) {
 	limit := min(len(b), 24)
 	if sp < 0 {
 		for _, c := range b[:limit] {
-			if !isTokenChar(c) {
+			if !h1.IsTokenChar(c) {
 				return sniffOther, Hello{}, true, nil
 			}
 		}
@@ -102,16 +105,11 @@ func classifyHTTP(b []byte) (sniffKind, Hello, bool, error) {
 		return sniffOther, Hello{}, true, nil
 	}
 	for _, c := range b[:sp] {
-		if !isTokenChar(c) {
+		if !h1.IsTokenChar(c) {
 			return sniffOther, Hello{}, true, nil
 		}
 	}
 	return sniffHTTP, Hello{}, true, nil
-}
-
-func isTokenChar(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
-		bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
 }
 
 // prefixConn replays buffered bytes before reading the connection.
@@ -141,8 +139,5 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *prefixConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return rawio.CloseWrite(c.Conn)
 }

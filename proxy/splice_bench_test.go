@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 
+	"airlock/proxy/internal/relay"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -58,9 +60,9 @@ func spliceLoop(b *testing.B, from, to *net.TCPConn) {
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, pipeSize)
+	unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, relay.PipeSize)
 	for {
-		n, err := unix.Splice(int(ff.Fd()), nil, p[1], nil, pipeSize, unix.SPLICE_F_MOVE)
+		n, err := unix.Splice(int(ff.Fd()), nil, p[1], nil, relay.PipeSize, unix.SPLICE_F_MOVE)
 		if err != nil || n == 0 {
 			return
 		}

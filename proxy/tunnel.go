@@ -1,34 +1,57 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"airlock/proxy/internal/rawio"
+	"airlock/proxy/internal/relay"
 )
 
-// A spliced tunnel between two TCP sockets moves bulk bytes with splice(2)
-// (socket to pipe to socket, no copy through user space) and small
-// messages with plain reads and writes, all from the relays (relay.go): a
-// few goroutines with an epoll set each, not a goroutine per direction. A
-// direction waits for readability holding neither a buffer nor a pipe (it
-// borrows one from a pool once bytes are there and gives it back when they
-// have moved): an idle tunnel costs its two sockets and a small record
-// beside the goroutine that called tunnel. The relay closes both sockets
-// when the tunnel ends, whatever the reason.
+// splice connects the client to the checked upstream address and copies
+// bytes both ways without looking at them.
+func (p *Proxy) splice(ctx context.Context, f *flow, c net.Conn) closeReason {
+	f.handling = handleSplice
+	up, err := p.dialChecked(ctx, f.targets)
+	if err != nil {
+		v := internalDeny(ruleUpstream, "upstream connection failed")
+		v.Category = f.verdict.Category
+		f.verdict = v
+		p.emitDecision(f)
+		p.log.Warn("proxy: splice dial", "id", f.id, "err", err)
+		return reasonUpstream
+	}
+	defer up.Close()
+	f.dialed.Store(up.RemoteAddr().String())
+	p.emitDecision(f)
+	s := &splicedConn{f: f, client: c, up: up}
+	p.trackSplice(s)
+	defer p.untrackSplice(s)
+	reason := tunnel(f, c, up, p.tunnelIdle())
+	if v, ok := s.closedBy(); ok {
+		f.verdict = v
+		return reasonReload
+	}
+	return reason
+}
+
+func (p *Proxy) tunnelIdle() time.Duration { return max(p.cfg.IdleTimeout, 10*time.Minute) }
 
 // tunnel copies bytes both ways between the client and upstream until both
 // directions end, counting them into f. The bytes the sniffer read are
 // replayed first. When both ends are TCP sockets the copy is zero-copy
 // (splice); otherwise it falls back to pipe. It returns the close reason.
-func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
+func tunnel(f *flow, client, up net.Conn, idle time.Duration) closeReason {
 	ct, pre, ok := underTCP(client)
 	ut, ok2 := up.(*net.TCPConn)
 	if !ok || !ok2 {
 		return pipe(client, up, idle)
 	}
-	r, err := getRelay()
+	r, err := relay.Get()
 	if err != nil {
 		return pipeAfter(pre, client, ut, idle)
 	}
@@ -39,21 +62,32 @@ func tunnel(f *flow, client, up net.Conn, idle time.Duration) string {
 	for _, b := range pre {
 		n += len(b)
 	}
-	if n > tunnelBuf {
+	if n > relay.BufSize {
 		if err := writeAll(ut, pre, idle); err != nil {
-			return "reset"
+			return reasonReset
 		}
 		pre = nil
 	}
 	// The relay owns and closes the sockets from here on; f.gate ends
 	// the tunnel from outside.
-	done, err := r.adopt(&f.gate, ct, ut, pre, &f.up, &f.down, idle)
+	done, err := r.Adopt(&f.gate, ct, ut, pre, &f.up, &f.down, idle)
 	if err != nil {
 		ct.Close() // fail closed
 		ut.Close()
-		return "reset"
+		return reasonReset
 	}
-	return <-done
+	return relayReason(<-done)
+}
+
+// relayReason is the close reason of a tunnel the relay ended.
+func relayReason(e relay.End) closeReason {
+	switch e {
+	case relay.Done:
+		return reasonDone
+	case relay.Idle:
+		return reasonIdle
+	}
+	return reasonReset
 }
 
 // writeAll writes the bufs to c, each with the idle deadline.
@@ -68,9 +102,9 @@ func writeAll(c *net.TCPConn, bufs [][]byte, idle time.Duration) error {
 }
 
 // pipeAfter is pipe for a client whose replayed bytes underTCP took.
-func pipeAfter(pre [][]byte, client net.Conn, up *net.TCPConn, idle time.Duration) string {
+func pipeAfter(pre [][]byte, client net.Conn, up *net.TCPConn, idle time.Duration) closeReason {
 	if err := writeAll(up, pre, idle); err != nil {
-		return "reset"
+		return reasonReset
 	}
 	return pipe(client, up, idle)
 }
@@ -102,72 +136,115 @@ func underTCP(c net.Conn) (tc *net.TCPConn, pre [][]byte, ok bool) {
 	return nil, nil, false
 }
 
-// tunnelBufs lend a read buffer only while bytes are there to copy.
-var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, tunnelBuf); return &b }}
-
-// tunnelBuf is one TLS record, the most a small message is.
-const tunnelBuf = 16 << 10
-
-// splicePipe is a pipe used only between two splices of one direction.
-type splicePipe struct {
-	r, w int
-	size int
+// rawUnder finds the TCP socket under the proxy's client-side wrappers
+// when none of them changes the bytes from now on: no replay bytes left,
+// only byte counting (whose flow it returns). ok is false otherwise.
+func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
+	for range 8 {
+		switch w := c.(type) {
+		case *net.TCPConn:
+			return w, f, true
+		case *prefixConn:
+			if len(w.pre) > 0 {
+				return nil, nil, false
+			}
+			c = w.Conn
+		case *countConn:
+			if f != nil {
+				return nil, nil, false
+			}
+			f, c = w.f, w.Conn
+		default:
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
 }
 
-func (p *splicePipe) close() {
-	unix.Close(p.r)
-	unix.Close(p.w)
+// pipe copies both ways until both directions end; a half-close is passed
+// on. Each read has the idle deadline.
+func pipe(a net.Conn, b io.ReadWriter, idle time.Duration) closeReason {
+	errc := make(chan error, 1)
+	go func() { errc <- copyHalf(b, a, idle) }()
+	err2 := copyHalf(a, b, idle)
+	err := <-errc
+	if err == nil {
+		err = err2
+	}
+	if err == nil {
+		return reasonDone
+	}
+	if isTimeout(err) {
+		return reasonIdle
+	}
+	return reasonReset
 }
 
-// pipeSize is what one splice moves at most: the pipe is grown to it so a
-// bulk transfer takes few calls (the kernel allows up to
-// /proc/sys/fs/pipe-max-size, 1 MiB by default, without privilege). Its
-// pages are only those of bytes in flight.
-const pipeSize = 1 << 20
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
-// pipePool keeps empty pipes between uses, at most maxIdle of them (each
-// is two descriptors); a pipe beyond that is closed on its return.
-type pipePool struct {
-	mu   sync.Mutex
-	free []*splicePipe
-}
+// Copy buffers: every tunnel direction reads into a small buffer while
+// idle and borrows a large pooled one only while bytes stream, so 10,000
+// idle tunnels cost little memory and bulk transfers few system calls.
+const (
+	smallBuf = 2 << 10
+	largeBuf = 128 << 10
+)
 
-const maxIdlePipes = 64
+var bufPool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
 
-var pipes pipePool
-
-func (pp *pipePool) get() (*splicePipe, error) {
-	pp.mu.Lock()
-	if k := len(pp.free); k > 0 {
-		p := pp.free[k-1]
-		pp.free = pp.free[:k-1]
-		pp.mu.Unlock()
-		return p, nil
+func copyHalf(dst io.Writer, src io.Reader, idle time.Duration) error {
+	small := make([]byte, smallBuf)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			bufPool.Put(big)
+		}
+	}()
+	rd, _ := src.(readDeadliner)
+	var err error
+	var dl rawio.LazyDeadline
+	for {
+		if t, ok := dl.Due(idle); rd != nil && ok {
+			rd.SetReadDeadline(t)
+		}
+		buf := small
+		if big != nil {
+			buf = *big
+		}
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+				break
+			}
+		}
+		switch {
+		case big == nil && n == len(small):
+			big = bufPool.Get().(*[]byte)
+		case big != nil && n < smallBuf:
+			bufPool.Put(big)
+			big = nil
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+			break
+		}
 	}
-	pp.mu.Unlock()
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return nil, err
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else if c, ok := dst.(io.Closer); ok && err == nil {
+		c.Close()
 	}
-	p := &splicePipe{r: fds[0], w: fds[1], size: 4 << 10}
-	// Over the user's pipe-page allowance the kernel refuses to grow it
-	// (and may have made it smaller than the default): use what it has.
-	if sz, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, pipeSize); err == nil {
-		p.size = sz
-	} else if sz, err := unix.FcntlInt(uintptr(fds[0]), unix.F_GETPIPE_SZ, 0); err == nil && sz > 0 {
-		p.size = sz
+	if err != nil {
+		// Unblock the other direction.
+		if c, ok := src.(io.Closer); ok {
+			c.Close()
+		}
+		if c, ok := dst.(io.Closer); ok {
+			c.Close()
+		}
 	}
-	return p, nil
-}
-
-func (pp *pipePool) put(p *splicePipe) {
-	pp.mu.Lock()
-	if len(pp.free) < maxIdlePipes {
-		pp.free = append(pp.free, p)
-		p = nil
-	}
-	pp.mu.Unlock()
-	if p != nil {
-		p.close()
-	}
+	return err
 }

@@ -12,45 +12,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// tcpPair returns the two ends of one loopback TCP connection.
-func tcpPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { c, err := ln.Accept(); ch <- res{c, err} }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { a.Close(); r.c.Close() })
-	return a.(*net.TCPConn), r.c.(*net.TCPConn)
-}
+	"airlock/proxy/internal/nettest"
+	"airlock/proxy/internal/relay"
+)
 
 // tunnelEnds starts a tunnel the way the proxy runs one: the client side
 // wrapped in the byte counter and the sniffer's replay, the upstream a
 // plain TCP socket. It returns the client's and the server's ends and the
 // tunnel's close reason.
-func tunnelEnds(t testing.TB, sniffed []byte, idle time.Duration) (client, server *net.TCPConn, f *flow, reason chan string) {
+func tunnelEnds(t testing.TB, sniffed []byte, idle time.Duration) (client, server *net.TCPConn, f *flow, reason chan closeReason) {
 	client, pc := tcpPair(t)
 	pu, server := tcpPair(t)
 	f = &flow{}
 	f.up.Add(int64(len(sniffed))) // the sniffer counted what it read
 	cc := newPrefixConn(&countConn{Conn: pc, f: f}, bytes.Clone(sniffed))
-	reason = make(chan string, 1)
+	reason = make(chan closeReason, 1)
 	go func() { reason <- tunnel(f, cc, pu, idle) }()
 	return client, server, f, reason
 }
@@ -64,7 +41,7 @@ func randBytes(t testing.TB, n int) []byte {
 // The sniffed bytes reach the server first, whether the relay sends them
 // (up to one buffer) or the tunnel writes them before it starts (more).
 func TestTunnelReplaysSniffedBytesCountsAndHalfCloses(t *testing.T) {
-	for _, sniffed := range [][]byte{[]byte("hello"), randBytes(t, tunnelBuf), randBytes(t, tunnelBuf+1)} {
+	for _, sniffed := range [][]byte{[]byte("hello"), randBytes(t, relay.BufSize), randBytes(t, relay.BufSize+1)} {
 		t.Run(fmt.Sprint(len(sniffed)), func(t *testing.T) { testTunnelReplays(t, sniffed) })
 	}
 }
@@ -337,3 +314,21 @@ func echoThrough(b *testing.B, mode string) *net.TCPConn {
 	}()
 	return client
 }
+
+// rawUnder goes raw only under wrappers that no longer change bytes.
+func TestRawUnder(t *testing.T) {
+	a, _ := tcpPair(t)
+	f := &flow{}
+	if tc, ff, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a}, f: f}); !ok || tc != a || ff != f {
+		t.Fatalf("drained prefix under a counter: %v %v %v", tc, ff, ok)
+	}
+	if _, _, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a, pre: []byte("x")}, f: f}); ok {
+		t.Fatal("went raw with replay bytes left")
+	}
+	if _, _, ok := rawUnder(&bufConn{Conn: a}); ok {
+		t.Fatal("went raw under an unknown wrapper")
+	}
+}
+
+// tcpPair is nettest.TCPPair.
+var tcpPair = nettest.TCPPair

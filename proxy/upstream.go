@@ -1,368 +1,52 @@
 package proxy
 
 import (
-	"bufio"
-	"context"
-	"crypto/tls"
-	"errors"
-	"fmt"
-	"io"
-	"math"
-	"net"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
-	"sync"
 	"time"
+
+	"airlock/proxy/internal/h1"
 )
 
 // upstream is a sandbox's way to the servers it may reach. Requests
-// without a body (GET, HEAD) take the direct path: an HTTP/1.1 exchange
-// written and read by the goroutine serving the client, over a pooled
-// connection — no hand-off to transport goroutines, so a keep-alive
-// request costs no extra wake-ups. Everything else (bodies, upgrades)
-// goes through net/http's Transport. Both dial only the checked
-// addresses, and a pooled connection is reused only for a request whose
-// checked addresses include the one it is connected to.
+// without a body (GET, HEAD) take the direct path, h1.Pool: an HTTP/1.1
+// exchange written and read by the goroutine serving the client.
+// Everything else (bodies, upgrades) goes through net/http's Transport.
+// Both dial only the checked addresses the request carries.
 type upstream struct {
-	p  *Proxy
-	tr *http.Transport
-
-	mu    sync.Mutex
-	idle  map[upKey][]*upConn // oldest first
-	n     int                 // idle connections in all lists
-	sweep *time.Timer         // closes connections idle too long
+	pool *h1.Pool
+	tr   *http.Transport
 }
-
-type upKey struct {
-	scheme, host string // host:port as the URL names it (the approved name)
-}
-
-// upConn is one pooled HTTP/1.1 upstream connection.
-type upConn struct {
-	c      net.Conn
-	bulk   *bulkConn // under c's TLS (nil for http)
-	remote netip.AddrPort
-	lr     io.LimitedReader // under br: bounds a response head
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	dl     lazyDeadline
-	idleAt time.Time
-	flush  func() error // bw.Flush, made once
-}
-
-const (
-	upHeadMax   = 1 << 20         // a response head
-	upIOTimeout = 5 * time.Minute // without progress, reading or writing
-)
 
 // upIdleTimeout is how long a pooled connection may stay idle (a
 // variable so that a test can shorten it).
 var upIdleTimeout = 90 * time.Second
 
 func newUpstream(p *Proxy) *upstream {
-	return &upstream{p: p, tr: p.newTransport(), idle: map[upKey][]*upConn{}}
+	return &upstream{tr: p.newTransport(), pool: h1.NewPool(h1.PoolConfig{
+		Dial:           p.dialChecked,
+		TLS:            p.upstreamTLS,
+		DialTimeout:    p.cfg.DialTimeout,
+		MaxIdlePerHost: p.cfg.MaxIdlePerHost,
+		IdleTimeout:    upIdleTimeout,
+	})}
 }
 
-// CloseIdleConnections closes every pooled connection.
-func (u *upstream) CloseIdleConnections() {
-	u.mu.Lock()
-	idle := u.idle
-	u.idle, u.n = map[upKey][]*upConn{}, 0
-	if u.sweep != nil {
-		u.sweep.Stop()
-		u.sweep = nil
-	}
-	u.mu.Unlock()
-	for _, l := range idle {
-		for _, c := range l {
-			c.c.Close()
-		}
-	}
-	u.tr.CloseIdleConnections()
-}
-
-// direct reports whether a prepared request may take the direct path.
-func direct(req *http.Request) bool {
-	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
-		(req.Body == nil || req.Body == http.NoBody) && req.Header["Upgrade"] == nil
-}
-
-// roundTrip sends req to one of targets.
+// roundTrip sends req to one of targets; the flow learns the address of
+// the first connection the direct path used.
 func (u *upstream) roundTrip(req *http.Request, targets []netip.AddrPort, f *flow) (*http.Response, error) {
-	if !direct(req) {
+	if !h1.Direct(req) {
 		return u.tr.RoundTrip(req)
 	}
-	key := upKey{scheme: req.URL.Scheme, host: req.URL.Host}
-	for attempt := 0; ; attempt++ {
-		uc, reused := u.get(key, targets)
-		if uc == nil {
-			var err error
-			if uc, err = u.dial(req.Context(), key, targets); err != nil {
-				return nil, err
-			}
-		}
-		if f.dialedAddr() == "" {
-			f.dialed.Store(uc.remote.String())
-		}
-		resp, err := u.exchange(uc, req)
-		if err == nil {
-			b := upBodyFor(resp.Body)
-			*b = upBody{rc: resp.Body, u: u, key: key, uc: uc}
-			// Reusable: the server keeps the connection and the body
-			// has a length or chunks (not "until the connection closes").
-			b.keep = !resp.Close && (resp.Body == http.NoBody || resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
-			if resp.Body == http.NoBody {
-				b.release(true)
-			} else {
-				resp.Body = b
-			}
-			return resp, nil
-		}
-		uc.c.Close()
-		// A pooled connection the server closed while it was idle (it
-		// sent nothing back): try once more on a fresh one (GET and HEAD
-		// are idempotent).
-		if !reused || attempt > 0 || !errors.Is(err, errStale) {
-			return nil, err
-		}
+	resp, remote, err := u.pool.RoundTrip(req, targets)
+	if remote.IsValid() && f.dialedAddr() == "" {
+		f.dialed.Store(remote.String())
 	}
+	return resp, err
 }
 
-var errStale = errors.New("proxy: pooled upstream connection was closed")
-
-// exchange writes req and reads its response head.
-func (u *upstream) exchange(uc *upConn, req *http.Request) (*http.Response, error) {
-	uc.refresh()
-	writeUpRequest(uc.bw, req)
-	if uc.bulk != nil && uc.bulk.raw != nil {
-		// The request leaves from inside the read that waits for its
-		// answer: no read that can only fail first.
-		uc.bulk.sendWithRead(uc.flush)
-	} else if err := uc.bw.Flush(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errStale, err)
-	}
-	uc.lr.N = upHeadMax
-	for range 8 {
-		resp, err := readUpResponse(uc.br, req)
-		if uc.bulk != nil && uc.bulk.disarm() {
-			// Bytes the connection held answered before the request
-			// left: never trust them.
-			if resp != nil {
-				resp.Body.Close()
-			}
-			return nil, errUnsent
-		}
-		if uc.bulk != nil && uc.bulk.sendErr != nil {
-			return nil, fmt.Errorf("%w: %v", errStale, uc.bulk.sendErr)
-		}
-		if err != nil {
-			if uc.lr.N == upHeadMax && uc.br.Buffered() == 0 {
-				err = fmt.Errorf("%w: %v", errStale, err) // not a byte came back
-			}
-			return nil, err
-		}
-		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
-			if resp.StatusCode == http.StatusSwitchingProtocols {
-				return nil, errors.New("proxy: upstream switched protocols unasked")
-			}
-			continue // informational: the final response follows
-		}
-		uc.lr.N = math.MaxInt64
-		return resp, nil
-	}
-	return nil, errors.New("proxy: too many informational responses")
-}
-
-// writeUpRequest writes a bodiless request in origin form.
-func writeUpRequest(bw *bufio.Writer, req *http.Request) {
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(req.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(req.Host)
-	bw.WriteString("\r\n")
-	for k, vs := range req.Header {
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
-			continue
-		}
-		for _, v := range vs {
-			writeField(bw, k, v)
-		}
-	}
-	bw.WriteString("\r\n")
-}
-
-// refresh pushes the connection's deadline back, at most a few times
-// per period.
-func (uc *upConn) refresh() {
-	if t, ok := uc.dl.due(upIOTimeout); ok {
-		uc.c.SetDeadline(t)
-	}
-}
-
-// get takes a pooled connection for key whose address is among targets.
-func (u *upstream) get(key upKey, targets []netip.AddrPort) (*upConn, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	l := u.idle[key]
-	for i := len(l) - 1; i >= 0; i-- {
-		uc := l[i]
-		if !slices.Contains(targets, uc.remote) {
-			continue
-		}
-		// An emptied list stays (its array takes the connection back
-		// without an allocation); the sweep drops empty lists.
-		u.idle[key] = slices.Delete(l, i, i+1)
-		u.n--
-		if time.Since(uc.idleAt) > upIdleTimeout {
-			go uc.c.Close()
-			continue
-		}
-		return uc, true
-	}
-	return nil, false
-}
-
-// put pools a connection whose last response was read to its end.
-func (u *upstream) put(key upKey, uc *upConn) {
-	max := u.p.cfg.MaxIdlePerHost
-	uc.idleAt = time.Now()
-	u.mu.Lock()
-	l := u.idle[key]
-	if len(l) >= max || u.n >= 4*max {
-		u.mu.Unlock()
-		uc.c.Close()
-		return
-	}
-	u.idle[key] = append(l, uc)
-	u.n++
-	if u.sweep == nil {
-		u.sweep = time.AfterFunc(upIdleTimeout/2, u.reap)
-	}
-	u.mu.Unlock()
-}
-
-// reap closes the connections idle for longer than upIdleTimeout, and
-// runs again while any are left.
-func (u *upstream) reap() {
-	now := time.Now()
-	var dead []*upConn
-	u.mu.Lock()
-	for k, l := range u.idle {
-		i := 0
-		for i < len(l) && now.Sub(l[i].idleAt) > upIdleTimeout {
-			i++
-		}
-		dead = append(dead, l[:i]...)
-		u.n -= i
-		if i == len(l) {
-			delete(u.idle, k)
-		} else if i > 0 {
-			u.idle[k] = slices.Delete(l, 0, i)
-		}
-	}
-	if u.n > 0 && u.sweep != nil {
-		u.sweep.Reset(upIdleTimeout / 2)
-	} else {
-		u.sweep = nil
-	}
-	u.mu.Unlock()
-	for _, uc := range dead {
-		uc.c.Close()
-	}
-}
-
-// dial connects to the first reachable checked address and, for https,
-// verifies the server's certificate for the approved name.
-func (u *upstream) dial(ctx context.Context, key upKey, targets []netip.AddrPort) (*upConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, u.p.cfg.DialTimeout)
-	defer cancel()
-	c, err := u.p.dialChecked(ctx, targets)
-	if err != nil {
-		return nil, err
-	}
-	remote, _ := addrPort(c.RemoteAddr())
-	var bulk *bulkConn
-	if key.scheme == "https" {
-		host, _, _ := net.SplitHostPort(key.host)
-		conf := u.p.upstreamTLS()
-		conf.ServerName = strings.Trim(host, "[]")
-		conf.NextProtos = []string{"http/1.1"}
-		bulk = newBulkConn(c)
-		tc := tls.Client(bulk, conf)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, err
-		}
-		c = tc
-	}
-	uc := &upConn{c: c, bulk: bulk, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())}
-	uc.lr.R = c
-	uc.br = bufio.NewReaderSize(&uc.lr, 8<<10)
-	uc.bw = bufio.NewWriterSize(c, 4<<10)
-	uc.flush = uc.bw.Flush
-	return uc, nil
-}
-
-// upBody is a direct-path response body: read to its end, it gives the
-// connection back to the pool; closed early, it closes the connection.
-// upBodyFor returns the storage for body's wrapper: allocated with the
-// response when the fast parser built it, else new.
-func upBodyFor(body io.ReadCloser) *upBody {
-	if lb, ok := body.(*upLenBody); ok && lb.pr != nil {
-		return &lb.pr.up
-	}
-	return new(upBody)
-}
-
-type upBody struct {
-	rc   io.ReadCloser
-	u    *upstream
-	key  upKey
-	uc   *upConn
-	keep bool
-	done bool
-}
-
-func (b *upBody) Read(p []byte) (int, error) {
-	if b.done {
-		return 0, io.EOF
-	}
-	b.uc.refresh()
-	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.release(true)
-	} else if err != nil {
-		b.release(false)
-	}
-	return n, err
-}
-
-// ready reports whether the body's next bytes already wait in the
-// connection's buffers.
-func (b *upBody) ready() bool {
-	return !b.done && (b.uc.br.Buffered() > 0 || b.uc.bulk != nil && b.uc.bulk.buffered() > 0)
-}
-
-func (b *upBody) Close() error {
-	b.release(false)
-	return nil
-}
-
-// release ends the body once: the connection goes back to the pool only
-// when the body ended cleanly, the server keeps it open and nothing
-// unexpected follows the body.
-func (b *upBody) release(clean bool) {
-	if b.done {
-		return
-	}
-	b.done = true
-	if clean && b.keep && b.uc.br.Buffered() == 0 && (b.uc.bulk == nil || b.uc.bulk.idle()) {
-		b.u.put(b.key, b.uc)
-		return
-	}
-	b.uc.c.Close()
+// CloseIdleConnections closes every idle connection of both paths.
+func (u *upstream) CloseIdleConnections() {
+	u.pool.CloseIdleConnections()
+	u.tr.CloseIdleConnections()
 }

@@ -64,11 +64,7 @@ func TestIdleUpstreamReaped(t *testing.T) {
 	readAll(resp.Body)
 	resp.Body.Close()
 	u := e.p.transportFor("sb1")
-	pooled := func() int {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		return u.n
-	}
+	pooled := u.pool.Idle
 	if pooled() != 1 {
 		t.Fatalf("%d connections pooled after a request, want 1", pooled())
 	}

@@ -9,13 +9,11 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,6 +27,7 @@ import (
 	"airlock/audit"
 	"airlock/certs"
 	"airlock/policies"
+	"airlock/proxy/internal/nettest"
 )
 
 // The test world: HTTPS and HTTP origins on loopback with their own CA, a
@@ -99,48 +98,8 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
-// testCA makes a self-signed ECDSA test CA valid for an hour around now:
-// its template, certificate, key and DER.
-func testCA(t testing.TB, name string) (*x509.Certificate, *x509.Certificate, *ecdsa.PrivateKey, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tmpl, cert, key, der
-}
-
 func pemCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func leafFor(t testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, names []string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: names, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // serve starts an origin on 127.0.0.1 (TLS when conf is set).
@@ -646,3 +605,9 @@ type contextT = context.Context
 type discardEmitter struct{}
 
 func (discardEmitter) Emit(audit.Event) {}
+
+// testCA and leafFor are nettest's CA and Leaf.
+var (
+	testCA  = nettest.CA
+	leafFor = nettest.Leaf
+)

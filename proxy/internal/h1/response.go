@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -73,8 +73,8 @@ func quickResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 
 // parseUpHead parses a response head strictly; ok is false for anything
 // unusual (net/http then parses it).
-func parseUpHead(s string) (*parsedResp, rawHead, bool) {
-	fr := rawHead{clen: -1}
+func parseUpHead(s string) (*parsedResp, facts, bool) {
+	fr := facts{clen: -1}
 	line, rest, _ := strings.Cut(s, "\r\n")
 	for i := 0; i < len(line); i++ {
 		if c := line[i]; c < ' ' || c == 0x7f {
@@ -161,7 +161,7 @@ func upField(l string) (string, string, bool) {
 	}
 	name := l[:colon]
 	for i := 0; i < len(name); i++ {
-		if !isTokenChar(name[i]) {
+		if !IsTokenChar(name[i]) {
 			return "", "", false
 		}
 	}

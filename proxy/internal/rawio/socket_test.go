@@ -1,4 +1,4 @@
-package proxy
+package rawio
 
 import (
 	"bytes"
@@ -7,20 +7,22 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"airlock/proxy/internal/nettest"
 )
 
 // Raw reads and writes move every byte, in order, through full socket
 // buffers (a write that must wait for the reader), and end with EOF.
 func TestRawIOMovesBytesAndEOF(t *testing.T) {
-	a, b := tcpPair(t)
-	ra, rb := newRawIO(a), newRawIO(b)
+	a, b := nettest.TCPPair(t)
+	ra, rb := NewSocket(a), NewSocket(b)
 	if ra == nil || rb == nil {
 		t.Fatal("no raw access to a TCP socket")
 	}
 	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: more than the socket buffers hold
 	errc := make(chan error, 1)
 	go func() {
-		n, err := ra.write(want)
+		n, err := ra.Write(want)
 		if err == nil && n != len(want) {
 			err = io.ErrShortWrite
 		}
@@ -31,7 +33,7 @@ func TestRawIOMovesBytesAndEOF(t *testing.T) {
 	var got []byte
 	buf := make([]byte, 7000)
 	for {
-		n, err := rb.read(buf, nil)
+		n, err := rb.Read(buf)
 		got = append(got, buf[:n]...)
 		if err == io.EOF {
 			break
@@ -51,15 +53,15 @@ func TestRawIOMovesBytesAndEOF(t *testing.T) {
 // A raw read honours the read deadline with a timeout error (idle
 // connections are closed by it), and a closed socket reports net.ErrClosed.
 func TestRawIODeadlineAndClose(t *testing.T) {
-	a, _ := tcpPair(t)
-	r := newRawIO(a)
+	a, _ := nettest.TCPPair(t)
+	r := NewSocket(a)
 	a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	_, err := r.read(make([]byte, 10), nil)
-	if !isTimeout(err) {
+	_, err := r.Read(make([]byte, 10))
+	if !nettest.IsTimeout(err) {
 		t.Fatalf("read past the deadline: %v, want a timeout", err)
 	}
 	a.Close()
-	if _, err := r.write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+	if _, err := r.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write on a closed socket: %v, want net.ErrClosed", err)
 	}
 }
@@ -67,8 +69,8 @@ func TestRawIODeadlineAndClose(t *testing.T) {
 // A read that carries a send sends first and returns the answer; a
 // send that fails is returned and nothing is read.
 func TestRawIOSendThenRead(t *testing.T) {
-	a, b := tcpPair(t)
-	r := newRawIO(a)
+	a, b := nettest.TCPPair(t)
+	r := NewSocket(a)
 	go func() {
 		buf := make([]byte, 4)
 		if _, err := io.ReadFull(b, buf); err == nil && string(buf) == "ping" {
@@ -77,27 +79,12 @@ func TestRawIOSendThenRead(t *testing.T) {
 	}()
 	a.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 16)
-	n, err := r.read(buf, func() error { _, err := r.write([]byte("ping")); return err })
+	n, err := r.ReadAfter(buf, func() error { _, err := r.Write([]byte("ping")); return err })
 	if err != nil || string(buf[:n]) != "pong" {
 		t.Fatalf("read after send: %q, %v", buf[:n], err)
 	}
 	boom := errors.New("boom")
-	if _, err := r.read(buf, func() error { return boom }); err != boom {
+	if _, err := r.ReadAfter(buf, func() error { return boom }); err != boom {
 		t.Fatalf("failed send: %v, want it returned", err)
-	}
-}
-
-// rawUnder goes raw only under wrappers that no longer change bytes.
-func TestRawUnder(t *testing.T) {
-	a, _ := tcpPair(t)
-	f := &flow{}
-	if tc, ff, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a}, f: f}); !ok || tc != a || ff != f {
-		t.Fatalf("drained prefix under a counter: %v %v %v", tc, ff, ok)
-	}
-	if _, _, ok := rawUnder(&countConn{Conn: &prefixConn{Conn: a, pre: []byte("x")}, f: f}); ok {
-		t.Fatal("went raw with replay bytes left")
-	}
-	if _, _, ok := rawUnder(&bufConn{Conn: a}); ok {
-		t.Fatal("went raw under an unknown wrapper")
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -38,7 +38,7 @@ func TestParseHeadMatchesNetHTTP(t *testing.T) {
 	}
 	// And the seeds that must be refused are.
 	for _, s := range []string{requestSeeds[9], requestSeeds[10], requestSeeds[11], requestSeeds[12]} {
-		if _, _, err := readRequest(bufio.NewReader(strings.NewReader(s)), 64<<10); !errors.Is(err, errFraming) {
+		if _, _, err := ReadRequest[struct{}](bufio.NewReader(strings.NewReader(s)), 64<<10); !errors.Is(err, ErrFraming) {
 			t.Errorf("%q: err %v, want a framing error", s, err)
 		}
 	}
@@ -58,7 +58,7 @@ func FuzzReadRequest(f *testing.F) {
 func checkAgainstNetHTTP(t *testing.T, b []byte) {
 	t.Helper()
 	for _, size := range []int{16, 4096} { // head in one piece, and line by line
-		got, _, err := readRequest(bufio.NewReaderSize(bytes.NewReader(b), size), 64<<10)
+		got, _, err := ReadRequest[struct{}](bufio.NewReaderSize(bytes.NewReader(b), size), 64<<10)
 		if err != nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package proxy
+package rawio
 
 import (
 	"io"
@@ -10,20 +10,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawIO reads and writes a TCP socket of an inspected connection (the
-// client's, below its TLS, and a pooled upstream's) with raw system
-// calls through the socket's RawConn, as the relay does (see
-// relay_sys.go): the socket is non-blocking, so no call waits in the
-// kernel, and without the scheduler's entersyscall and exitsyscall a
-// loopback write, which delivers to the receiving socket in the writer's
-// context, does not have sysmon hand the goroutine's P to another
-// thread. Waiting for readiness, deadlines and Close are Go's poller's,
-// exactly as for net.Conn's own Read and Write.
+// Socket reads and writes a TCP socket of an inspected connection (the
+// client's, below its TLS, and a pooled upstream's) with raw system calls
+// through the socket's RawConn (see the package doc). Waiting for
+// readiness, deadlines and Close are Go's poller's, exactly as for
+// net.Conn's own Read and Write.
 //
-// A read may carry a send (see bulkConn): it runs first inside the raw
+// A read may carry a send (see BulkConn): it runs first inside the raw
 // read, after the socket's readiness was reset, and the read then waits
 // for the answer without a first read that could only fail.
-type rawIO struct {
+type Socket struct {
 	rc syscall.RawConn
 
 	rmu    sync.Mutex
@@ -42,20 +38,23 @@ type rawIO struct {
 	onWrite func(uintptr) bool
 }
 
-// newRawIO returns raw I/O for c's socket; nil when c gives no raw access.
-func newRawIO(c *net.TCPConn) *rawIO {
+// NewSocket returns raw I/O for c's socket; nil when c gives no raw access.
+func NewSocket(c *net.TCPConn) *Socket {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil
 	}
-	r := &rawIO{rc: rc}
+	r := &Socket{rc: rc}
 	r.onRead, r.onWrite = r.readStep, r.writeStep
 	return r
 }
 
-// read is net.Conn's Read. When send is not nil it is called first,
-// inside the read (see rawIO); a send error is returned as it is.
-func (r *rawIO) read(p []byte, send func() error) (int, error) {
+// Read is net.Conn's Read.
+func (r *Socket) Read(p []byte) (int, error) { return r.ReadAfter(p, nil) }
+
+// ReadAfter is Read that, when send is not nil, calls send first, inside
+// the read (see Socket); a send error is returned as it is.
+func (r *Socket) ReadAfter(p []byte, send func() error) (int, error) {
 	if len(p) == 0 && send == nil {
 		return 0, nil
 	}
@@ -79,7 +78,7 @@ func (r *rawIO) read(p []byte, send func() error) (int, error) {
 	return n, nil
 }
 
-func (r *rawIO) readStep(fd uintptr) bool {
+func (r *Socket) readStep(fd uintptr) bool {
 	if r.send != nil && !r.sent {
 		r.sent = true
 		r.sendEr = r.send()
@@ -89,7 +88,7 @@ func (r *rawIO) readStep(fd uintptr) bool {
 		return true
 	}
 	for {
-		n, err := rawRead(int(fd), r.rp)
+		n, err := Read(int(fd), r.rp)
 		switch err {
 		case unix.EINTR:
 			continue
@@ -101,8 +100,8 @@ func (r *rawIO) readStep(fd uintptr) bool {
 	}
 }
 
-// write is net.Conn's Write: all of p, or an error.
-func (r *rawIO) write(p []byte) (int, error) {
+// Write is net.Conn's Write: all of p, or an error.
+func (r *Socket) Write(p []byte) (int, error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	r.wp, r.wn, r.werr = p, 0, nil
@@ -118,9 +117,9 @@ func (r *rawIO) write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *rawIO) writeStep(fd uintptr) bool {
+func (r *Socket) writeStep(fd uintptr) bool {
 	for len(r.wp) > 0 {
-		n, err := rawWrite(int(fd), r.wp)
+		n, err := Write(int(fd), r.wp)
 		switch err {
 		case nil:
 			r.wn += n
@@ -134,29 +133,4 @@ func (r *rawIO) writeStep(fd uintptr) bool {
 		}
 	}
 	return true
-}
-
-// rawUnder finds the TCP socket under the proxy's client-side wrappers
-// when none of them changes the bytes from now on: no replay bytes left,
-// only byte counting (whose flow it returns). ok is false otherwise.
-func rawUnder(c net.Conn) (tc *net.TCPConn, f *flow, ok bool) {
-	for range 8 {
-		switch w := c.(type) {
-		case *net.TCPConn:
-			return w, f, true
-		case *prefixConn:
-			if len(w.pre) > 0 {
-				return nil, nil, false
-			}
-			c = w.Conn
-		case *countConn:
-			if f != nil {
-				return nil, nil, false
-			}
-			f, c = w.f, w.Conn
-		default:
-			return nil, nil, false
-		}
-	}
-	return nil, nil, false
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -12,14 +12,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"airlock/proxy/internal/rawio"
 )
 
-// h1Writer is the http.ResponseWriter the engine writes an HTTP/1.1
-// client's response to. Framing is explicit and decided once, at
+// Writer is the http.ResponseWriter an HTTP/1.1 client's response is
+// written to. Framing is explicit and decided once, at
 // WriteHeader: Content-Length when the response names it, chunked
 // otherwise (close-delimited for an HTTP/1.0 client), nothing for HEAD,
 // 1xx, 204 and 304. It hijacks for WebSocket upgrades.
-type h1Writer struct {
+type Writer struct {
 	c    net.Conn
 	br   *bufio.Reader // the client's reader (bytes it buffered go to a hijacker)
 	bw   *bufio.Writer
@@ -38,33 +40,39 @@ type h1Writer struct {
 	hijacked bool
 	trailers []string
 	err      error
-	x        *exch // the request, whose event is written at a protocol switch
+	onUp     Upgraded // told when the connection is handed over
 }
 
 var (
-	_ http.ResponseWriter = (*h1Writer)(nil)
-	_ http.Flusher        = (*h1Writer)(nil)
-	_ http.Hijacker       = (*h1Writer)(nil)
-	_ io.ReaderFrom       = (*h1Writer)(nil)
+	_ http.ResponseWriter = (*Writer)(nil)
+	_ http.Flusher        = (*Writer)(nil)
+	_ http.Hijacker       = (*Writer)(nil)
+	_ io.ReaderFrom       = (*Writer)(nil)
 )
 
 // deadlineW gives the client's writes a deadline, refreshed at most a few
 // times per period (a timer update per write costs more than the write).
 type deadlineW struct {
 	c  net.Conn
-	lc *leafConn // under c when c is an inspected connection: large writes batched
+	lc batcher // under c when c is an inspected connection: large writes batched
 	d  time.Duration
-	dl lazyDeadline
+	dl rawio.LazyDeadline
 }
 
 func (w *deadlineW) Write(p []byte) (int, error) {
-	if t, ok := w.dl.due(w.d); ok {
+	if t, ok := w.dl.Due(w.d); ok {
 		w.c.SetWriteDeadline(t)
 	}
-	if w.lc != nil && len(p) > maxRecord {
-		return w.lc.writeBatched(w.c, p)
+	if w.lc != nil && len(p) > rawio.MaxRecord {
+		return w.lc.WriteBatched(w.c, p)
 	}
 	return w.c.Write(p)
+}
+
+// batcher is the socket under an inspected client's tls.Conn, which
+// sends the records of one large write with one system call.
+type batcher interface {
+	WriteBatched(tw io.Writer, p []byte) (int, error)
 }
 
 // h1BufSize is the response buffer: a small response's head and body
@@ -75,29 +83,38 @@ func (w *deadlineW) Write(p []byte) (int, error) {
 const h1BufSize = 16 << 10
 
 // bodyBufSize is the most of a long body sent with one write.
-const bodyBufSize = 64 << 10
+const bodyBufSize = rawio.BatchMax
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, bodyBufSize); return &b }}
 
 var h1Pool = sync.Pool{New: func() any {
-	w := &h1Writer{h: make(http.Header, 16)}
+	w := &Writer{h: make(http.Header, 16)}
 	w.bw = bufio.NewWriterSize(&w.dw, h1BufSize)
 	return w
 }}
 
-func getH1Writer(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Duration) *h1Writer {
-	w := h1Pool.Get().(*h1Writer)
-	w.c, w.br = c, br
-	w.dw = deadlineW{c: c, d: idle}
+// Upgraded is told when a Writer hands its connection over after a 101
+// response (Hijack).
+type Upgraded interface{ Upgraded() }
+
+// GetWriter returns a pooled Writer for the response to req on c, whose
+// reader is br. Writes have the idle deadline, pushed back lazily from
+// dl (the connection's write deadline state, see Deadline); onUp is told
+// of a protocol switch.
+func GetWriter(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Duration, dl rawio.LazyDeadline, onUp Upgraded) *Writer {
+	w := h1Pool.Get().(*Writer)
+	w.c, w.br, w.onUp = c, br, onUp
+	w.dw = deadlineW{c: c, d: idle, dl: dl}
 	if tc, ok := c.(*tls.Conn); ok {
-		w.dw.lc, _ = tc.NetConn().(*leafConn)
+		w.dw.lc, _ = tc.NetConn().(batcher)
 	}
 	w.head = req.Method == http.MethodHead
 	w.v10 = !req.ProtoAtLeast(1, 1)
 	return w
 }
 
-func putH1Writer(w *h1Writer) {
+// PutWriter gives w back to the pool (unless a hijacker owns it).
+func PutWriter(w *Writer) {
 	if w.hijacked {
 		return // the hijacker owns the buffers now
 	}
@@ -111,14 +128,27 @@ func putH1Writer(w *h1Writer) {
 			h[k] = v[:0]
 		}
 	}
-	*w = h1Writer{h: h, bw: w.bw}
+	*w = Writer{h: h, bw: w.bw}
 	h1Pool.Put(w)
 }
 
-func (w *h1Writer) Header() http.Header { return w.h }
+func (w *Writer) Header() http.Header { return w.h }
+
+// Status is the final status written (0 before WriteHeader).
+func (w *Writer) Status() int { return w.status }
+
+// BodyBytes is how many body bytes were written.
+func (w *Writer) BodyBytes() int64 { return w.n }
+
+// Hijacked reports whether the connection was handed over.
+func (w *Writer) Hijacked() bool { return w.hijacked }
+
+// Deadline is the connection's write deadline state, for the next
+// response's GetWriter.
+func (w *Writer) Deadline() rawio.LazyDeadline { return w.dw.dl }
 
 // WriteHeader writes the status line and the header fields.
-func (w *h1Writer) WriteHeader(code int) {
+func (w *Writer) WriteHeader(code int) {
 	if w.wrote || w.hijacked {
 		return
 	}
@@ -132,7 +162,7 @@ func (w *h1Writer) WriteHeader(code int) {
 }
 
 // frame decides the body's framing and the connection's fate.
-func (w *h1Writer) frame(code int) {
+func (w *Writer) frame(code int) {
 	h := w.h
 	if headerHasToken(h["Connection"], "close") || w.v10 {
 		w.close = true
@@ -171,7 +201,7 @@ func (w *h1Writer) frame(code int) {
 	delete(h, "Keep-Alive")
 }
 
-func (w *h1Writer) frameUnknown() {
+func (w *Writer) frameUnknown() {
 	if w.v10 {
 		w.close = true // the end of the body is the end of the connection
 		return
@@ -179,7 +209,7 @@ func (w *h1Writer) frameUnknown() {
 	w.chunked = true
 }
 
-func (w *h1Writer) writeHead(code int) {
+func (w *Writer) writeHead(code int) {
 	bw := w.bw
 	bw.WriteString("HTTP/1.1 ")
 	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
@@ -232,7 +262,7 @@ func headerHasToken(vals []string, tok string) bool {
 var errBodyLength = errors.New("proxy: response body longer than its Content-Length")
 
 // Write writes body bytes with the response's framing.
-func (w *h1Writer) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -273,7 +303,7 @@ func (w *h1Writer) Write(p []byte) (int, error) {
 
 // ReadFrom copies a body without a buffer of its own: a body of known
 // length is read straight into the connection's write buffer.
-func (w *h1Writer) ReadFrom(r io.Reader) (int64, error) {
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -319,7 +349,7 @@ type readier interface{ ready() bool }
 // with one write. Bytes that arrived are never held back waiting for
 // more; a body that cannot tell whether more is ready is sent read by
 // read.
-func (w *h1Writer) copyLong(r io.Reader) (int64, error) {
+func (w *Writer) copyLong(r io.Reader) (int64, error) {
 	if err := w.bw.Flush(); err != nil {
 		w.err = err
 		return 0, err
@@ -362,7 +392,7 @@ func (w *h1Writer) copyLong(r io.Reader) (int64, error) {
 
 var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-func (w *h1Writer) copyVia(r io.Reader) (int64, error) {
+func (w *Writer) copyVia(r io.Reader) (int64, error) {
 	bp := copyPool.Get().(*[]byte)
 	defer copyPool.Put(bp)
 	var total int64
@@ -385,7 +415,7 @@ func (w *h1Writer) copyVia(r io.Reader) (int64, error) {
 }
 
 // Flush sends what is buffered.
-func (w *h1Writer) Flush() {
+func (w *Writer) Flush() {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -399,7 +429,7 @@ func (w *h1Writer) Flush() {
 
 // Hijack hands the connection over after a 101 response (the engine's
 // WebSocket relay). Reads refresh the idle deadline.
-func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked {
 		return nil, nil, http.ErrHijacked
 	}
@@ -407,8 +437,8 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.hijacked = true
-	if x := w.x; x != nil {
-		x.p.finish(&x.ev, http.StatusSwitchingProtocols, x.up.n, 0)
+	if w.onUp != nil {
+		w.onUp.Upgraded()
 	}
 	c := &idleConn{Conn: w.c, d: w.dw.d}
 	w.c.SetWriteDeadline(time.Time{})
@@ -418,18 +448,18 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // errResponseAborted marks a response the proxy cut off.
 var errResponseAborted = errors.New("proxy: response aborted")
 
-// abort breaks the response: no last chunk, nothing more flushed, and the
+// Abort breaks the response: no last chunk, nothing more flushed, and the
 // connection closes, so the client never takes a cut body for the whole.
-func (w *h1Writer) abort() {
+func (w *Writer) Abort() {
 	if w.err == nil {
 		w.err = errResponseAborted
 	}
 	w.close = true
 }
 
-// finish ends the response: the last chunk and trailers, then a flush.
+// Finish ends the response: the last chunk and trailers, then a flush.
 // It reports whether the connection can carry another request.
-func (w *h1Writer) finish() (bool, error) {
+func (w *Writer) Finish() (bool, error) {
 	if w.hijacked {
 		return false, nil
 	}
@@ -466,11 +496,11 @@ func (w *h1Writer) finish() (bool, error) {
 type idleConn struct {
 	net.Conn
 	d  time.Duration
-	dl lazyDeadline
+	dl rawio.LazyDeadline
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
-	if t, ok := c.dl.due(c.d); ok {
+	if t, ok := c.dl.Due(c.d); ok {
 		c.Conn.SetReadDeadline(t)
 	}
 	return c.Conn.Read(p)

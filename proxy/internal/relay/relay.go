@@ -1,4 +1,4 @@
-package proxy
+package relay
 
 import (
 	"errors"
@@ -11,28 +11,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"airlock/proxy/internal/rawio"
 )
 
-// The relay moves the bytes of every spliced tunnel from a few goroutines,
-// one per CPU, each owning an epoll set that holds both sockets of its
-// tunnels (edge-triggered). A tunnel's sockets belong to its relay alone:
-// it takes a duplicate of each descriptor and closes the net.TCPConn, so
-// the sockets leave Go's poller (whose epoll set would otherwise wake for
-// every event the relay already serves). A socket is read once per
-// readiness: a read that returns less
-// than asked drained the socket, so the next read waits for the next edge
-// instead of returning EAGAIN, and a message costs one read and one write.
-// The epoll descriptor itself sits in Go's poller, so a relay with nothing
-// to do parks like any goroutine waiting on a socket and wakes with the
-// first event of any of its tunnels.
-//
-// A relay never blocks: every socket and pipe is non-blocking, and a
-// destination whose send queue is full keeps its direction's bytes until
-// its next write edge while the relay serves the other tunnels. An idle
-// tunnel holds no buffer and no pipe, only its two sockets and a small
-// record. A relay uses and closes its descriptors only under its mutex, so
-// a tunnel ended from outside (a policy reload, the proxy closing: see
-// tunnelGate) has its sockets closed once and never used by number again.
+// End is why a tunnel ended.
+type End int
+
+const (
+	Done  End = iota // both directions ended
+	Reset            // an error, a reset, or the gate closed
+	Idle             // nothing moved for the idle time
+)
 
 // relayEvents is how many events one epoll_wait takes.
 const relayEvents = 128
@@ -44,7 +34,7 @@ const relaySweep = 100 * time.Millisecond
 // serves the others (a bulk direction comes back after them).
 const relayBudget = 4
 
-type relay struct {
+type Relay struct {
 	ep     int
 	file   *os.File // ep, in Go's poller
 	rc     syscall.RawConn
@@ -72,7 +62,7 @@ type rtun struct {
 	last  int64 // when a byte last moved either way
 	open  int   // directions not yet ended
 	dead  bool
-	done  chan string
+	done  chan End
 }
 
 // rside is one socket of a tunnel, owned by the relay (-1 once closed),
@@ -96,7 +86,7 @@ const (
 
 // block notes that s takes no more for now and makes sure its next
 // writable edge is reported. r.mu is held.
-func (r *relay) block(s *rside) error {
+func (r *Relay) block(s *rside) error {
 	s.writable = false
 	if s.outArmed {
 		return nil
@@ -125,7 +115,7 @@ type rdir struct {
 
 func (s *rside) read(b []byte) (int, error) {
 	for {
-		k, err := rawRead(s.fd, b)
+		k, err := rawio.Read(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -134,7 +124,7 @@ func (s *rside) read(b []byte) (int, error) {
 
 func (s *rside) write(b []byte) (int, error) {
 	for {
-		k, err := rawWrite(s.fd, b)
+		k, err := rawio.Write(s.fd, b)
 		if err != unix.EINTR {
 			return max(k, 0), err
 		}
@@ -180,14 +170,14 @@ func dupConn(c *net.TCPConn) (int, error) {
 
 var (
 	relayOnce sync.Once
-	relays    []*relay
+	relays    []*Relay
 	relayErr  error
 	relayPick atomic.Uint64
 )
 
-// getRelay returns one of the relays, round robin, starting them on first
+// Get returns one of the relays, round robin, starting them on first
 // use.
-func getRelay() (*relay, error) {
+func Get() (*Relay, error) {
 	relayOnce.Do(func() {
 		for range max(1, runtime.GOMAXPROCS(0)) {
 			r, err := newRelay()
@@ -207,7 +197,7 @@ func getRelay() (*relay, error) {
 	return relays[relayPick.Add(1)%uint64(len(relays))], nil
 }
 
-func newRelay() (*relay, error) {
+func newRelay() (*Relay, error) {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -224,53 +214,53 @@ func newRelay() (*relay, error) {
 		f.Close()
 		return nil, err
 	}
-	r := &relay{
+	r := &Relay{
 		ep: ep, file: f, rc: rc, epoch: time.Now(),
 		tuns:    map[uint64]*rtun{},
 		evs:     make([]unix.EpollEvent, relayEvents),
-		scratch: make([]byte, tunnelBuf),
+		scratch: make([]byte, BufSize),
 	}
 	r.waitFn = r.wait
 	return r, nil
 }
 
-func (r *relay) clock() int64 { return int64(time.Since(r.epoch)) }
+func (r *Relay) clock() int64 { return int64(time.Since(r.epoch)) }
 
 // errGateClosed: the tunnel was ended before the relay took its sockets.
-var errGateClosed = errors.New("proxy: tunnel closed before it started")
+var errGateClosed = errors.New("relay: tunnel closed before it started")
 
-// tunnelGate is how a tunnel is ended from outside (Redecide, Close): once
+// Gate is how a tunnel is ended from outside (Redecide, Close): once
 // the relay owns the sockets, closing the net.Conns no longer reaches
 // them. The zero value is open and has no tunnel yet.
-type tunnelGate struct {
+type Gate struct {
 	mu     sync.Mutex
 	closed bool
-	r      *relay
+	r      *Relay
 	t      *rtun
 }
 
-// close ends the gate's tunnel, now or as soon as it would start. Its
-// sockets are closed (the peers see the end) and the tunnel returns
-// "reset".
-func (g *tunnelGate) close() {
+// Close ends the gate's tunnel, now or as soon as it would start. Its
+// sockets are closed (the peers see the end) and the tunnel ends with
+// Reset.
+func (g *Gate) Close() {
 	g.mu.Lock()
 	g.closed = true
 	r, t := g.r, g.t
 	g.mu.Unlock()
 	if t != nil {
 		r.mu.Lock()
-		r.finish(t, "reset")
+		r.finish(t, Reset)
 		r.mu.Unlock()
 	}
 }
 
-// adopt takes client and up into the relay: it duplicates their
+// Adopt takes client and up into the relay: it duplicates their
 // descriptors, closes the net.TCPConns (so the sockets leave Go's poller)
-// and registers the duplicates. The bytes of pre (at most tunnelBuf in
+// and registers the duplicates. The bytes of pre (at most BufSize in
 // all) go to up before any other. The tunnel's close reason arrives on the
 // returned channel once both directions end. On error the sockets were
 // not taken and the caller still owns (and must close) client and up.
-func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan string, error) {
+func (r *Relay) Adopt(g *Gate, client, up *net.TCPConn, pre [][]byte, upN, downN *atomic.Int64, idle time.Duration) (<-chan End, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -288,13 +278,13 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 	// From here the relay owns the sockets: finish closes them.
 	client.Close()
 	up.Close()
-	t := &rtun{idle: int64(idle), open: 2, done: make(chan string, 1)}
+	t := &rtun{idle: int64(idle), open: 2, done: make(chan End, 1)}
 	t.sides[0].fd, t.sides[1].fd = cfd, ufd
 	t.dirs[0] = rdir{t: t, src: &t.sides[0], dst: &t.sides[1], n: upN}
 	t.dirs[1] = rdir{t: t, src: &t.sides[1], dst: &t.sides[0], n: downN}
 	if len(pre) > 0 {
 		d := &t.dirs[0]
-		d.pend = tunnelBufs.Get().(*[]byte)
+		d.pend = bufs.Get().(*[]byte)
 		for _, b := range pre {
 			d.end += copy((*d.pend)[d.end:], b)
 		}
@@ -317,7 +307,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 		s.writable = true
 		ev := unix.EpollEvent{Events: relayIn, Fd: int32(uint32(s.key)), Pad: int32(uint32(s.key >> 32))}
 		if err := rawEpollCtl(r.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
-			r.finish(t, "reset")
+			r.finish(t, Reset)
 			return t.done, nil
 		}
 	}
@@ -326,7 +316,7 @@ func (r *relay) adopt(g *tunnelGate, client, up *net.TCPConn, pre [][]byte, upN,
 }
 
 // loop serves the relay's tunnels for the life of the process.
-func (r *relay) loop() {
+func (r *Relay) loop() {
 	for {
 		err := r.rc.Read(r.waitFn)
 		switch {
@@ -336,7 +326,7 @@ func (r *relay) loop() {
 			r.mu.Lock()
 			r.fatal = nil
 			for _, t := range r.tuns {
-				r.finish(t, "reset")
+				r.finish(t, Reset)
 			}
 			r.mu.Unlock()
 			time.Sleep(relaySweep)
@@ -345,7 +335,7 @@ func (r *relay) loop() {
 		case err != nil:
 			r.mu.Lock()
 			for _, t := range r.tuns {
-				r.finish(t, "reset")
+				r.finish(t, Reset)
 			}
 			r.mu.Unlock()
 			time.Sleep(relaySweep)
@@ -356,7 +346,7 @@ func (r *relay) loop() {
 // wait takes the ready events and serves them. It returns false (wait for
 // the epoll descriptor's next edge) once epoll_wait returned fewer events
 // than it could take: any event after that wakes the poller again.
-func (r *relay) wait(fd uintptr) bool {
+func (r *Relay) wait(fd uintptr) bool {
 	for {
 		n, err := rawEpollWait(int(fd), r.evs)
 		if err == unix.EINTR {
@@ -408,17 +398,17 @@ func (r *relay) wait(fd uintptr) bool {
 
 // serve moves what direction d can move now and ends its tunnel when it
 // is done or failed.
-func (r *relay) serve(d *rdir) {
+func (r *Relay) serve(d *rdir) {
 	t := d.t
 	if t.dead || d.ended {
 		return
 	}
 	if err := r.pump(d); err != nil {
-		r.finish(t, "reset")
+		r.finish(t, Reset)
 		return
 	}
 	if t.open == 0 {
-		r.finish(t, "done")
+		r.finish(t, Done)
 	}
 }
 
@@ -428,7 +418,7 @@ func (r *relay) serve(d *rdir) {
 // once; only what dst does not take is kept, in a pooled buffer. A read
 // that fills the buffer switches to splice through a pooled pipe until a
 // splice moves less than a buffer's worth.
-func (r *relay) pump(d *rdir) error {
+func (r *Relay) pump(d *rdir) error {
 	for range relayBudget {
 		if err := r.flush(d); err != nil || d.pend != nil || d.inPipe > 0 {
 			return err
@@ -472,7 +462,7 @@ func (r *relay) pump(d *rdir) error {
 			d.n.Add(int64(k))
 			d.t.last = r.now
 			d.inPipe = k
-			d.bulk = k >= tunnelBuf
+			d.bulk = k >= BufSize
 			continue
 		}
 		d.release() // the pipe is empty: small reads need none
@@ -507,7 +497,7 @@ func (r *relay) pump(d *rdir) error {
 			}
 		}
 		if w < k {
-			d.pend = tunnelBufs.Get().(*[]byte)
+			d.pend = bufs.Get().(*[]byte)
 			d.off, d.end = 0, copy(*d.pend, r.scratch[w:k])
 			return r.block(d.dst)
 		}
@@ -520,7 +510,7 @@ func (r *relay) pump(d *rdir) error {
 }
 
 // flush writes what d keeps for dst while dst takes it.
-func (r *relay) flush(d *rdir) error {
+func (r *Relay) flush(d *rdir) error {
 	for d.inPipe > 0 {
 		if !d.dst.writable {
 			return nil
@@ -551,7 +541,7 @@ func (r *relay) flush(d *rdir) error {
 		}
 		d.off += k
 		if d.off == d.end {
-			tunnelBufs.Put(d.pend)
+			bufs.Put(d.pend)
 			d.pend = nil
 		}
 	}
@@ -569,7 +559,7 @@ func (d *rdir) release() {
 // finish ends t: its sockets leave the epoll set and are closed, its
 // buffer and pipe go back (a pipe that still holds bytes is closed), and
 // the tunnel's caller gets the reason. r.mu is held.
-func (r *relay) finish(t *rtun, reason string) {
+func (r *Relay) finish(t *rtun, reason End) {
 	if t.dead {
 		return
 	}
@@ -583,7 +573,7 @@ func (r *relay) finish(t *rtun, reason string) {
 	for i := range t.dirs {
 		d := &t.dirs[i]
 		if d.pend != nil {
-			tunnelBufs.Put(d.pend)
+			bufs.Put(d.pend)
 			d.pend = nil
 		}
 		if d.p != nil {
@@ -600,13 +590,13 @@ func (r *relay) finish(t *rtun, reason string) {
 
 // sweep ends the tunnels idle for their idle time and sets the next sweep
 // while tunnels remain.
-func (r *relay) sweep() {
+func (r *Relay) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
 	for _, t := range r.tuns {
 		if now-t.last >= t.idle {
-			r.finish(t, "idle-timeout")
+			r.finish(t, Idle)
 		}
 	}
 	r.armed = len(r.tuns) > 0

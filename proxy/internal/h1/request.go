@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -13,38 +13,59 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
-// errFraming marks a request whose framing is ambiguous or malformed: it
+// ErrFraming marks a request whose framing is ambiguous or malformed: it
 // gets 400 and is never forwarded.
-var errFraming = errors.New("ambiguous or malformed request framing")
+var ErrFraming = errors.New("ambiguous or malformed request framing")
 
-// errHeadTooLarge marks a request head over the limit.
-var errHeadTooLarge = errors.New("request head too large")
+// ErrHeadTooLarge marks a request head over the limit.
+var ErrHeadTooLarge = errors.New("request head too large")
 
-// rawHead is what the strict head scanner learned.
-type rawHead struct {
+// facts is what the strict head scanner learned.
+type facts struct {
 	host    string // the Host header ("" when absent)
 	hasHost bool
 	clen    int64 // -1 when absent
 	chunked bool
-	x       *exch         // storage for the request's exch (nil: none)
-	xreq    *http.Request // and for the request handed to the engine
 }
 
-// parsedHead holds what parseHead builds in one allocation, with the
-// storage of the request's exch (the engine's state of the request).
-type parsedHead struct {
+// Head is what ReadRequest learned of a request's head beyond the
+// request itself, and the caller's storage S, allocated with the request
+// (the proxy keeps its per-request state there: one allocation less per
+// request).
+type Head[S any] struct {
+	facts
+	Slot S
+}
+
+// Host is the Host header's value ("" when absent).
+func (h *Head[S]) Host() string { return h.host }
+
+// parsedHead holds what parseHead builds in one allocation.
+type parsedHead[S any] struct {
 	req  http.Request
-	h    rawHead
+	h    Head[S]
 	vals [8]string
 	url  url.URL
-	x    exch
-	xreq http.Request // the request with x as its context
 }
 
 var crlfcrlf = []byte("\r\n\r\n")
+
+// HeadBuffered reports whether a whole request head is already buffered.
+func HeadBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, crlfcrlf)
+}
+
+// IsTokenChar reports whether c may be part of an RFC 9110 token (a
+// method, a header name).
+func IsTokenChar(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+		bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
+}
 
 // readHead reads one request head (request line and header fields up to
 // and with the empty line), at most max bytes. A head the reader already
@@ -63,7 +84,7 @@ func readHead(br *bufio.Reader, max int) (string, error) {
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(buf)+len(line) > max || errors.Is(err, bufio.ErrBufferFull) {
-			return "", errHeadTooLarge
+			return "", ErrHeadTooLarge
 		}
 		if err != nil {
 			if len(buf) == 0 && len(line) == 0 {
@@ -76,7 +97,7 @@ func readHead(br *bufio.Reader, max int) (string, error) {
 		}
 		buf = append(buf, line...)
 		if !bytes.HasSuffix(line, []byte("\r\n")) {
-			return "", fmt.Errorf("%w: line not ended by CRLF", errFraming)
+			return "", fmt.Errorf("%w: line not ended by CRLF", ErrFraming)
 		}
 		if len(line) == 2 {
 			return string(buf), nil
@@ -89,7 +110,7 @@ func readHead(br *bufio.Reader, max int) (string, error) {
 // Transfer-Encoding only as a single "chunked", never both, at most one
 // Host — and builds the request from it. Header names and values are
 // substrings of s: one allocation holds the whole head.
-func parseHead(s string) (*http.Request, *rawHead, error) {
+func parseHead[S any](s string) (*http.Request, *Head[S], error) {
 	line, rest, _ := strings.Cut(s, "\r\n")
 	method, target, proto, err := requestLine(line)
 	if err != nil {
@@ -97,9 +118,8 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 	}
 	// The request, its raw head facts and the values of a typical head
 	// share one allocation.
-	pa := &parsedHead{h: rawHead{clen: -1}}
+	pa := &parsedHead[S]{h: Head[S]{facts: facts{clen: -1}}}
 	h := &pa.h
-	h.x, h.xreq = &pa.x, &pa.xreq
 	n := strings.Count(rest, "\r\n")
 	hdr := make(http.Header, n)
 	vals := pa.vals[:]
@@ -123,7 +143,7 @@ func parseHead(s string) (*http.Request, *rawHead, error) {
 		}
 	}
 	if rest != "" {
-		return nil, nil, fmt.Errorf("%w: bytes after the head", errFraming)
+		return nil, nil, fmt.Errorf("%w: bytes after the head", ErrFraming)
 	}
 	req := &pa.req
 	*req = http.Request{Method: method, RequestURI: target, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, Header: hdr}
@@ -147,20 +167,20 @@ func requestLine(l string) (method, target, proto string, err error) {
 	method, r, ok1 := strings.Cut(l, " ")
 	target, proto, ok2 := strings.Cut(r, " ")
 	if !ok1 || !ok2 || method == "" || target == "" || strings.Contains(proto, " ") {
-		return "", "", "", fmt.Errorf("%w: bad request line", errFraming)
+		return "", "", "", fmt.Errorf("%w: bad request line", ErrFraming)
 	}
 	for i := 0; i < len(method); i++ {
-		if !isTokenChar(method[i]) {
-			return "", "", "", fmt.Errorf("%w: bad method", errFraming)
+		if !IsTokenChar(method[i]) {
+			return "", "", "", fmt.Errorf("%w: bad method", ErrFraming)
 		}
 	}
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c <= ' ' || c == 0x7f {
-			return "", "", "", fmt.Errorf("%w: bad request target", errFraming)
+			return "", "", "", fmt.Errorf("%w: bad request target", ErrFraming)
 		}
 	}
 	if proto != "HTTP/1.1" && proto != "HTTP/1.0" {
-		return "", "", "", fmt.Errorf("%w: unsupported version %q", errFraming, proto)
+		return "", "", "", fmt.Errorf("%w: unsupported version %q", ErrFraming, proto)
 	}
 	return method, target, proto, nil
 }
@@ -186,7 +206,7 @@ func requestURL(method, target string, dst *url.URL) (*url.URL, error) {
 	}
 	u, err := url.ParseRequestURI(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bad request target: %v", errFraming, err)
+		return nil, fmt.Errorf("%w: bad request target: %v", ErrFraming, err)
 	}
 	if authority {
 		u.Scheme = ""
@@ -228,31 +248,31 @@ func shouldClose(minor int, conn []string) bool {
 	return minor == 0 && !headerHasToken(conn, "keep-alive")
 }
 
-func (h *rawHead) field(l string) (string, string, error) {
+func (h *facts) field(l string) (string, string, error) {
 	if l[0] == ' ' || l[0] == '\t' {
-		return "", "", fmt.Errorf("%w: obs-fold", errFraming)
+		return "", "", fmt.Errorf("%w: obs-fold", ErrFraming)
 	}
 	colon := strings.IndexByte(l, ':')
 	if colon <= 0 {
-		return "", "", fmt.Errorf("%w: header without colon", errFraming)
+		return "", "", fmt.Errorf("%w: header without colon", ErrFraming)
 	}
 	name := l[:colon]
 	for i := 0; i < len(name); i++ {
-		if !isTokenChar(name[i]) {
-			return "", "", fmt.Errorf("%w: bad header name %q", errFraming, name)
+		if !IsTokenChar(name[i]) {
+			return "", "", fmt.Errorf("%w: bad header name %q", ErrFraming, name)
 		}
 	}
 	value := strings.Trim(l[colon+1:], " \t")
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return "", "", fmt.Errorf("%w: control byte in %s", errFraming, name)
+			return "", "", fmt.Errorf("%w: control byte in %s", ErrFraming, name)
 		}
 	}
 	key := textproto.CanonicalMIMEHeaderKey(name)
 	switch key {
 	case "Content-Length":
 		if h.clen >= 0 {
-			return "", "", fmt.Errorf("%w: duplicate Content-Length", errFraming)
+			return "", "", fmt.Errorf("%w: duplicate Content-Length", ErrFraming)
 		}
 		n, err := parseContentLength(value)
 		if err != nil {
@@ -261,55 +281,57 @@ func (h *rawHead) field(l string) (string, string, error) {
 		h.clen = n
 	case "Transfer-Encoding":
 		if h.chunked || !strings.EqualFold(value, "chunked") {
-			return "", "", fmt.Errorf("%w: Transfer-Encoding %q", errFraming, value)
+			return "", "", fmt.Errorf("%w: Transfer-Encoding %q", ErrFraming, value)
 		}
 		h.chunked = true
 	case "Host":
 		if h.hasHost {
-			return "", "", fmt.Errorf("%w: duplicate Host", errFraming)
+			return "", "", fmt.Errorf("%w: duplicate Host", ErrFraming)
 		}
 		h.hasHost, h.host = true, value
 	}
 	if h.chunked && h.clen >= 0 {
-		return "", "", fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errFraming)
+		return "", "", fmt.Errorf("%w: both Content-Length and Transfer-Encoding", ErrFraming)
 	}
 	return key, value, nil
 }
 
 func parseContentLength(v string) (int64, error) {
 	if len(v) == 0 || len(v) > 18 {
-		return 0, fmt.Errorf("%w: bad Content-Length", errFraming)
+		return 0, fmt.Errorf("%w: bad Content-Length", ErrFraming)
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c < '0' || c > '9' {
-			return 0, fmt.Errorf("%w: bad Content-Length %q", errFraming, v)
+			return 0, fmt.Errorf("%w: bad Content-Length %q", ErrFraming, v)
 		}
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: bad Content-Length", errFraming)
+		return 0, fmt.Errorf("%w: bad Content-Length", ErrFraming)
 	}
 	return n, nil
 }
 
-// readRequest reads one request with a strictly checked head. Its body
-// reads from br exactly as framed; the caller must drain or discard the
-// connection before the next request.
-func readRequest(br *bufio.Reader, max int) (*http.Request, *rawHead, error) {
+// ReadRequest reads one request with a strictly checked head, at most
+// max bytes of it. Its body reads from br exactly as framed; the caller
+// must drain or discard the connection before the next request. A
+// request that cannot be framed unambiguously is an ErrFraming, a head
+// over max an ErrHeadTooLarge.
+func ReadRequest[S any](br *bufio.Reader, max int) (*http.Request, *Head[S], error) {
 	s, err := readHead(br, max)
 	if err != nil {
 		return nil, nil, err
 	}
-	req, h, err := parseHead(s)
+	req, h, err := parseHead[S](s)
 	if err != nil {
 		return nil, nil, err
 	}
 	if req.ProtoMinor == 1 && !h.hasHost {
-		return nil, nil, fmt.Errorf("%w: HTTP/1.1 request without Host", errFraming)
+		return nil, nil, fmt.Errorf("%w: HTTP/1.1 request without Host", ErrFraming)
 	}
 	if req.ProtoMinor == 0 && h.chunked {
 		// RFC 9112 6.1: faulty framing in an HTTP/1.0 message.
-		return nil, nil, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 request", errFraming)
+		return nil, nil, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 request", ErrFraming)
 	}
 	switch {
 	case h.chunked:
@@ -328,6 +350,13 @@ func readRequest(br *bufio.Reader, max int) (*http.Request, *rawHead, error) {
 
 // bodyDone reports whether a request body was read to its end.
 type bodyDone interface{ done() bool }
+
+// Done reports whether body, one ReadRequest made, was read to its end
+// (false for any other body).
+func Done(body io.Reader) bool {
+	d, ok := body.(bodyDone)
+	return ok && d.done()
+}
 
 type lenBody struct {
 	r    io.Reader
@@ -365,7 +394,7 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 			b.end = true
 		}
 	} else if err != nil {
-		err = fmt.Errorf("%w: bad chunking: %v", errFraming, err)
+		err = fmt.Errorf("%w: bad chunking: %v", ErrFraming, err)
 	}
 	b.err = err
 	return n, err
@@ -375,10 +404,10 @@ func (b *chunkedBody) readTrailer() error {
 	for range 64 {
 		line, err := b.br.ReadSlice('\n')
 		if err != nil {
-			return fmt.Errorf("%w: trailer: %v", errFraming, err)
+			return fmt.Errorf("%w: trailer: %v", ErrFraming, err)
 		}
 		if !bytes.HasSuffix(line, []byte("\r\n")) {
-			return fmt.Errorf("%w: trailer line not ended by CRLF", errFraming)
+			return fmt.Errorf("%w: trailer line not ended by CRLF", ErrFraming)
 		}
 		if len(line) == 2 {
 			return io.EOF
@@ -386,22 +415,22 @@ func (b *chunkedBody) readTrailer() error {
 		// A field as net/http takes one: a token name, a value without
 		// control characters, no obs-fold.
 		if line[0] == ' ' || line[0] == '\t' {
-			return fmt.Errorf("%w: bad trailer", errFraming)
+			return fmt.Errorf("%w: bad trailer", ErrFraming)
 		}
 		if _, _, ok := upField(string(line[:len(line)-2])); !ok {
-			return fmt.Errorf("%w: bad trailer", errFraming)
+			return fmt.Errorf("%w: bad trailer", ErrFraming)
 		}
 	}
-	return fmt.Errorf("%w: too many trailer fields", errFraming)
+	return fmt.Errorf("%w: too many trailer fields", ErrFraming)
 }
 
 func (b *chunkedBody) Close() error { return nil }
 func (b *chunkedBody) done() bool   { return b.end }
 
-// drain reads what is left of a request body, up to limit bytes; it
+// Drain reads what is left of a request body, up to limit bytes; it
 // reports whether the body is now complete so the connection can carry
 // another request.
-func drain(body io.ReadCloser, limit int64) bool {
+func Drain(body io.ReadCloser, limit int64) bool {
 	if body == nil || body == http.NoBody {
 		return true
 	}
@@ -416,9 +445,9 @@ func drain(body io.ReadCloser, limit int64) bool {
 	return d.done()
 }
 
-// writeRefusal writes a refusal (or any response the front end makes
+// WriteRefusal writes a refusal (or any response the front end makes
 // itself) to c in one buffered write with a short deadline.
-func writeRefusal(c net.Conn, resp *http.Response, head bool) error {
+func WriteRefusal(c net.Conn, resp *http.Response, head bool) error {
 	bw := getWriter(&deadlineWriter{c: c, d: 5 * time.Second})
 	defer putWriter(bw)
 	if err := writeResponse(bw, resp, head); err != nil {
@@ -436,4 +465,28 @@ func writeResponse(w io.Writer, resp *http.Response, head bool) error {
 		resp.TransferEncoding = []string{"chunked"}
 	}
 	return resp.Write(w)
+}
+
+// deadlineWriter gives every write a deadline.
+type deadlineWriter struct {
+	c net.Conn
+	d time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(w.d))
+	return w.c.Write(p)
+}
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+
+func getWriter(w io.Writer) *bufio.Writer {
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writerPool.Put(bw)
 }

@@ -1,10 +1,10 @@
-package proxy
+package rawio
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // A body streamed through an inspected connection costs the proxy a TLS
@@ -12,31 +12,83 @@ import (
 // byte. The cryptography is fixed; the system calls are not: crypto/tls
 // writes every record (at most 16 KiB of plaintext) with a Write of its
 // own and reads the socket into a buffer about one record long. Below the
-// client's tls.Conn, leafConn gathers the records of one large write into
-// one system call; below an upstream tls.Conn, bulkConn reads what the
-// socket holds in large pieces while bytes stream.
+// client's tls.Conn, ClientConn gathers the records of one large write
+// into one system call; below an upstream tls.Conn, BulkConn reads what
+// the socket holds in large pieces while bytes stream.
 
-// maxRecord is the most plaintext crypto/tls puts in one record: a write
+// MaxRecord is the most plaintext crypto/tls puts in one record: a write
 // no longer than this is one record and gains nothing from a batch.
-const maxRecord = 16 << 10
+const MaxRecord = 16 << 10
 
-// batchMax bounds one batch's plaintext (and so its buffer).
-const batchMax = bodyBufSize
+// BatchMax bounds one batch's plaintext (and so its buffer).
+const BatchMax = 64 << 10
 
 // recordOverhead bounds what a record adds to its plaintext (header,
 // nonce, content type, tag) for every cipher suite offered.
 const recordOverhead = 64
 
 var batchPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, batchMax+batchMax/maxRecord*recordOverhead)
+	b := make([]byte, 0, BatchMax+BatchMax/MaxRecord*recordOverhead)
 	return &b
 }}
+
+// ClientConn is the socket under the client's tls.Conn of an inspected
+// connection. Writes under it may be gathered into batches (see
+// WriteBatched); after the handshake it may read and write the socket
+// with raw system calls (see UseRaw).
+type ClientConn struct {
+	net.Conn
+
+	mu    sync.Mutex
+	batch *[]byte // non-nil while a batch is open
+
+	// After the handshake: the socket's raw I/O (nil: through Conn) and
+	// the counters its bytes are added to (nil: not counted).
+	raw      *Socket
+	up, down *atomic.Int64
+}
+
+// UseRaw makes c read and write through s from now on, adding the bytes
+// read to up and those written to down. Call it before c is used by more
+// than one goroutine.
+func (c *ClientConn) UseRaw(s *Socket, up, down *atomic.Int64) {
+	c.raw, c.up, c.down = s, up, down
+}
+
+// Read reads the socket.
+func (c *ClientConn) Read(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Read(p)
+	}
+	n, err := c.raw.Read(p)
+	if c.up != nil {
+		c.up.Add(int64(n))
+	}
+	return n, err
+}
+
+// sockWrite writes to the socket.
+func (c *ClientConn) sockWrite(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Write(p)
+	}
+	n, err := c.raw.Write(p)
+	if c.down != nil {
+		c.down.Add(int64(n))
+	}
+	return n, err
+}
+
+// CloseWrite half-closes when the underlying connection can.
+func (c *ClientConn) CloseWrite() error {
+	return CloseWrite(c.Conn)
+}
 
 // Write passes a record straight to the socket, or adds it to the open
 // batch: a record written while a batch is open — by the batch's own tls
 // Write or by another goroutine (an alert) — keeps its place in the byte
 // stream.
-func (c *leafConn) Write(p []byte) (int, error) {
+func (c *ClientConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.batch != nil {
 		*c.batch = append(*c.batch, p...)
@@ -47,16 +99,16 @@ func (c *leafConn) Write(p []byte) (int, error) {
 	return c.sockWrite(p)
 }
 
-// writeBatched writes p through tw, the tls.Conn over c, sending the
-// records of each batchMax of p with one Write on the socket. On an error
+// WriteBatched writes p through tw, the tls.Conn over c, sending the
+// records of each BatchMax of p with one Write on the socket. On an error
 // it reports only the plaintext of batches that left whole; the
 // connection is not usable after it.
-func (c *leafConn) writeBatched(tw io.Writer, p []byte) (int, error) {
+func (c *ClientConn) WriteBatched(tw io.Writer, p []byte) (int, error) {
 	bp := batchPool.Get().(*[]byte)
 	defer batchPool.Put(bp)
 	var total int
 	for len(p) > 0 {
-		chunk := p[:min(len(p), batchMax)]
+		chunk := p[:min(len(p), BatchMax)]
 		*bp = (*bp)[:0]
 		c.mu.Lock()
 		c.batch = bp
@@ -83,11 +135,11 @@ func (c *leafConn) writeBatched(tw io.Writer, p []byte) (int, error) {
 	return total, nil
 }
 
-// bulkConn is the socket under an upstream tls.Conn. It reads into the
+// BulkConn is the socket under an upstream tls.Conn. It reads into the
 // caller's buffer until a read fills it (the socket holds more), then
 // through a pooled large buffer until a read comes back short again, so
 // an idle pooled connection holds no large buffer.
-type bulkConn struct {
+type BulkConn struct {
 	net.Conn
 	big  *[]byte // non-nil while bytes stream
 	r, w int     // unread bytes of big
@@ -98,35 +150,42 @@ type bulkConn struct {
 	// once it waits for the socket, then waits for the answer without
 	// first trying a read that could only fail (no answer can precede
 	// the request); sendErr is what sending returned.
-	raw     *rawIO // nil when the socket gives no raw access
+	raw     *Socket // nil when the socket gives no raw access
 	armed   bool
 	send    func() error
 	sendErr error
 	doSend  func() error // c.sendNow, made once
 }
 
-func (c *bulkConn) sendNow() error {
+// SendsWithRead reports whether SendWithRead sends from inside the read
+// (the socket gives raw access); otherwise the caller sends first.
+func (c *BulkConn) SendsWithRead() bool { return c.raw != nil }
+
+// SendErr is what the last armed send returned.
+func (c *BulkConn) SendErr() error { return c.sendErr }
+
+func (c *BulkConn) sendNow() error {
 	c.sendErr = c.send()
 	return c.sendErr
 }
 
-// newBulkConn wraps the socket under an upstream tls.Conn.
-func newBulkConn(c net.Conn) *bulkConn {
-	b := &bulkConn{Conn: c}
+// NewBulkConn wraps the socket under an upstream tls.Conn.
+func NewBulkConn(c net.Conn) *BulkConn {
+	b := &BulkConn{Conn: c}
 	if tc, ok := c.(*net.TCPConn); ok {
-		b.raw = newRawIO(tc)
+		b.raw = NewSocket(tc)
 	}
 	b.doSend = b.sendNow
 	return b
 }
 
-// sendWithRead arms the next Read to call send first (see bulkConn).
-func (c *bulkConn) sendWithRead(send func() error) {
+// SendWithRead arms the next Read to call send first (see BulkConn).
+func (c *BulkConn) SendWithRead(send func() error) {
 	c.armed, c.send, c.sendErr = true, send, nil
 }
 
-// disarm reports whether an armed send never ran, and forgets it.
-func (c *bulkConn) disarm() bool {
+// Disarm reports whether an armed send never ran, and forgets it.
+func (c *BulkConn) Disarm() bool {
 	pending := c.armed
 	c.armed = false
 	return pending
@@ -138,7 +197,7 @@ func (c *bulkConn) disarm() bool {
 // wait, so an answer is never missed; bytes that arrived before the
 // request was sent (a server speaking unasked) are read with the answer
 // and fail its parse.
-func (c *bulkConn) readAfterSend(p []byte) (int, error) {
+func (c *BulkConn) readAfterSend(p []byte) (int, error) {
 	c.armed = false
 	if c.raw == nil || len(p) == 0 {
 		if c.sendErr = c.send(); c.sendErr != nil {
@@ -146,7 +205,7 @@ func (c *bulkConn) readAfterSend(p []byte) (int, error) {
 		}
 		return c.Read(p)
 	}
-	n, err := c.raw.read(p, c.doSend)
+	n, err := c.raw.ReadAfter(p, c.doSend)
 	if err != nil {
 		return 0, err
 	}
@@ -157,27 +216,25 @@ func (c *bulkConn) readAfterSend(p []byte) (int, error) {
 }
 
 // sockRead and Write use the socket's raw I/O when it has it.
-func (c *bulkConn) sockRead(p []byte) (int, error) {
+func (c *BulkConn) sockRead(p []byte) (int, error) {
 	if c.raw != nil {
-		return c.raw.read(p, nil)
+		return c.raw.Read(p)
 	}
 	return c.Conn.Read(p)
 }
 
-func (c *bulkConn) Write(p []byte) (int, error) {
+func (c *BulkConn) Write(p []byte) (int, error) {
 	if c.raw != nil {
-		return c.raw.write(p)
+		return c.raw.Write(p)
 	}
 	return c.Conn.Write(p)
 }
-
-var errUnsent = errors.New("proxy: upstream answered before the request was sent")
 
 const bulkBuf = 128 << 10
 
 var bulkPool = sync.Pool{New: func() any { b := make([]byte, bulkBuf); return &b }}
 
-func (c *bulkConn) Read(p []byte) (int, error) {
+func (c *BulkConn) Read(p []byte) (int, error) {
 	if c.armed {
 		return c.readAfterSend(p)
 	}
@@ -212,13 +269,13 @@ func (c *bulkConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// buffered is how many bytes were read from the socket and not consumed.
-func (c *bulkConn) buffered() int { return c.w - c.r }
+// Buffered is how many bytes were read from the socket and not consumed.
+func (c *BulkConn) Buffered() int { return c.w - c.r }
 
-// idle gives the large buffer back before the connection waits in the
+// Idle gives the large buffer back before the connection waits in the
 // pool; it reports whether every byte read from the socket was consumed
 // (a connection with bytes after its response must not be reused).
-func (c *bulkConn) idle() bool {
+func (c *BulkConn) Idle() bool {
 	if c.r < c.w || c.err != nil {
 		return false
 	}
@@ -226,7 +283,7 @@ func (c *bulkConn) idle() bool {
 	return true
 }
 
-func (c *bulkConn) release() {
+func (c *BulkConn) release() {
 	if c.big != nil {
 		bulkPool.Put(c.big)
 		c.big, c.r, c.w = nil, 0, 0
@@ -234,8 +291,14 @@ func (c *bulkConn) release() {
 }
 
 // CloseWrite half-closes when the underlying connection can.
-func (c *bulkConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+func (c *BulkConn) CloseWrite() error {
+	return CloseWrite(c.Conn)
+}
+
+// CloseWrite half-closes c when it can (a TCP connection, or a wrapper
+// with CloseWrite); otherwise it does nothing.
+func CloseWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil

@@ -1,4 +1,4 @@
-package proxy
+package relay
 
 import (
 	"unsafe"
@@ -6,13 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The relay's system calls. Every one of them is non-blocking (sockets
-// and pipes are O_NONBLOCK, epoll_wait has a zero timeout), so they are
-// made as raw system calls: without the scheduler's entersyscall and
-// exitsyscall, a call the kernel spends a while in (a loopback write
-// delivers to the receiving socket in the writer's context) does not have
-// sysmon hand the relay's P to another thread. Each returns a count that
-// is never negative and an error that is nil or a unix.Errno.
+// The relay's system calls, raw like rawio's (see that package's doc):
+// every descriptor is non-blocking and epoll_wait has a zero timeout.
 
 func errnoErr(e unix.Errno) error {
 	if e == 0 {
@@ -21,22 +16,7 @@ func errnoErr(e unix.Errno) error {
 	return e
 }
 
-func rawRead(fd int, b []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
-func rawWrite(fd int, b []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
+// rawSplice moves up to n bytes from in to out, non-blocking.
 func rawSplice(in, out, n int) (int, error) {
 	k, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n),
 		unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
@@ -46,16 +26,19 @@ func rawSplice(in, out, n int) (int, error) {
 	return int(k), nil
 }
 
+// rawShutdownWrite half-closes a socket.
 func rawShutdownWrite(fd int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
 	return errnoErr(e)
 }
 
+// rawClose is close(2).
 func rawClose(fd int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 	return errnoErr(e)
 }
 
+// rawEpollCtl is epoll_ctl(2).
 func rawEpollCtl(ep, op, fd int, ev *unix.EpollEvent) error {
 	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(ep), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
 	return errnoErr(e)
