@@ -17,9 +17,10 @@
 //     truncation, DNS over TLS, identical queries coalesced; on a UDP
 //     reader it waits instead of blocking, and the upstream socket's
 //     reader resumes the query (upstream.go);
-//   - filter (filter.go, cname.go): answer addresses the policy's Reach
-//     refuses and CNAME hops to denied names stripped, bindings recorded
-//     (bindings.go).
+//   - filter (filter.go): answer addresses the policy's Reach refuses
+//     stripped (the rebinding guard), each CNAME hop's verdict recorded
+//     for the event (cname.go), the answer cached and its bindings
+//     recorded (bindings.go).
 //
 // Around the chain: server.go owns the sockets and their lifetimes,
 // config.go the Config and Upstream types, udp.go the IPv4 UDP reader
