@@ -255,7 +255,7 @@ func (s *Server) writeAndLog(q *query) {
 	if q.wire != nil {
 		s.logQuery(q)
 		if _, err := q.w.Write(*q.wire); err != nil {
-			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+			s.log.Debug("dns write", logClient, q.src.String(), logErr, err)
 		}
 		bufPool.Put(q.wire)
 		return
@@ -271,9 +271,9 @@ func (s *Server) writeAndLog(q *query) {
 	if err := q.w.WriteMsg(q.resp); err != nil {
 		// An upstream answer that cannot be packed again (hostile or broken
 		// records) must not leave the client without an answer.
-		s.log.Warn("dns write failed, answering SERVFAIL", "client", q.src.String(), "qname", q.logName(), "err", err)
+		s.log.Warn("dns write failed, answering SERVFAIL", logClient, q.src.String(), logQName, q.logName(), logErr, err)
 		if err := q.w.WriteMsg(servfail(q.req)); err != nil {
-			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+			s.log.Debug("dns write", logClient, q.src.String(), logErr, err)
 		}
 	}
 }
@@ -421,8 +421,8 @@ func (s *Server) logQuery(q *query) {
 		return
 	}
 	s.log.Log(q.ctx, lvl, "dns query",
-		"sandbox", ev.Sandbox, "client", ev.DNS.Client, "qname", ev.DNS.QName, "qtype", ev.DNS.QType,
-		"rcode", ev.DNS.RCode, "verdict", ev.Verdict, "rule", ev.Rule, "category", ev.Category,
-		"guard", ev.DNS.Guard, "upstream", ev.DNS.Upstream, "cache_hit", ev.DNS.CacheHit,
-		"latency_us", ev.DNS.LatencyUS, "stripped", ev.DNS.Stripped, "err", q.err)
+		logSandbox, ev.Sandbox, logClient, ev.DNS.Client, logQName, ev.DNS.QName, logQType, ev.DNS.QType,
+		logRCode, ev.DNS.RCode, logVerdict, ev.Verdict, logRule, ev.Rule, logCategory, ev.Category,
+		logGuard, ev.DNS.Guard, logUpstream, ev.DNS.Upstream, logCacheHit, ev.DNS.CacheHit,
+		logLatency, ev.DNS.LatencyUS, logStripped, ev.DNS.Stripped, logErr, q.err)
 }

@@ -167,7 +167,7 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	us := &udpSock{pc: pc, rc: rc, bc: ipv4.NewPacketConn(pc), local: pc.LocalAddr()}
 	r := &udpReader{s: s, rd: udpio.NewReader(rc), tab: make(names), pkts: make([]*packet, udpBatch),
 		out: make([]ipv4.Message, 0, udpBatch)}
-	r.wr = udpio.NewWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", "err", e) })
+	r.wr = udpio.NewWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", logErr, e) })
 	r.poll = func(fd uintptr) {
 		r.fill()
 		r.n, r.errno = r.rd.Recv(fd, len(r.pkts))
@@ -271,12 +271,12 @@ func (r *udpReader) handle(us *udpSock, n int) {
 	}
 	r.send.Flush()
 	if err := r.wr.Flush(us.rc); err != nil {
-		s.log.Debug("dns write batch", "err", err)
+		s.log.Debug("dns write batch", logErr, err)
 	}
 	for sent := 0; sent < len(r.out); {
 		k, err := us.bc.WriteBatch(r.out[sent:], 0)
 		if err != nil {
-			s.log.Debug("dns write batch", "err", err)
+			s.log.Debug("dns write batch", logErr, err)
 			break
 		}
 		sent += k

@@ -159,7 +159,7 @@ func (s *Server) sendReplies(batch []upstream.Answer[*packet]) {
 		for sent := 0; sent < len(msgs); {
 			k, err := bc.WriteBatch(msgs[sent:], 0)
 			if err != nil {
-				s.log.Debug("dns write batch", "err", err)
+				s.log.Debug("dns write batch", logErr, err)
 				break
 			}
 			sent += k

@@ -176,10 +176,13 @@ type reply struct {
 	err error
 }
 
-// take picks a slot at random and returns its socket with one use taken,
-// first replacing a socket that has carried MaxUses queries (or none) by
-// one on a new random ephemeral port.
-func (s *Socks[T]) take() (*Sock[T], error) {
+// register makes e pending on one of s's sockets and writes its ID into
+// the packed query b (see Sock.register). The socket is one slot's picked
+// at random; a socket that has carried MaxUses queries (or none) is first
+// replaced by one on a new random ephemeral port. Taking the socket and
+// registering on it happen under s.mu, so a socket is never retired (and
+// closed, having nothing pending) between the two.
+func (s *Socks[T]) register(e pending[T], b []byte) (*Sock[T], uint16, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := rand.IntN(Slots)
@@ -191,12 +194,13 @@ func (s *Socks[T]) take() (*Sock[T], error) {
 		var err error
 		if c, err = s.dial(); err != nil {
 			s.slots[i] = nil
-			return nil, err
+			return nil, 0, err
 		}
 		s.slots[i] = c
 	}
 	c.uses++
-	return c, nil
+	id, err := c.register(e, b)
+	return c, id, err
 }
 
 // dial opens a socket on a new random ephemeral port and starts its reader.
@@ -239,11 +243,7 @@ func (s *Socks[T]) Register(w T, b []byte, name string, qtype uint16, deadline t
 	if len(b) < 12 {
 		return Pending[T]{}, errors.New("upstream: query shorter than a header")
 	}
-	c, err := s.take()
-	if err != nil {
-		return Pending[T]{}, err
-	}
-	id, err := c.register(pending[T]{w: w, name: name, qtype: qtype, deadline: deadline}, b)
+	c, id, err := s.register(pending[T]{w: w, name: name, qtype: qtype, deadline: deadline}, b)
 	if err != nil {
 		return Pending[T]{}, err
 	}
@@ -487,13 +487,9 @@ func (s *Socks[T]) Exchange(ctx context.Context, m *dns.Msg, deadline time.Time)
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.take()
-	if err != nil {
-		return nil, err
-	}
 	ch := chanPool.Get().(chan reply)
 	var zero T
-	id, err := c.register(pending[T]{ch: ch, name: m.Question[0].Name, qtype: m.Question[0].Qtype, deadline: deadline}, b)
+	c, id, err := s.register(pending[T]{ch: ch, name: m.Question[0].Name, qtype: m.Question[0].Qtype, deadline: deadline}, b)
 	if err != nil {
 		chanPool.Put(ch)
 		return nil, err
