@@ -137,6 +137,16 @@ func newSocks(t *testing.T, h Handler[int], addr string) (*Pool[int], *Socks[int
 	return p, s
 }
 
+// exchangeN asks name n times, one query after the other.
+func exchangeN(t *testing.T, s *Socks[int], name string, n int) {
+	t.Helper()
+	for range n {
+		if _, err := s.Exchange(context.Background(), question(name), time.Now().Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Exchange reads past forged and mismatched answers (another port, ID,
 // name, type or class, a query, several or no questions, garbage) and
 // returns the real one; the name's letter case does not matter.
@@ -200,11 +210,7 @@ func TestSourcePortsRotate(t *testing.T) {
 	u := startUpstream(t, echo)
 	_, s := newSocks(t, newHandler(), u.addr())
 	const n = 200
-	for range n {
-		if _, err := s.Exchange(context.Background(), question("p.example.test."), time.Now().Add(2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchangeN(t, s, "p.example.test.", n)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	uses, changed := map[int]int{}, 0
@@ -230,11 +236,7 @@ func TestSourcePortsRotate(t *testing.T) {
 func TestIDsRandom(t *testing.T) {
 	u := startUpstream(t, echo)
 	_, s := newSocks(t, newHandler(), u.addr())
-	for range 200 {
-		if _, err := s.Exchange(context.Background(), question("i.example.test."), time.Now().Add(2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchangeN(t, s, "i.example.test.", 200)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	distinct, steps := map[uint16]bool{}, 0
