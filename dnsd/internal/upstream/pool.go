@@ -22,17 +22,17 @@ type Pool[T comparable] struct {
 	sweep   sync.Once
 
 	mu     sync.Mutex
-	conns  map[*Sock[T]]struct{}
+	conns  map[*sock[T]]struct{}
 	closed bool
 }
 
 // NewPool returns a pool whose registered queries end at h.
 func NewPool[T comparable](h Handler[T]) *Pool[T] {
-	p := &Pool[T]{h: h, wake: make(chan struct{}, 1), stop: make(chan struct{}), conns: make(map[*Sock[T]]struct{})}
+	p := &Pool[T]{h: h, wake: make(chan struct{}, 1), stop: make(chan struct{}), conns: make(map[*sock[T]]struct{})}
 	p.readers.New = func() any {
 		r := &reader[T]{rd: udpio.NewReader(nil), batch: make([]Answer[T], 0, readBatch)}
 		for i := range r.bufs {
-			r.bufs[i] = make([]byte, MaxAnswer)
+			r.bufs[i] = make([]byte, maxAnswer)
 		}
 		return r
 	}
@@ -62,7 +62,7 @@ func (p *Pool[T]) Close() {
 		return
 	}
 	p.closed = true
-	conns := make([]*Sock[T], 0, len(p.conns))
+	conns := make([]*sock[T], 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
 	}
@@ -79,7 +79,7 @@ func (p *Pool[T]) Close() {
 func (p *Pool[T]) sweeper() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var conns []*Sock[T]
+	var conns []*sock[T]
 	for {
 		if p.pending.Load() == 0 {
 			t.Stop()

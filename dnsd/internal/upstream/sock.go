@@ -22,11 +22,11 @@ type Socks[T comparable] struct {
 	addr  *net.UDPAddr
 	name  string
 	mu    sync.Mutex
-	slots [Slots]*Sock[T]
+	slots [Slots]*sock[T]
 }
 
-// Sock is one connected socket and the queries pending on it.
-type Sock[T comparable] struct {
+// sock is one connected socket and the queries pending on it.
+type sock[T comparable] struct {
 	socks *Socks[T]
 	c     *net.UDPConn
 	rc    syscall.RawConn
@@ -60,12 +60,12 @@ type reply struct {
 }
 
 // register makes e pending on one of s's sockets and writes its ID into
-// the packed query b (see Sock.register). The socket is one slot's picked
+// the packed query b (see sock.register). The socket is one slot's picked
 // at random; a socket that has carried MaxUses queries (or none) is first
 // replaced by one on a new random ephemeral port. Taking the socket and
 // registering on it happen under s.mu, so a socket is never retired (and
 // closed, having nothing pending) between the two.
-func (s *Socks[T]) register(e pending[T], b []byte) (*Sock[T], uint16, error) {
+func (s *Socks[T]) register(e pending[T], b []byte) (*sock[T], uint16, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := rand.IntN(Slots)
@@ -87,7 +87,7 @@ func (s *Socks[T]) register(e pending[T], b []byte) (*Sock[T], uint16, error) {
 }
 
 // dial opens a socket on a new random ephemeral port and starts its reader.
-func (s *Socks[T]) dial() (*Sock[T], error) {
+func (s *Socks[T]) dial() (*sock[T], error) {
 	conn, err := net.DialUDP("udp", nil, s.addr)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", s.name, err)
@@ -97,7 +97,7 @@ func (s *Socks[T]) dial() (*Sock[T], error) {
 		conn.Close()
 		return nil, fmt.Errorf("upstream %s: %w", s.name, err)
 	}
-	c := &Sock[T]{socks: s, c: conn, rc: rc, bc: ipv4.NewPacketConn(conn)}
+	c := &sock[T]{socks: s, c: conn, rc: rc, bc: ipv4.NewPacketConn(conn)}
 	p := s.pool
 	p.mu.Lock()
 	if p.closed {
@@ -113,7 +113,7 @@ func (s *Socks[T]) dial() (*Sock[T], error) {
 
 // Pending is a registered query, to be sent with a Sender.
 type Pending[T comparable] struct {
-	c  *Sock[T]
+	c  *sock[T]
 	id uint16
 	w  T
 }
@@ -135,7 +135,7 @@ func (s *Socks[T]) Register(w T, b []byte, name string, qtype uint16, deadline t
 
 // register makes e pending on c under a random ID that no other query
 // pending on c has, and writes the ID into the packed query b.
-func (c *Sock[T]) register(e pending[T], b []byte) (uint16, error) {
+func (c *sock[T]) register(e pending[T], b []byte) (uint16, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -163,7 +163,7 @@ func (c *Sock[T]) register(e pending[T], b []byte) (uint16, error) {
 	return 0, errors.New("upstream: socket full") // cannot happen: uses <= MaxUses
 }
 
-func (c *Sock[T]) index(id uint16) int {
+func (c *sock[T]) index(id uint16) int {
 	for j := range c.pend {
 		if c.pend[j].used && c.pend[j].id == id {
 			return j
@@ -174,7 +174,7 @@ func (c *Sock[T]) index(id uint16) int {
 
 // remove takes pending query j off c (c.mu held) and reports whether c,
 // retired, has none left and must close.
-func (c *Sock[T]) remove(j int) bool {
+func (c *sock[T]) remove(j int) bool {
 	c.pend[j] = pending[T]{}
 	c.n--
 	c.socks.pool.pending.Add(-1)
@@ -183,7 +183,7 @@ func (c *Sock[T]) remove(j int) bool {
 
 // matchAnswer removes and returns the pending query the answer r matches
 // strictly (see the package doc).
-func (c *Sock[T]) matchAnswer(r *dns.Msg) (pending[T], bool) {
+func (c *sock[T]) matchAnswer(r *dns.Msg) (pending[T], bool) {
 	c.mu.Lock()
 	j := c.index(r.Id)
 	if j < 0 || !answers(r, c.pend[j].name, c.pend[j].qtype) {
@@ -201,7 +201,7 @@ func (c *Sock[T]) matchAnswer(r *dns.Msg) (pending[T], bool) {
 
 // cancel removes the pending query (id, w, ch) when it is still pending;
 // false when its answer or failure is already on its way.
-func (c *Sock[T]) cancel(id uint16, w T, ch chan reply) bool {
+func (c *sock[T]) cancel(id uint16, w T, ch chan reply) bool {
 	c.mu.Lock()
 	j := c.index(id)
 	if j < 0 || c.pend[j].w != w || c.pend[j].ch != ch {
@@ -221,7 +221,7 @@ var never = time.Unix(1<<62, 0)
 
 // fail removes the pending queries whose deadline is not after now and
 // hands them on with err.
-func (c *Sock[T]) fail(now time.Time, err error) {
+func (c *sock[T]) fail(now time.Time, err error) {
 	var out [MaxUses]pending[T]
 	k := 0
 	c.mu.Lock()
@@ -244,7 +244,7 @@ func (c *Sock[T]) fail(now time.Time, err error) {
 
 // deliver hands a query's end to whoever waits for it (not for answers
 // to Register's queries, which go to Answered in batches).
-func (c *Sock[T]) deliver(e pending[T], r reply) {
+func (c *sock[T]) deliver(e pending[T], r reply) {
 	if e.ch != nil {
 		e.ch <- r
 		return
@@ -253,7 +253,7 @@ func (c *Sock[T]) deliver(e pending[T], r reply) {
 }
 
 // retire takes no more queries on c; it closes once none is pending.
-func (c *Sock[T]) retire() {
+func (c *sock[T]) retire() {
 	c.mu.Lock()
 	c.retired = true
 	last := c.n == 0
@@ -263,7 +263,7 @@ func (c *Sock[T]) retire() {
 	}
 }
 
-func (c *Sock[T]) close() {
+func (c *sock[T]) close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -287,7 +287,7 @@ type reader[T comparable] struct {
 }
 
 // serve reads answers on c until it is closed.
-func (c *Sock[T]) serve() {
+func (c *sock[T]) serve() {
 	p := c.socks.pool
 	r := p.readers.Get().(*reader[T])
 	defer p.readers.Put(r)
@@ -320,7 +320,7 @@ func (c *Sock[T]) serve() {
 
 // match parses a datagram read on c and removes the pending query it
 // answers; false for anything that answers none.
-func (c *Sock[T]) match(b []byte) (pending[T], *dns.Msg, bool) {
+func (c *sock[T]) match(b []byte) (pending[T], *dns.Msg, bool) {
 	if len(b) < 12 || binary.BigEndian.Uint16(b[2:])&0x8000 == 0 {
 		return pending[T]{}, nil, false // not a response
 	}

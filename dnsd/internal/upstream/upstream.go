@@ -13,9 +13,9 @@ const (
 	Slots = 4
 	// MaxUses is how many queries a socket carries before it is replaced.
 	MaxUses = 16
-	// MaxAnswer is the largest answer read; dnsd advertises less upstream,
+	// maxAnswer is the largest answer read; dnsd advertises less upstream,
 	// so larger answers come truncated.
-	MaxAnswer = 4096
+	maxAnswer = 4096
 
 	sweepEvery = 10 * time.Millisecond
 	// readBatch is how many answers a socket's reader takes per recvmmsg:

@@ -258,7 +258,7 @@ func TestPendingIDsUnique(t *testing.T) {
 	i := 0
 	newID = func() uint16 { id := seq[i%len(seq)]; i++; return id }
 	t.Cleanup(func() { newID = NewID })
-	c := &Sock[int]{socks: &Socks[int]{pool: NewPool[int](newHandler()), name: "test"}}
+	c := &sock[int]{socks: &Socks[int]{pool: NewPool[int](newHandler()), name: "test"}}
 	got := map[uint16]bool{}
 	for k := range 4 {
 		b := make([]byte, 12)
@@ -408,7 +408,7 @@ func FuzzMatch(f *testing.F) {
 	f.Add(answerTo(q, "198.18.0.4", func(m *dns.Msg) { m.Question[0].Name = "other.test." }))
 	f.Add([]byte("\x12\x34\x80\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c := &Sock[int]{socks: &Socks[int]{pool: NewPool[int](newHandler()), name: "test"}}
+		c := &sock[int]{socks: &Socks[int]{pool: NewPool[int](newHandler()), name: "test"}}
 		hdr := make([]byte, 12)
 		newID = func() uint16 { return q.Id }
 		defer func() { newID = NewID }()
