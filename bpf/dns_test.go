@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/tproxy"
 )
 
 // fakeDNS stands in for dnsd: a transparent UDP socket and TCP listener on
@@ -22,11 +24,11 @@ func startFakeDNS(t testing.TB, gw netip.Addr) *fakeDNS {
 	t.Helper()
 	ctx := context.Background()
 	addr := netip.AddrPortFrom(gw, 53).String()
-	u, err := ListenUDP(ctx, addr)
+	u, err := tproxy.ListenUDP(ctx, addr)
 	if err != nil {
 		t.Fatalf("fake dnsd udp on %s: %v", addr, err)
 	}
-	l, err := ListenTCP(ctx, addr)
+	l, err := tproxy.ListenTCP(ctx, addr)
 	if err != nil {
 		u.Close()
 		t.Fatalf("fake dnsd tcp on %s: %v", addr, err)

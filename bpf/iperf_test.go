@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"airlock/internal/tproxy"
 )
 
 const iperfEnv = "AIRLOCK_BENCH_IPERF"
@@ -47,7 +49,7 @@ func TestIperfThroughput(t *testing.T) {
 	ep.up(t)
 
 	server := startIperfServer(t)
-	relay, err := ListenTCP(context.Background(), netip.AddrPortFrom(gw, 0).String())
+	relay, err := tproxy.ListenTCP(context.Background(), netip.AddrPortFrom(gw, 0).String())
 	must(t, err)
 	t.Cleanup(func() { relay.Close() })
 	go spliceRelay(relay, server)

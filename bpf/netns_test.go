@@ -17,6 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/tproxy"
 )
 
 // ns is a named network namespace the test created.
@@ -330,7 +332,7 @@ type fakeProxy struct {
 
 func startFakeProxy(t testing.TB, tag string) *fakeProxy {
 	t.Helper()
-	l, err := ListenTCP(context.Background(), "127.0.0.1:0")
+	l, err := tproxy.ListenTCP(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

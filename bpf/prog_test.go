@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/tproxy"
 
 	"github.com/cilium/ebpf"
 	"github.com/google/go-cmp/cmp"
@@ -34,17 +35,17 @@ func unitPath(t testing.TB, withSockets bool) *Path {
 	p.names[unitNet.Sandbox.Num] = unitNet.Sandbox.Name
 	if withSockets {
 		ctx := context.Background()
-		l, err := ListenTCP(ctx, "127.0.0.1:0")
+		l, err := tproxy.ListenTCP(ctx, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		u, err := ListenUDP(ctx, "127.0.0.1:0")
+		u, err := tproxy.ListenUDP(ctx, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { u.Close() })
-		d, err := ListenTCP(ctx, "127.0.0.1:0")
+		d, err := tproxy.ListenTCP(ctx, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}

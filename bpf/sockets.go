@@ -1,7 +1,6 @@
 package bpf
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -21,7 +20,7 @@ const (
 
 // SetProxyListener makes l the target of every steered TCP flow (except
 // DNS). l must be IPv4, IP_TRANSPARENT and not MPTCP: create it with
-// ListenConfig. When l is closed the kernel drops it from the SOCKMAP and
+// internal/tproxy. When l is closed the kernel drops it from the SOCKMAP and
 // new flows are dropped until another listener is set.
 func (p *Path) SetProxyListener(l *net.TCPListener) error {
 	return p.setSocket(slotProxy, "proxy listener", l)
@@ -70,11 +69,11 @@ func (p *Path) setSocket(slot uint32, what string, c syscall.Conn) error {
 	var opErr error
 	err = rc.Control(func(fd uintptr) {
 		if proto, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL); err == nil && proto == unix.IPPROTO_MPTCP {
-			opErr = fmt.Errorf("socket is MPTCP; SOCKMAP needs plain TCP (use bpf.ListenConfig or SetMultipathTCP(false))")
+			opErr = fmt.Errorf("socket is MPTCP; SOCKMAP needs plain TCP (open it with internal/tproxy)")
 			return
 		}
 		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT); err != nil || v == 0 {
-			opErr = fmt.Errorf("socket lacks IP_TRANSPARENT (use bpf.ListenConfig)")
+			opErr = fmt.Errorf("socket lacks IP_TRANSPARENT (open it with internal/tproxy)")
 			return
 		}
 		p.mu.Lock()
@@ -88,52 +87,4 @@ func (p *Path) setSocket(slot uint32, what string, c syscall.Conn) error {
 		return fmt.Errorf("bpf: put %s into the sockmap: %w", what, err)
 	}
 	return nil
-}
-
-// ListenConfig returns a net.ListenConfig for sockets the path can steer to:
-// IP_TRANSPARENT (needs CAP_NET_ADMIN), plain TCP (not MPTCP), and for UDP
-// IP_PKTINFO and IP_RECVORIGDSTADDR so the original destination is known.
-func ListenConfig() *net.ListenConfig {
-	// KeepAlive -1: accepted sockets get no TCP keep-alive options (four
-	// setsockopt calls per connection); the proxy's and dnsd's idle
-	// timeouts close connections whose peer went away.
-	lc := &net.ListenConfig{Control: transparentControl, KeepAlive: -1}
-	lc.SetMultipathTCP(false)
-	return lc
-}
-
-func transparentControl(network, _ string, c syscall.RawConn) error {
-	var opErr error
-	err := c.Control(func(fd uintptr) {
-		s := int(fd)
-		opErr = unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_TRANSPARENT, 1)
-		if opErr != nil {
-			opErr = fmt.Errorf("set IP_TRANSPARENT: %w", opErr)
-			return
-		}
-		if network == "udp" || network == "udp4" {
-			opErr = errors.Join(
-				unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_PKTINFO, 1),
-				unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_RECVORIGDSTADDR, 1))
-		}
-	})
-	return errors.Join(err, opErr)
-}
-
-// ListenTCP is ListenConfig().Listen for a TCP address ("tcp4").
-func ListenTCP(ctx context.Context, addr string) (*net.TCPListener, error) {
-	l, err := ListenConfig().Listen(ctx, "tcp4", addr)
-	if err != nil {
-		return nil, err
-	}
-	return l.(*net.TCPListener), nil
-}
-
-// ListenUDP is ListenConfig().ListenPacket for a UDP address ("udp4").
-func ListenUDP(ctx context.Context, addr string) (*net.UDPConn, error) {
-	c, err := ListenConfig().ListenPacket(ctx, "udp4", addr)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.UDPConn), nil
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/tproxy"
 )
 
 func TestSteering(t *testing.T) {
@@ -485,7 +487,7 @@ func TestReopenChild(t *testing.T) {
 	if !found {
 		t.Fatalf("attachment %d not among the pinned handles %+v", a.Ifindex, hs)
 	}
-	l, err := ListenTCP(context.Background(), "127.0.0.1:0")
+	l, err := tproxy.ListenTCP(context.Background(), "127.0.0.1:0")
 	must(t, err)
 	defer l.Close()
 	must(t, p.SetProxyListener(l))

@@ -198,7 +198,7 @@ func clamp(d, lo, hi time.Duration) time.Duration {
 }
 
 // cacheLookup answers from the cache when it can.
-func (s *Server) cacheLookup(q *query) bool {
+func (s *Server) cacheLookup(q *query) outcome {
 	q.ckey = cacheKey{policy: q.sb.Policy, name: q.name, qtype: q.qtype, v6: q.sb.IPv6}
 	if o := q.req.IsEdns0(); o != nil {
 		q.ckey.do, q.ckey.edns = o.Do(), true
@@ -212,14 +212,14 @@ func (s *Server) cacheLookup(q *query) bool {
 		if q.wire = hitWire(e, q.req, now, uint32(s.cfg.AnswerTTL/time.Second), limit); q.wire != nil {
 			q.resp, q.cacheHit, q.strip, q.upstream, q.answers = nil, true, e.strip, e.upstream, e.answers
 			q.hit = e
-			return true
+			return next
 		}
 	}
 	m, e := s.cache.get(q.ckey, now)
 	if m == nil {
-		return true
+		return next
 	}
 	m.Question = q.req.Question // the client's spelling
 	q.resp, q.cacheHit, q.strip, q.upstream = m, true, e.strip, e.upstream
-	return true
+	return next
 }

@@ -15,13 +15,15 @@ import (
 	"airlock/policies"
 )
 
-// query is one request travelling down the chain.
+// query is one request travelling down the chain: what it asks, where the
+// chain stands, and what the steps found.
 type query struct {
 	ctx   context.Context
 	start time.Time
 	w     dns.ResponseWriter
 	req   *dns.Msg
 	src   netip.Addr
+	step  int // the chain step it stands at
 
 	sb         Sandbox
 	known      bool
@@ -51,43 +53,54 @@ type query struct {
 	hit     *entry
 	answers []string
 
-	// rec, when set, is storage for the event's DNS record (the UDP reader
-	// keeps one per pooled packet: emitters must not retain events).
-	rec *audit.DNS
-	// socks, when set, are the UDP sockets of the worker running the query.
-	socks *workerSocks
-	// call, when set, is the exchange the UDP reader began for q (its first
-	// attempt sent on an upstream socket of the server's; see asyncUp); at
-	// is where its walk over the upstreams stands.
+	// The exchange upstream, when a UDP reader began it (sendMiss): call
+	// is the exchange, at where its walk over the upstreams stands, and
+	// got says the upstream socket's reader resumed the query with the
+	// first attempt's answer (in call.res).
 	call *call
 	at   attempts
-	// scratch, when set, is storage for an error answer (also the UDP
-	// reader's, per packet).
-	scratch *answerScratch
+	got  bool
+
+	// pkt is the UDP reader's packet carrying the query, nil on other
+	// paths: its storage holds the event record and an error answer, so
+	// that the reader's queries allocate neither.
+	pkt *packet
 }
 
-// step is one link of the handler chain. It returns false to stop the
-// chain; the answer (q.resp) is then written and logged.
+// outcome is what a step tells the chain.
+type outcome uint8
+
+const (
+	next   outcome = iota // go on with the next step
+	answer                // stop: q.resp (or q.wire) is the answer
+	wait                  // the query waits; resume carries on at this step
+)
+
+// step is one link of the handler chain.
 type step struct {
 	name string
-	run  func(s *Server, q *query) bool
+	run  func(s *Server, q *query) outcome
 }
 
 // chain is the ordered handler list. Every query ends in writeAndLog.
-var chain = []step{
-	{"identify", (*Server).identify},
-	{"policy", (*Server).decide},
-	{"guards", (*Server).guardStep},
-	{"cache", (*Server).cacheLookup},
-	{"forward", (*Server).forward},
-	{"filter", (*Server).filterStep},
+// Only forward waits (on a UDP reader, which must not block; see
+// sendMiss). It is set in init: its steps resume it.
+var chain []step
+
+func init() {
+	chain = []step{
+		{"identify", (*Server).identify},
+		{"policy", (*Server).decide},
+		{"guards", (*Server).guardStep},
+		{"cache", (*Server).cacheLookup},
+		{"forward", (*Server).forward},
+		{"filter", (*Server).filterStep},
+	}
 }
 
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	q := s.newQuery(w, req)
-	s.runChain(q, 0)
-	s.writeAndLog(q)
+	s.resume(s.newQuery(w, req))
 }
 
 func (s *Server) newQuery(w dns.ResponseWriter, req *dns.Msg) *query {
@@ -96,8 +109,7 @@ func (s *Server) newQuery(w dns.ResponseWriter, req *dns.Msg) *query {
 
 // initQuery readies q (possibly reused storage) for req.
 func (s *Server) initQuery(q *query, w dns.ResponseWriter, req *dns.Msg) *query {
-	rec, scratch := q.rec, q.scratch
-	*q = query{ctx: s.ctx, start: time.Now(), w: w, req: req, rec: rec, scratch: scratch}
+	*q = query{ctx: s.ctx, start: time.Now(), w: w, req: req}
 	if uw, ok := w.(*udpWriter); ok {
 		q.udp, q.src = true, uw.src.Addr()
 	} else {
@@ -108,49 +120,21 @@ func (s *Server) initQuery(q *query, w dns.ResponseWriter, req *dns.Msg) *query 
 	return q
 }
 
-// runChain runs the steps from index from on; it reports whether the
-// chain ran to its end (false: a step stopped it).
-func (s *Server) runChain(q *query, from int) bool {
-	for _, st := range chain[from:] {
-		if !st.run(s, q) {
+// resume runs q's chain from the step it stands at, the first for a new
+// query, and writes and logs its answer. It returns false when a step
+// made the query wait: whoever it waits on calls resume again.
+func (s *Server) resume(q *query) bool {
+	for ; q.step < len(chain); q.step++ {
+		switch chain[q.step].run(s, q) {
+		case answer:
+			s.writeAndLog(q)
+			return true
+		case wait:
 			return false
 		}
 	}
-	return true
-}
-
-// forwardStep is the index of the first step that may wait on the network.
-var forwardStep = func() int {
-	for i, st := range chain {
-		if st.name == "forward" {
-			return i
-		}
-	}
-	panic("dnsd: no forward step")
-}()
-
-// serveQuick runs the chain up to the network. It returns true when the
-// query was answered; false when the caller must finish it with
-// finishSlow, off the reading goroutine.
-func (s *Server) serveQuick(q *query) bool {
-	for _, st := range chain[:forwardStep] {
-		if !st.run(s, q) {
-			s.writeAndLog(q)
-			return true
-		}
-	}
-	if q.cacheHit {
-		s.runChain(q, forwardStep)
-		s.writeAndLog(q)
-		return true
-	}
-	return false
-}
-
-// finishSlow runs the rest of a query serveQuick left.
-func (s *Server) finishSlow(q *query) {
-	s.runChain(q, forwardStep)
 	s.writeAndLog(q)
+	return true
 }
 
 func addrOf(a net.Addr) netip.Addr {
@@ -173,7 +157,7 @@ func addrOf(a net.Addr) netip.Addr {
 }
 
 // identify finds the sandbox and checks the message shape.
-func (s *Server) identify(q *query) bool {
+func (s *Server) identify(q *query) outcome {
 	if len(q.req.Question) > 0 {
 		q.name = q.lname
 		if q.name == "" {
@@ -185,30 +169,30 @@ func (s *Server) identify(q *query) bool {
 	if !ok || sb.Policy == nil {
 		q.rule, q.reason = RuleUnknownSource, "unknown source"
 		q.resp = q.refuse(dns.RcodeRefused, dns.ExtendedErrorCodeProhibited, "unknown source")
-		return false
+		return answer
 	}
 	q.sb, q.known = sb, true
 	if q.req.Response || q.req.Opcode != dns.OpcodeQuery {
 		q.rule, q.reason = RuleMalformed, "not a query"
 		q.resp = q.refuse(dns.RcodeNotImplemented, 0, "")
-		return false
+		return answer
 	}
 	if len(q.req.Question) != 1 {
 		q.rule, q.reason = RuleMalformed, "question count"
 		q.resp = q.refuse(dns.RcodeFormatError, 0, "")
-		return false
+		return answer
 	}
 	if q.req.Question[0].Qclass != dns.ClassINET {
 		q.rule, q.reason = RuleQClass, "class "+dns.Class(q.req.Question[0].Qclass).String()
 		q.resp = q.refuse(dns.RcodeRefused, dns.ExtendedErrorCodeNotSupported, "only class IN")
-		return false
+		return answer
 	}
 	if _, ok := dns.IsDomainName(q.name); !ok || strings.Contains(q.name, "..") {
 		q.rule, q.reason = RuleMalformed, "malformed name"
 		q.resp = q.refuse(dns.RcodeFormatError, 0, "")
-		return false
+		return answer
 	}
-	return true
+	return next
 }
 
 // refusal builds an error answer with an optional RFC 8914 Extended DNS
@@ -253,12 +237,12 @@ func (a *answerScratch) refusal(req *dns.Msg, rcode int, ede uint16, text string
 	return m
 }
 
-// refuse is refusal in the query's scratch answer when it has one.
+// refuse is refusal, in the packet's scratch answer on the UDP reader.
 func (q *query) refuse(rcode int, ede uint16, text string) *dns.Msg {
-	if q.scratch == nil {
+	if q.pkt == nil {
 		return refusal(q.req, rcode, ede, text)
 	}
-	return q.scratch.refusal(q.req, rcode, ede, text)
+	return q.pkt.scratch.refusal(q.req, rcode, ede, text)
 }
 
 // servfail answers an upstream failure.
@@ -271,7 +255,7 @@ func (s *Server) writeAndLog(q *query) {
 	if q.wire != nil {
 		s.logQuery(q)
 		if _, err := q.w.Write(*q.wire); err != nil {
-			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+			s.log.Debug("dns write", logClient, q.src.String(), logErr, err)
 		}
 		bufPool.Put(q.wire)
 		return
@@ -287,9 +271,9 @@ func (s *Server) writeAndLog(q *query) {
 	if err := q.w.WriteMsg(q.resp); err != nil {
 		// An upstream answer that cannot be packed again (hostile or broken
 		// records) must not leave the client without an answer.
-		s.log.Warn("dns write failed, answering SERVFAIL", "client", q.src.String(), "qname", q.logName(), "err", err)
+		s.log.Warn("dns write failed, answering SERVFAIL", logClient, q.src.String(), logQName, q.logName(), logErr, err)
 		if err := q.w.WriteMsg(servfail(q.req)); err != nil {
-			s.log.Debug("dns write", "client", q.src.String(), "err", err)
+			s.log.Debug("dns write", logClient, q.src.String(), logErr, err)
 		}
 	}
 }
@@ -323,8 +307,10 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), s.rules.get(v.Rule, policies.Rule.String), v.Category, v.WouldDeny, v.Reason
 		ev.Reason = joinReason(ev.Reason, q.strip.reason)
 	}
-	d := q.rec
-	if d == nil {
+	var d *audit.DNS
+	if q.pkt != nil {
+		d = &q.pkt.rec // emitters must not retain events
+	} else {
 		d = new(audit.DNS)
 	}
 	*d = audit.DNS{
@@ -435,8 +421,8 @@ func (s *Server) logQuery(q *query) {
 		return
 	}
 	s.log.Log(q.ctx, lvl, "dns query",
-		"sandbox", ev.Sandbox, "client", ev.DNS.Client, "qname", ev.DNS.QName, "qtype", ev.DNS.QType,
-		"rcode", ev.DNS.RCode, "verdict", ev.Verdict, "rule", ev.Rule, "category", ev.Category,
-		"guard", ev.DNS.Guard, "upstream", ev.DNS.Upstream, "cache_hit", ev.DNS.CacheHit,
-		"latency_us", ev.DNS.LatencyUS, "stripped", ev.DNS.Stripped, "err", q.err)
+		logSandbox, ev.Sandbox, logClient, ev.DNS.Client, logQName, ev.DNS.QName, logQType, ev.DNS.QType,
+		logRCode, ev.DNS.RCode, logVerdict, ev.Verdict, logRule, ev.Rule, logCategory, ev.Category,
+		logGuard, ev.DNS.Guard, logUpstream, ev.DNS.Upstream, logCacheHit, ev.DNS.CacheHit,
+		logLatency, ev.DNS.LatencyUS, logStripped, ev.DNS.Stripped, logErr, q.err)
 }

@@ -100,7 +100,7 @@ type Config struct {
 	// the bound addresses are in Server.Addrs).
 	Listen []string
 	// PacketConns and Listeners are pre-opened sockets to serve too, such as
-	// those from ListenTransparentUDP/TCP that the bpf SOCKMAP holds.
+	// the transparent ones (internal/tproxy) that the bpf SOCKMAP holds.
 	PacketConns []net.PacketConn
 	Listeners   []net.Listener
 	// UDPSockets is how many SO_REUSEPORT UDP sockets each Listen address

@@ -14,7 +14,7 @@ import (
 // filterStep shapes a fresh upstream answer for the sandbox (rebinding
 // guard, ECH removal, no AAAA without IPv6), caches it, then caps TTLs and
 // records the bindings, for fresh and cached answers alike.
-func (s *Server) filterStep(q *query) bool {
+func (s *Server) filterStep(q *query) outcome {
 	now := q.start
 	if !q.cacheHit {
 		now = time.Now() // after the upstream's answer
@@ -22,7 +22,7 @@ func (s *Server) filterStep(q *query) bool {
 		q.strip.chain = s.cnameChain(q, q.resp.Answer)
 		e := s.cache.put(q.ckey, q.resp, q.strip, q.upstream, now)
 		if e != nil && s.serveEntry(q, e, now) {
-			return true // written from the entry's packed answer, like a hit
+			return next // written from the entry's packed answer, like a hit
 		}
 		q.resp.Question = q.req.Question
 	}
@@ -30,11 +30,11 @@ func (s *Server) filterStep(q *query) bool {
 		// The packed answer's TTLs were aged and capped; bind for as long.
 		ttl := min(q.hit.expires.Sub(now), s.cfg.AnswerTTL)
 		s.bindings.recordHit(q.hit, q.sb.ID, q.name, now.Add(ttl))
-		return true
+		return next
 	}
 	capTTL(q.resp, uint32(s.cfg.AnswerTTL/time.Second))
 	s.bindings.record(q.sb.ID, q.name, q.resp.Answer, now)
-	return true
+	return next
 }
 
 // serveEntry answers q from a cache entry's packed answer (aged, capped

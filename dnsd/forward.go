@@ -3,39 +3,37 @@ package dnsd
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"airlock/dnsd/internal/upstream"
 )
 
 // upstreamUDPSize is the EDNS buffer size dnsd advertises upstream.
 const upstreamUDPSize = 1232
 
 // exchanger sends one query to one upstream and waits for the answer
-// until deadline (or until ctx ends). ws, when not nil, are the calling
-// worker's own UDP sockets.
+// until deadline (or until ctx ends).
 type exchanger interface {
-	exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time, ws *workerSocks) (*dns.Msg, error)
+	exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error)
 }
 
-// netExchanger is the real exchanger: UDP (a fresh socket, so a random
-// source port, and a random ID per query) with TCP fallback on truncation,
-// or DNS over TLS.
+// netExchanger is the real exchanger: UDP on the upstream sockets of the
+// pool (random source port and ID per query, strict matching; see
+// internal/upstream) with TCP fallback on truncation, or DNS over TLS.
 type netExchanger struct {
 	tcp  dns.Client
-	mu   sync.Mutex
-	udps map[string]*udpUpstream
+	pool *upstream.Pool[*packet]
 }
 
-func newNetExchanger() *netExchanger {
-	return &netExchanger{tcp: dns.Client{Net: "tcp"}, udps: make(map[string]*udpUpstream)}
+func newNetExchanger(h upstream.Handler[*packet]) *netExchanger {
+	return &netExchanger{tcp: dns.Client{Net: "tcp"}, pool: upstream.NewPool(h)}
 }
 
-func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time, ws *workerSocks) (*dns.Msg, error) {
+func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error) {
 	if u.TLS != nil {
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -43,42 +41,27 @@ func (x *netExchanger) exchange(ctx context.Context, m *dns.Msg, u Upstream, dea
 		r, _, err := c.ExchangeContext(ctx, m, u.Addr)
 		return r, err
 	}
-	// UDP: on the worker's own socket, or the shared pool, waiting on a
-	// deadline: no context per query.
-	var r *dns.Msg
-	var err error
-	if ws != nil {
-		r, err = ws.exchange(ctx, u.Addr, m, deadline)
-	} else {
-		r, err = x.udp(u.Addr).exchange(ctx, m, deadline)
+	socks, err := x.pool.Socks(u.Addr)
+	if err != nil {
+		return nil, err
 	}
+	r, err := socks.Exchange(ctx, m, deadline)
 	if err == nil && r.Truncated {
-		ctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		m.Id = dns.Id()
-		r, _, err = x.tcp.ExchangeContext(ctx, m, u.Addr)
+		return x.overTCP(ctx, m, u, deadline)
 	}
 	return r, err
 }
 
-func (x *netExchanger) udp(addr string) *udpUpstream {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	u := x.udps[addr]
-	if u == nil {
-		u = &udpUpstream{addr: addr}
-		x.udps[addr] = u
-	}
-	return u
+// overTCP asks u over TCP, under a new random ID.
+func (x *netExchanger) overTCP(ctx context.Context, m *dns.Msg, u Upstream, deadline time.Time) (*dns.Msg, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	m.Id = upstream.NewID()
+	r, _, err := x.tcp.ExchangeContext(ctx, m, u.Addr)
+	return r, err
 }
 
-func (x *netExchanger) close() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, u := range x.udps {
-		u.close()
-	}
-}
+func (x *netExchanger) close() { x.pool.Close() }
 
 // result is a finished upstream exchange.
 type result struct {
@@ -115,34 +98,41 @@ type forwarder struct {
 	defaults         []Upstream
 }
 
-// forward sends a cache miss upstream.
-func (s *Server) forward(q *query) bool {
-	if q.cacheHit {
-		return true
-	}
-	var res result
-	if c := q.call; c != nil {
-		// The UDP reader made the call and sent the first attempt itself;
-		// it did not end in a usable answer: carry on from there.
+// forward sends a cache miss upstream. On a UDP reader it never waits:
+// the miss goes to an upstream socket (or a worker), which resumes it.
+func (s *Server) forward(q *query) outcome {
+	switch {
+	case q.cacheHit:
+		return next
+	case q.got:
+		// The upstream socket's reader resumed q with its answer.
+		c := q.call
+		q.call, q.got = nil, false
+		return s.forwarded(q, s.fwd.complete(q.ckey, c))
+	case q.pkt != nil && q.pkt.rd != nil:
+		s.sendMiss(q.pkt)
+		return wait
+	case q.call != nil:
+		// A UDP reader began the exchange; its first attempt did not end
+		// in a usable answer: carry on from there.
+		c := q.call
 		q.call = nil
-		c.res = s.fwd.exchange(q.ctx, c, q.ckey, s.fwd.upstreamsFor(q.sb.Policy), q.req.CheckingDisabled, q.socks, q.at)
-		res = s.fwd.complete(q.ckey, c)
-	} else {
-		res = s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled, q.socks)
+		c.res = s.fwd.exchange(q.ctx, c, q.ckey, s.fwd.upstreamsFor(q.sb.Policy), q.req.CheckingDisabled, q.at)
+		return s.forwarded(q, s.fwd.complete(q.ckey, c))
 	}
-	return s.forwarded(q, res)
+	return s.forwarded(q, s.fwd.do(q.ctx, q.ckey, q.sb.Policy, q.req.CheckingDisabled))
 }
 
 // forwarded takes the result of q's exchange.
-func (s *Server) forwarded(q *query, res result) bool {
+func (s *Server) forwarded(q *query, res result) outcome {
 	q.upstream = res.upstream
 	if res.err != nil {
 		q.err = res.err
 		q.resp = servfail(q.req)
-		return false
+		return answer
 	}
 	q.resp, q.respOwned = reply(q.req, res.msg, res.own), res.own
-	return true
+	return next
 }
 
 // reply turns an upstream answer into the answer to req: the client's ID
@@ -197,7 +187,7 @@ func dropOPT(rrs []dns.RR) ([]dns.RR, *dns.OPT) {
 }
 
 // do runs or joins the exchange for k.
-func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *workerSocks) result {
+func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool) result {
 	c, joined := f.begin(k)
 	if joined {
 		select {
@@ -207,7 +197,7 @@ func (f *forwarder) do(ctx context.Context, k cacheKey, p Policy, cd bool, ws *w
 			return result{err: ctx.Err()}
 		}
 	}
-	c.res = f.exchange(ctx, c, k, f.upstreamsFor(p), cd, ws, f.firstAttempt())
+	c.res = f.exchange(ctx, c, k, f.upstreamsFor(p), cd, f.firstAttempt())
 	return f.complete(k, c)
 }
 
@@ -293,7 +283,7 @@ var errNoUpstream = errors.New("no upstream configured")
 
 // exchange tries the upstreams in turn, from where at stands, until one
 // answers usefully or the query's time budget is spent.
-func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Upstream, cd bool, ws *workerSocks, at attempts) result {
+func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Upstream, cd bool, at attempts) result {
 	if len(ups) == 0 {
 		return result{err: errNoUpstream}
 	}
@@ -304,10 +294,7 @@ func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Ups
 		// upstream over TCP (what the exchanger does after a truncation).
 		u := ups[(at.start+at.next-1)%len(ups)]
 		if x, ok := f.x.(*netExchanger); ok && u.TLS == nil && time.Now().Before(at.end) {
-			ctx, cancel := context.WithDeadline(ctx, at.end)
-			m.Id = dns.Id()
-			r, _, err := x.tcp.ExchangeContext(ctx, m, u.Addr)
-			cancel()
+			r, err := x.overTCP(ctx, m, u, at.end)
 			var done bool
 			if last, done = attemptResult(m, r, u, err); done {
 				return last
@@ -320,12 +307,12 @@ func (f *forwarder) exchange(ctx context.Context, c *call, k cacheKey, ups []Ups
 			break
 		}
 		u := ups[(at.start+i)%len(ups)]
-		m.Id = dns.Id()
+		m.Id = upstream.NewID()
 		dl := now.Add(f.attempt)
 		if dl.After(at.end) {
 			dl = at.end
 		}
-		r, err := f.x.exchange(ctx, m, u, dl, ws)
+		r, err := f.x.exchange(ctx, m, u, dl)
 		var done bool
 		if last, done = attemptResult(m, r, u, err); done {
 			return last
@@ -365,7 +352,7 @@ func (c *call) query(k cacheKey, cd bool) *dns.Msg {
 // that it is the answer (no other upstream is asked).
 func attemptResult(m, r *dns.Msg, u Upstream, err error) (res result, done bool) {
 	if err == nil {
-		err = checkAnswer(m, r)
+		err = upstream.Check(m, r)
 	}
 	return result{msg: r, upstream: u.String(), err: err}, err == nil && !retryable(r)
 }
@@ -374,18 +361,4 @@ func attemptResult(m, r *dns.Msg, u Upstream, err error) (res result, done bool)
 // SERVFAIL or REFUSED.
 func retryable(r *dns.Msg) bool {
 	return r.Rcode == dns.RcodeServerFailure || r.Rcode == dns.RcodeRefused
-}
-
-// checkAnswer makes sure r answers m (same ID, same question).
-func checkAnswer(m, r *dns.Msg) error {
-	if r == nil {
-		return errors.New("empty answer")
-	}
-	if r.Id != m.Id || !r.Response {
-		return errors.New("answer id mismatch")
-	}
-	if len(r.Question) != 1 || !strings.EqualFold(r.Question[0].Name, m.Question[0].Name) || r.Question[0].Qtype != m.Question[0].Qtype {
-		return fmt.Errorf("answer for another question")
-	}
-	return nil
 }

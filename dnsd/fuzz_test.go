@@ -13,7 +13,7 @@ import (
 // rewritten to match the query's ID and question when it parses.
 type fuzzExchanger struct{ wire []byte }
 
-func (f fuzzExchanger) exchange(_ context.Context, m *dns.Msg, _ Upstream, _ time.Time, _ *workerSocks) (*dns.Msg, error) {
+func (f fuzzExchanger) exchange(_ context.Context, m *dns.Msg, _ Upstream, _ time.Time) (*dns.Msg, error) {
 	r := new(dns.Msg)
 	if err := r.Unpack(f.wire); err != nil {
 		return nil, err

@@ -74,17 +74,17 @@ func (g *guards) sweep(now time.Time) {
 
 // guardStep applies the policy's [dns] limits; a tripped guard denies the
 // query with the policy's block answer.
-func (s *Server) guardStep(q *query) bool {
+func (s *Server) guardStep(q *query) outcome {
 	cfg := q.sb.Policy.DNS()
 	q.guard = checkLengths(q.name, cfg.MaxLabel, cfg.MaxName)
 	if q.guard == "" {
 		q.guard, q.guardScope = s.guards.box(q.sb.ID).check(q.name, limits{qpm: cfg.QueriesPerMinute, qps: cfg.QueriesPerSecond, perParent: cfg.NamesPerParent}, q.start)
 	}
 	if q.guard == "" {
-		return true
+		return next
 	}
 	q.resp = s.blockAnswer(q, guardText[q.guard])
-	return false
+	return answer
 }
 
 // checkLengths enforces label and name length limits (defaults 63 and 253).

@@ -14,7 +14,7 @@ import (
 // A AAAA CNAME HTTPS SVCB MX SRV, and a category's dns_types): ANY, NULL
 // and the rest are refused under "dns.qtypes" unless the policy lists them,
 // and the policy language rejects the meta and zone-transfer types.
-func (s *Server) decide(q *query) bool {
+func (s *Server) decide(q *query) outcome {
 	q.verdict = q.sb.Policy.Decide(policies.Request{Stage: policies.StageDNS, Host: strings.TrimSuffix(q.name, "."), QType: q.qtype})
 	if !resolves(q.verdict.Action) {
 		switch q.verdict.Rule.Name {
@@ -30,9 +30,9 @@ func (s *Server) decide(q *query) bool {
 		if q.resp == nil {
 			q.resp = s.blockAnswer(q, s.blockTexts.get(q.verdict.Rule.Name, blockText))
 		}
-		return false
+		return answer
 	}
-	return true
+	return next
 }
 
 // resolves says whether a verdict lets the name be resolved. Ask resolves:

@@ -1,7 +1,3 @@
-// Package dnsd is Airlock's policy DNS resolver: every name a sandbox looks
-// up is identified by source address, decided by the sandbox's policy,
-// guarded against exfiltration, forwarded with a cache, filtered against
-// rebinding, recorded in the bindings ledger and logged.
 package dnsd
 
 import (
@@ -47,15 +43,6 @@ type Server struct {
 	slowq       chan *packet // cache misses for idle workers (unbuffered)
 	slowWorkers atomic.Int32
 
-	// The UDP readers' upstream sockets (see asyncUp): per upstream
-	// address, and all open ones for the deadline sweep and Close.
-	ups       sync.Map // string -> *asyncUp
-	sweepOnce sync.Once
-	upMu      sync.Mutex
-	upConns   map[*upConn]struct{}
-	upPending atomic.Int64  // first attempts pending on them
-	upWake    chan struct{} // the sweeper's wake-up when upPending leaves 0
-
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -81,10 +68,9 @@ func New(cfg Config) (*Server, error) {
 		bindings: NewBindings(cfg.BindingsSize, cfg.BindingsGrace),
 		pcs:      append([]net.PacketConn(nil), cfg.PacketConns...),
 		slowq:    make(chan *packet),
-		upWake:   make(chan struct{}, 1),
 		lns:      append([]net.Listener(nil), cfg.Listeners...),
 	}
-	s.fwd = &forwarder{x: newNetExchanger(), timeout: cfg.Timeout, attempt: cfg.AttemptTimeout,
+	s.fwd = &forwarder{x: newNetExchanger((*upEvents)(s)), timeout: cfg.Timeout, attempt: cfg.AttemptTimeout,
 		calls: make(map[cacheKey]*call), defaults: cfg.Upstreams}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, addr := range cfg.Listen {
@@ -284,7 +270,6 @@ func (s *Server) Close() error {
 	servers, pcs, lns := s.servers, s.pcs, s.lns
 	s.mu.Unlock()
 	s.cancel()
-	s.closeUpConns()
 	if x, ok := s.fwd.x.(*netExchanger); ok {
 		x.close()
 	}

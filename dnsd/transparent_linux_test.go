@@ -1,6 +1,7 @@
 package dnsd
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netns"
+
+	"airlock/internal/tproxy"
 )
 
 func run(t *testing.T, args ...string) {
@@ -96,10 +99,10 @@ func TestTransparentAnswersFromOriginalDestination(t *testing.T) {
 	var ln *net.TCPListener
 	inNetns(t, sns, func() {
 		var err error
-		if pc, err = ListenTransparentUDP("198.18.200.1:53"); err != nil {
+		if pc, err = tproxy.ListenUDP(context.Background(), "198.18.200.1:53"); err != nil {
 			t.Fatal(err)
 		}
-		if ln, err = ListenTransparentTCP("198.18.200.1:53"); err != nil {
+		if ln, err = tproxy.ListenTCP(context.Background(), "198.18.200.1:53"); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"airlock/audit"
+	"airlock/dnsd/internal/udpio"
+	"airlock/dnsd/internal/upstream"
 )
 
 // dnsd reads IPv4 UDP itself instead of through dns.Server: one reader per
@@ -24,7 +26,7 @@ import (
 const (
 	maxUDPQuery = 4096
 	oobSize     = 64
-	udpBatch    = 32 // messages per recvmmsg/sendmmsg
+	udpBatch    = udpio.Batch // messages per recvmmsg/sendmmsg
 )
 
 // packet is one received query and the state to answer it.
@@ -37,9 +39,13 @@ type packet struct {
 	n     int
 	src   netip.AddrPort
 	dst   netip.Addr // the query's destination address (IP_PKTINFO)
-	reply [unix.SizeofCmsghdr + unix.SizeofInet4Pktinfo]byte
+	reply [udpio.PktinfoLen]byte
 
 	bc *ipv4.PacketConn // pc, for the batched replies of misses
+	// rd is the reader handling the packet; nil once the packet is handed
+	// on (to an upstream socket or a worker) and on the paths that may
+	// block.
+	rd *udpReader
 
 	// upq holds the packed upstream query of a miss the reader sends itself.
 	upq [512]byte
@@ -50,7 +56,8 @@ type packet struct {
 	bufs            [1][]byte
 
 	// Storage reused for every query this packet carries, so answering
-	// from the cache or denying allocates no request, query or event record.
+	// from the cache or denying allocates no request, query, event record
+	// or error answer.
 	to      net.UDPAddr // the reply's destination, for sendmmsg
 	toIP    [4]byte
 	msg     dns.Msg
@@ -99,16 +106,7 @@ func (w *udpWriter) Write(b []byte) (int, error) {
 }
 
 // replyOOB is an IP_PKTINFO control message setting the source address.
-func (w *udpWriter) replyOOB() []byte {
-	b := w.reply[:]
-	clear(b)
-	h := (*unix.Cmsghdr)(unsafePointer(&b[0]))
-	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
-	h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
-	a := w.dst.As4()
-	copy(b[unix.SizeofCmsghdr+4:], a[:]) // in_pktinfo.ipi_spec_dst
-	return b
-}
+func (w *udpWriter) replyOOB() []byte { return udpio.SourceOOB(&w.reply, w.dst) }
 
 func (w *udpWriter) Close() error        { return nil }
 func (w *udpWriter) TsigStatus() error   { return nil }
@@ -127,24 +125,6 @@ func (p *packet) replyAddr() *net.UDPAddr {
 	return &p.to
 }
 
-// parsePktinfo returns the destination address from an IP_PKTINFO
-// control message (ipi_addr, the address in the packet's header).
-func parsePktinfo(oob []byte) netip.Addr {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafePointer(&oob[0]))
-		l := int(h.Len)
-		if l < unix.SizeofCmsghdr || l > len(oob) {
-			return netip.Addr{}
-		}
-		if h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && l >= unix.SizeofCmsghdr+unix.SizeofInet4Pktinfo {
-			d := oob[unix.SizeofCmsghdr+8 : unix.SizeofCmsghdr+12]
-			return netip.AddrFrom4([4]byte(d))
-		}
-		oob = oob[unix.CmsgSpace(l-unix.SizeofCmsghdr):]
-	}
-	return netip.Addr{}
-}
-
 // udpSock is one of the server's IPv4 UDP sockets.
 type udpSock struct {
 	pc    *net.UDPConn
@@ -155,15 +135,13 @@ type udpSock struct {
 
 // udpReader is the state of the goroutine reading one socket.
 type udpReader struct {
-	s      *Server
-	rd     *mmsgReader
-	tab    names
-	pkts   []*packet
-	out    []ipv4.Message
-	sends  []upSend
-	upMsgs []ipv4.Message
-	upBufs *[udpBatch][1][]byte
-	wr     *mmsgWriter // the answers of a batch (IPv4 clients)
+	s    *Server
+	rd   *udpio.Reader
+	tab  names
+	pkts []*packet
+	out  []ipv4.Message
+	send upstream.Sender[*packet] // the batch's misses, to upstream sockets
+	wr   *udpio.Writer            // the answers of a batch (IPv4 clients)
 
 	// poll reads a batch from the socket fd without waiting, into n and
 	// errno (made once: no closure per read).
@@ -187,13 +165,12 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 		return errors.Join(err, serr)
 	}
 	us := &udpSock{pc: pc, rc: rc, bc: ipv4.NewPacketConn(pc), local: pc.LocalAddr()}
-	r := &udpReader{s: s, rd: newMMsgReader(rc), tab: make(names), pkts: make([]*packet, udpBatch),
-		out: make([]ipv4.Message, 0, udpBatch), sends: make([]upSend, 0, udpBatch),
-		upMsgs: make([]ipv4.Message, 0, udpBatch), upBufs: new([udpBatch][1][]byte)}
-	r.wr = newMMsgWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", "err", e) })
+	r := &udpReader{s: s, rd: udpio.NewReader(rc), tab: make(names), pkts: make([]*packet, udpBatch),
+		out: make([]ipv4.Message, 0, udpBatch)}
+	r.wr = udpio.NewWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", logErr, e) })
 	r.poll = func(fd uintptr) {
 		r.fill()
-		r.n, r.errno = r.rd.recv(fd, r.pkts)
+		r.n, r.errno = r.rd.Recv(fd, len(r.pkts))
 	}
 	// The whole loop runs inside one RawConn.Read. A read that returns
 	// fewer than udpBatch messages met an empty socket, so the reader
@@ -248,12 +225,15 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 	}
 }
 
-// fill replaces the packets handle gave away.
+// fill replaces the packets handle gave away and points the reader at
+// their buffers.
 func (r *udpReader) fill() {
-	for i := range r.pkts {
-		if r.pkts[i] == nil {
-			r.pkts[i] = packetPool.Get().(*packet)
+	for i, p := range r.pkts {
+		if p == nil {
+			p = packetPool.Get().(*packet)
+			r.pkts[i] = p
 		}
+		r.rd.Set(i, p.buf[:], p.oob[:])
 	}
 }
 
@@ -265,20 +245,16 @@ func (r *udpReader) handle(us *udpSock, n int) {
 	r.out = r.out[:0]
 	for i := 0; i < n; i++ {
 		p := r.pkts[i]
-		size, oobn, src, ok := r.rd.msg(i)
+		size, oobn, src, ok := r.rd.Msg(i)
 		if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
 			continue // short, oversized, or a response: drop, never reflect
 		}
 		p.pc, p.bc, p.local, p.n = us.pc, us.bc, us.local, size
 		p.src = src
-		p.dst = parsePktinfo(p.oob[:min(oobn, len(p.oob))])
-		p.batched, p.queued = true, false
+		p.dst = udpio.Pktinfo(p.oob[:min(oobn, len(p.oob))])
+		p.batched, p.queued, p.rd = true, false, r
 		if !s.handlePacket(p, r.tab) {
-			r.pkts[i] = nil // the upstream socket's reader or a worker owns it now
-			var ok bool
-			if r.sends, ok = s.sendMiss(p, r.sends); !ok {
-				s.dispatchSlow(p)
-			}
+			r.pkts[i] = nil // an upstream socket or a worker owns it now
 			continue
 		}
 		if p.queued {
@@ -286,24 +262,21 @@ func (r *udpReader) handle(us *udpSock, n int) {
 			if p.dst.Is4() {
 				oob = (*udpWriter)(p).replyOOB()
 			}
-			if r.wr.add(p.out, oob, p.src) {
+			if r.wr.Add(p.out, oob, p.src) {
 				continue
 			}
 			p.bufs[0] = p.out
 			r.out = append(r.out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
 		}
 	}
-	if len(r.sends) > 0 {
-		s.flushUp(r.sends, r.upMsgs, r.upBufs)
-		r.sends = r.sends[:0]
-	}
-	if err := r.wr.flush(us.rc); err != nil {
-		s.log.Debug("dns write batch", "err", err)
+	r.send.Flush()
+	if err := r.wr.Flush(us.rc); err != nil {
+		s.log.Debug("dns write batch", logErr, err)
 	}
 	for sent := 0; sent < len(r.out); {
 		k, err := us.bc.WriteBatch(r.out[sent:], 0)
 		if err != nil {
-			s.log.Debug("dns write batch", "err", err)
+			s.log.Debug("dns write batch", logErr, err)
 			break
 		}
 		sent += k
@@ -312,9 +285,8 @@ func (r *udpReader) handle(us *udpSock, n int) {
 
 // handlePacket answers what needs no network (denials, guards, cache hits)
 // on the reading goroutine and reports true; for a cache miss it reports
-// false, and the caller sends it upstream (sendMiss) or hands it to a
-// worker (dispatchSlow), which then own p, so a slow upstream never holds
-// the socket.
+// false: the chain's forward step gave p to an upstream socket or a worker
+// (sendMiss), which own it now, so a slow upstream never holds the socket.
 func (s *Server) handlePacket(p *packet, tab names) bool {
 	req := &p.msg
 	lname, fast := tab.fastParse(p.buf[:p.n], req, &p.st)
@@ -324,14 +296,9 @@ func (s *Server) handlePacket(p *packet, tab names) bool {
 			return true
 		}
 	}
-	p.q.rec, p.q.scratch = &p.rec, &p.scratch
 	q := s.initQuery(&p.q, (*udpWriter)(p), req)
-	q.lname = lname
-	if s.serveQuick(q) {
-		return true
-	}
-	p.batched = false
-	return false
+	q.lname, q.pkt = lname, p
+	return s.resume(q)
 }
 
 // maxSlowWorkers bounds the goroutines kept waiting for cache misses.
@@ -342,6 +309,7 @@ const maxSlowWorkers = 256
 // maxSlowWorkers; beyond that a goroutine serves one miss and ends, so a
 // slow upstream never holds up the reader.
 func (s *Server) dispatchSlow(p *packet) {
+	p.rd, p.batched = nil, false // a worker may block, and writes itself
 	select {
 	case s.slowq <- p:
 		return
@@ -357,10 +325,7 @@ func (s *Server) dispatchSlow(p *packet) {
 
 func (s *Server) slowWorker(p *packet) {
 	defer s.slowWorkers.Add(-1)
-	ws := &workerSocks{}
-	defer ws.close()
 	for {
-		p.q.socks = ws
 		s.finishPacket(p)
 		p = nil
 		select {
@@ -373,7 +338,7 @@ func (s *Server) slowWorker(p *packet) {
 
 // finishPacket answers a cache miss and returns its packet to the pool.
 func (s *Server) finishPacket(p *packet) {
-	s.finishSlow(&p.q)
+	s.resume(&p.q)
 	packetPool.Put(p)
 }
 

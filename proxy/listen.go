@@ -10,33 +10,19 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/tproxy"
 )
 
 // ListenTransparent opens the TCP listener the kernel path steers sandbox
-// connections to: IP_TRANSPARENT (needs CAP_NET_ADMIN) and plain TCP, not
-// MPTCP (a SOCKMAP refuses MPTCP sockets). The original destination of an
-// accepted connection is its LocalAddr().
+// connections to, with internal/tproxy (the one transparent-listener
+// opener): IP_TRANSPARENT (needs CAP_NET_ADMIN), plain TCP, not MPTCP (a
+// SOCKMAP refuses MPTCP sockets). The original destination of an accepted
+// connection is its LocalAddr().
 func ListenTransparent(ctx context.Context, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
-		})
-		if err != nil {
-			return err
-		}
-		if serr != nil {
-			return fmt.Errorf("IP_TRANSPARENT: %w", serr)
-		}
-		return nil
-	}}
-	// No TCP keep-alive probes on accepted sockets (four setsockopt calls
-	// per connection): the proxy's idle timeouts close dead connections.
-	lc.KeepAlive = -1
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(ctx, "tcp4", addr)
+	ln, err := tproxy.ListenTCP(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: transparent listener: %w", err)
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	return ln, nil
 }

@@ -21,6 +21,7 @@ import (
 	"airlock/certs"
 	"airlock/dnsd"
 	"airlock/internal/safefile"
+	"airlock/internal/tproxy"
 	"airlock/proxy"
 	"airlock/runner"
 )
@@ -278,11 +279,11 @@ func (a *Appliance) gatewayPort(port uint16) string {
 }
 
 func (a *Appliance) startDNS(bg context.Context) error {
-	udp, err := dnsd.ListenTransparentUDP(a.gatewayPort(a.cfg.Listen.DNS))
+	udp, err := tproxy.ListenUDP(bg, a.gatewayPort(a.cfg.Listen.DNS))
 	if err != nil {
 		return err
 	}
-	tcp, err := dnsd.ListenTransparentTCP(a.gatewayPort(a.cfg.Listen.DNS))
+	tcp, err := tproxy.ListenTCP(bg, a.gatewayPort(a.cfg.Listen.DNS))
 	if err != nil {
 		udp.Close()
 		return err
@@ -315,11 +316,11 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tl, err := bpf.ListenTCP(ctx, a.gatewayPort(a.cfg.Listen.ProxyTransparent))
+	tl, err := tproxy.ListenTCP(ctx, a.gatewayPort(a.cfg.Listen.ProxyTransparent))
 	if err != nil {
 		return err
 	}
-	el, err := bpf.ListenTCP(ctx, a.gatewayPort(a.cfg.Listen.ProxyExplicit))
+	el, err := tproxy.ListenTCP(ctx, a.gatewayPort(a.cfg.Listen.ProxyExplicit))
 	if err != nil {
 		tl.Close()
 		return err

@@ -9,10 +9,11 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Answers on the UDP readers' upstream sockets are matched strictly: a
-// forged answer from another port, one with another ID, one for another
-// name and a query in place of an answer are all read past, and the real
-// answer that follows them is the one the client gets.
+// Answers on the upstream sockets are matched strictly: a forged answer
+// from another port, one with another ID, one for another name and a query
+// in place of an answer are all read past, and the real answer that
+// follows them is the one the client gets, whether the query came over
+// UDP (the reader's first attempt) or TCP (a blocking exchange).
 func TestForgedUpstreamAnswersIgnored(t *testing.T) {
 	up, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -57,10 +58,12 @@ func TestForgedUpstreamAnswersIgnored(t *testing.T) {
 	h := startServer(t, w, oneSandbox(webPolicy(t, "", ""), false), func(c *Config) {
 		c.Upstreams = []Upstream{{Addr: up.LocalAddr().String()}}
 	})
-	for i := range 40 { // more than a socket carries: the sockets rotate meanwhile
-		r := h.ask(t, "udp", fmt.Sprintf("f%d.example.test", i), dns.TypeA)
-		if diff := cmp.Diff([]string{"1.2.3.4"}, answers(r)); diff != "" {
-			t.Fatalf("query %d: answers (-want +got):\n%s", i, diff)
+	for _, netw := range []string{"udp", "tcp"} {
+		for i := range 40 { // more than a socket carries: the sockets rotate meanwhile
+			r := h.ask(t, netw, fmt.Sprintf("%s%d.example.test", netw, i), dns.TypeA)
+			if diff := cmp.Diff([]string{"1.2.3.4"}, answers(r)); diff != "" {
+				t.Fatalf("%s query %d: answers (-want +got):\n%s", netw, i, diff)
+			}
 		}
 	}
 }
