@@ -10,12 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"airlock/audit"
 )
@@ -394,44 +391,3 @@ type authFunc func(string, string) (Sandbox, bool)
 func (f authFunc) Authenticate(u, p string) (Sandbox, bool) { return f(u, p) }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
-func TestListenTransparent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("IP_TRANSPARENT needs CAP_NET_ADMIN: not root")
-	}
-	ln, err := ListenTransparent(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	raw, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var transparent, proto int
-	raw.Control(func(fd uintptr) {
-		transparent, _ = unix.GetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT)
-		proto, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
-	})
-	if transparent != 1 {
-		t.Error("listener lacks IP_TRANSPARENT")
-	}
-	if proto != unix.IPPROTO_TCP {
-		t.Errorf("listener protocol %d, want plain TCP (not MPTCP)", proto)
-	}
-	// The original destination of an accepted connection is its local address.
-	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err == nil {
-			c.Close()
-		}
-	}()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if dst, ok := addrPort(c.LocalAddr()); !ok || dst.String() != ln.Addr().String() {
-		t.Errorf("original destination %v", dst)
-	}
-}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,22 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"airlock/internal/tproxy"
 )
-
-// ListenTransparent opens the TCP listener the kernel path steers sandbox
-// connections to, with internal/tproxy (the one transparent-listener
-// opener): IP_TRANSPARENT (needs CAP_NET_ADMIN), plain TCP, not MPTCP (a
-// SOCKMAP refuses MPTCP sockets). The original destination of an accepted
-// connection is its LocalAddr().
-func ListenTransparent(ctx context.Context, addr string) (net.Listener, error) {
-	ln, err := tproxy.ListenTCP(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	return ln, nil
-}
 
 // ServeTransparent accepts steered connections until ln is closed or the
 // proxy is. Each connection's original destination is its local address.
