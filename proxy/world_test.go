@@ -74,7 +74,7 @@ type world struct {
 	badPort   uint16 // HTTPS origin with a certificate nobody trusts
 	plainPort uint16 // HTTP origin
 
-	trickle chan struct{} // lets /trickle send the rest of its body
+	trickle chan struct{} // lets /trickle and /hold send the rest of their bodies
 
 	mu   sync.Mutex
 	seen []seenReq
@@ -189,6 +189,18 @@ func (w *world) handle(rw http.ResponseWriter, r *http.Request) {
 		case <-time.After(10 * time.Second):
 		}
 		rw.Write(bytes.Repeat([]byte("u"), 99000))
+		return
+	}
+	if r.URL.Path == "/hold" {
+		// No length: a first chunk alone, the rest only once the test
+		// lets it go (or after 10 s).
+		io.WriteString(rw, "first part")
+		http.NewResponseController(rw).Flush()
+		select {
+		case <-w.trickle:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(rw, "second part")
 		return
 	}
 	if r.URL.Path == "/big" {

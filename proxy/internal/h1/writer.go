@@ -113,11 +113,16 @@ func GetWriter(c net.Conn, br *bufio.Reader, req *http.Request, idle time.Durati
 	return w
 }
 
-// PutWriter gives w back to the pool (unless a hijacker owns it).
+// PutWriter gives w back to the pool (unless a hijacker owns it). What
+// its buffer still holds is dropped: a failed write's error (bufio keeps
+// it, and would fail the next connection's first write) and the bytes of
+// a response that was aborted or never flushed (they belong to this
+// connection, never to the next).
 func PutWriter(w *Writer) {
 	if w.hijacked {
 		return // the hijacker owns the buffers now
 	}
+	w.bw.Reset(&w.dw)
 	// Keep the header's keys and value arrays for the next response
 	// (the engine appends into them), unless a response brought many.
 	h := w.h
