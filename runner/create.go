@@ -30,7 +30,7 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	now := r.cfg.Now().UTC()
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
-		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups)}
+		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups), Outputs: slices.Clone(req.Outputs)}
 	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)
@@ -73,6 +73,9 @@ func validateCreate(req CreateRequest) error {
 		if len(argv) == 0 {
 			return fmt.Errorf("create sandbox: setup command %d is empty: %w", i, ErrInvalid)
 		}
+	}
+	if err := validOutputs(req.Outputs); err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
 	}
 	if _, err := NormalizeCapAdd(req.CapAdd); err != nil {
 		return fmt.Errorf("create sandbox: %w", err)

@@ -45,6 +45,8 @@ type Container struct {
 	Image   string
 	Running bool
 	Pid     int // host PID of the container's init while running
+	// ExitCode is the exit status of a container that stopped.
+	ExitCode int
 	Labels  map[string]string
 }
 

@@ -74,6 +74,10 @@ type Config struct {
 	// MaxFileBytes bounds one file read or written through the files API;
 	// 0: DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Artifacts bounds what is kept of a sandbox after it ends (under
+	// StateDir/artifacts/); ArtifactHook adds to it (the review report).
+	Artifacts    ArtifactConfig
+	ArtifactHook ArtifactHook
 
 	hostNet hostNet // nil: netlink
 }
@@ -97,6 +101,7 @@ type Runner struct {
 	// recovering marks exec ids followed after an adoption: their finished
 	// events say recovered.
 	recovering sync.Map
+	stopWatch  chan struct{} // closed by Close; nil until Watch
 }
 
 type sandbox struct {
@@ -104,6 +109,8 @@ type sandbox struct {
 	detach func() error
 	timer  *time.Timer
 	agent  Agent // nil: commands through the engine
+	// exported: the artifacts were written (by a destroy that then failed).
+	exported bool
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call
@@ -116,6 +123,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: StateDir %q must be an absolute path: %w", cfg.StateDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
+	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes")}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
 		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
 	if r.net == nil {
@@ -165,6 +173,7 @@ func setDefaults(cfg *Config) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Artifacts = cfg.Artifacts.withDefaults()
 }
 
 func randomID() string {
@@ -179,7 +188,7 @@ func (r *Runner) prepareStateDir() error {
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{r.cfg.StateDir, 0o711}, {r.caDir(), 0o755}, {r.sandboxesDir(), 0o700}} {
+	}{{r.cfg.StateDir, 0o711}, {r.caDir(), 0o755}, {r.sandboxesDir(), 0o700}, {r.artifactsDir(), 0o700}} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return fmt.Errorf("runner: state dir: %w", err)
 		}
@@ -241,6 +250,9 @@ func (r *Runner) List() []Sandbox {
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.closed && r.stopWatch != nil {
+		close(r.stopWatch)
+	}
 	r.closed = true
 	for _, sb := range r.sandboxes {
 		if sb.timer != nil {
@@ -293,8 +305,12 @@ func (r *Runner) update(sb *sandbox, f func(*Sandbox)) {
 
 // lifecycle emits a lifecycle event.
 func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
+	r.emitLifecycle(sb, stage, detail, nil)
+}
+
+func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange) {
 	e := audit.New(audit.KindLifecycle, sb.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes}
 	if sb.Address.IsValid() {
 		e.Lifecycle.Address = sb.Address.String()
 	}

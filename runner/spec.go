@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -27,6 +28,7 @@ const (
 	LabelReadOnly  = "io.airlock.read-only"
 	LabelCapAdd    = "io.airlock.cap-add"
 	LabelAgent     = "io.airlock.agent" // "airlock-init" when the agent is PID 1
+	LabelOutputs   = "io.airlock.outputs" // JSON list of the declared output paths
 )
 
 // Paths inside the sandbox.
@@ -255,6 +257,10 @@ func sandboxLabels(in SpecInput) map[string]string {
 	}
 	if caps, err := NormalizeCapAdd(in.Req.CapAdd); err == nil && len(caps) > 0 {
 		l[LabelCapAdd] = strings.Join(caps, ",")
+	}
+	if len(in.Req.Outputs) > 0 {
+		b, _ := json.Marshal(in.Req.Outputs)
+		l[LabelOutputs] = string(b)
 	}
 	if !in.Deadline.IsZero() {
 		l[LabelDeadline] = in.Deadline.UTC().Format(time.RFC3339Nano)

@@ -79,6 +79,9 @@ type CreateRequest struct {
 	// AllowedCapAdd are accepted ("NET_RAW" or "CAP_NET_RAW", any case);
 	// anything else fails the create with ErrInvalid.
 	CapAdd []string
+	// Outputs are absolute paths in the sandbox exported as artifacts when
+	// it ends (Runner.Artifacts), each as a tar stream.
+	Outputs []string
 }
 
 // LimitReport says which limits are in force for a sandbox and why not.
@@ -112,6 +115,8 @@ type Sandbox struct {
 	// PodmanExecName (the engine's exec; AgentError says why).
 	Agent      string `json:"agent"`
 	AgentError string `json:"agent_error,omitempty"`
+	// Outputs are exported as artifacts when the sandbox ends.
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // SandboxNet is what the network hook learns about a sandbox's veth.

@@ -169,7 +169,7 @@ func (e *Engine) Inspect(ctx context.Context, id string) (runner.Container, erro
 		out.Labels = d.Config.Labels
 	}
 	if d.State != nil {
-		out.Running, out.Pid = d.State.Running, d.State.Pid
+		out.Running, out.Pid, out.ExitCode = d.State.Running, d.State.Pid, int(d.State.ExitCode)
 	}
 	return out, nil
 }
@@ -196,7 +196,7 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]runner.C
 			name = x.Names[0]
 		}
 		out = append(out, runner.Container{ID: x.ID, Name: name, Image: x.Image, Running: x.State == "running",
-			Pid: x.Pid, Labels: x.Labels})
+			Pid: x.Pid, ExitCode: int(x.ExitCode), Labels: x.Labels})
 	}
 	return out, nil
 }

@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DefaultWatchInterval is how often Watch looks for containers that ended
+// outside the runner.
+const DefaultWatchInterval = 2 * time.Second
+
+// Watch starts looking, every interval (0: DefaultWatchInterval), for
+// running sandboxes whose container stopped or disappeared without the
+// runner (killed from outside, crashed, removed by hand); each is destroyed
+// with its artifacts exported and an end record naming the cause. Close
+// stops it. Call it after Reconcile.
+func (r *Runner) Watch(interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultWatchInterval
+	}
+	r.mu.Lock()
+	if r.closed || r.stopWatch != nil {
+		r.mu.Unlock()
+		return
+	}
+	stop := make(chan struct{})
+	r.stopWatch = stop
+	r.mu.Unlock()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				r.checkContainers()
+			}
+		}
+	}()
+}
+
+// checkContainers destroys the running sandboxes whose container is not
+// running.
+func (r *Runner) checkContainers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := r.cfg.Engine.List(ctx, map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance})
+	if err != nil {
+		r.log.Warn("sandbox watch: list containers", "err", err)
+		return
+	}
+	byID := map[string]Container{}
+	for _, c := range cs {
+		byID[c.ID] = c
+	}
+	for _, sb := range r.List() {
+		if sb.State != StateRunning || sb.ContainerID == "" {
+			continue
+		}
+		c, ok := byID[sb.ContainerID]
+		if ok && c.Running {
+			continue
+		}
+		why := "its container disappeared outside airlock"
+		if ok {
+			why = fmt.Sprintf("its container stopped outside airlock (exit code %d)", c.ExitCode)
+		}
+		go r.died(sb.ID, why)
+	}
+}
+
+func (r *Runner) died(id, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r.log.Warn("sandbox ended outside the runner", "sandbox", id, "reason", why)
+	if err := r.destroy(ctx, id, why); err != nil {
+		r.log.Warn("sandbox watch: destroy", "sandbox", id, "err", err)
+	}
+}
