@@ -47,7 +47,7 @@ type Container struct {
 	Pid     int // host PID of the container's init while running
 	// ExitCode is the exit status of a container that stopped.
 	ExitCode int
-	Labels  map[string]string
+	Labels   map[string]string
 }
 
 // Process is one command for Engine.Exec. Env is KEY=VALUE, sorted.

@@ -27,7 +27,7 @@ const (
 	LabelWorkspace = "io.airlock.workspace"
 	LabelReadOnly  = "io.airlock.read-only"
 	LabelCapAdd    = "io.airlock.cap-add"
-	LabelAgent     = "io.airlock.agent" // "airlock-init" when the agent is PID 1
+	LabelAgent     = "io.airlock.agent"   // "airlock-init" when the agent is PID 1
 	LabelOutputs   = "io.airlock.outputs" // JSON list of the declared output paths
 )
 
