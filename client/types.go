@@ -62,6 +62,9 @@ type CreateRequest struct {
 	// The kernel path holds regardless: they reach nothing the sandbox
 	// could not reach without them.
 	CapAdd []string `json:"cap_add,omitempty"`
+	// Outputs are absolute paths in the sandbox kept as artifacts when it
+	// ends, however it ends (see Client.Artifacts).
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // ExecRequest runs one command in a sandbox.

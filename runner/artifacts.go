@@ -83,7 +83,7 @@ type ArtifactHook func(ctx context.Context, sb Sandbox, dir string) error
 
 const manifestName = "manifest.json"
 
-func (r *Runner) artifactsDir() string { return filepath.Join(r.cfg.StateDir, "artifacts") }
+func (r *Runner) artifactsDir() string { return r.cfg.ArtifactDir }
 func (r *Runner) commandsPath(id string) string {
 	return filepath.Join(r.sandboxesDir(), id, "commands.jsonl")
 }

@@ -74,8 +74,10 @@ type Config struct {
 	// MaxFileBytes bounds one file read or written through the files API;
 	// 0: DefaultMaxFileBytes.
 	MaxFileBytes int64
-	// Artifacts bounds what is kept of a sandbox after it ends (under
-	// StateDir/artifacts/); ArtifactHook adds to it (the review report).
+	// Artifacts bounds what is kept of a sandbox after it ends, under
+	// ArtifactDir (default StateDir/artifacts; it should outlive a reboot
+	// when StateDir does not); ArtifactHook adds to it (the review report).
+	ArtifactDir  string
 	Artifacts    ArtifactConfig
 	ArtifactHook ArtifactHook
 
@@ -119,8 +121,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Engine == nil || cfg.Emitter == nil {
 		return nil, fmt.Errorf("runner: Engine and Emitter are required: %w", ErrInvalid)
 	}
-	if !filepath.IsAbs(cfg.StateDir) {
-		return nil, fmt.Errorf("runner: StateDir %q must be an absolute path: %w", cfg.StateDir, ErrInvalid)
+	if !filepath.IsAbs(cfg.StateDir) || cfg.ArtifactDir != "" && !filepath.IsAbs(cfg.ArtifactDir) {
+		return nil, fmt.Errorf("runner: StateDir %q and ArtifactDir %q must be absolute paths: %w", cfg.StateDir, cfg.ArtifactDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
 	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes")}
@@ -151,6 +153,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := r.installAgent(); err != nil {
 		return nil, err
 	}
+	r.pruneArtifacts("")
 	return r, nil
 }
 
@@ -174,6 +177,9 @@ func setDefaults(cfg *Config) {
 		cfg.Now = time.Now
 	}
 	cfg.Artifacts = cfg.Artifacts.withDefaults()
+	if cfg.ArtifactDir == "" {
+		cfg.ArtifactDir = filepath.Join(cfg.StateDir, "artifacts")
+	}
 }
 
 func randomID() string {

@@ -84,6 +84,8 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/sandboxes/{id}/snapshot", a.snapshot)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/diff", a.diff)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/summary", a.summary)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts", a.artifacts)
+	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts/{name...}", a.artifact)
 	mux.HandleFunc("GET "+v+"/policies", a.policies)
 	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)
 	mux.HandleFunc("GET "+v+"/logs", a.logs)

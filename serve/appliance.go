@@ -400,6 +400,9 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
 		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
+		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
+		Artifacts:    a.cfg.Artifacts.runner(),
+		ArtifactHook: a.writeReport,
 	})
 	if err != nil {
 		return err
@@ -462,6 +465,7 @@ func (a *Appliance) reconcile(ctx context.Context) error {
 		return err
 	}
 	a.reconcil = rep
+	a.runner.Watch(0)
 	var live []int
 	for _, sb := range a.runner.List() {
 		if ifi, err := net.InterfaceByName(sb.HostIf); err == nil {

@@ -132,7 +132,7 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 	rr := runner.CreateRequest{
 		Image: image, Policy: policy, Env: env, Setup: req.Setup,
 		ExecTimeout: time.Duration(req.ExecTimeout), Lifetime: time.Duration(req.Lifetime),
-		ReadOnlyRoot: req.ReadOnly, CapAdd: req.CapAdd,
+		ReadOnlyRoot: req.ReadOnly, CapAdd: req.CapAdd, Outputs: req.Outputs,
 	}
 	if rr.Lifetime == 0 {
 		rr.Lifetime = a.cfg.Sandbox.Lifetime.Duration
