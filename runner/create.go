@@ -110,6 +110,9 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 	}
 	r.register(sb)
 	spec := BuildSpec(in)
+	if err := r.saveRecipe(id, recipe{Spec: spec, Setup: req.Setup, ImageID: imageID}); err != nil {
+		return fmt.Errorf("keep the create recipe: %w", err)
+	}
 	cid, err := r.cfg.Engine.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)

@@ -25,6 +25,10 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("sandbox %q is already being destroyed", id)
 	}
+	if ok && sb.info.State == StateResetting {
+		r.mu.Unlock()
+		return fmt.Errorf("sandbox %q is being reset; destroy it when the reset is done", id)
+	}
 	if ok {
 		sb.info.State = StateDestroying
 		if sb.timer != nil {

@@ -1,0 +1,77 @@
+package podman_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"airlock/runner"
+)
+
+// TestReset: after a reset a file written before is gone, the address and
+// veth are the same, commands run through the agent again, and the event
+// names the old and new containers and the image.
+func TestReset(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustExec(t, sb.ID, "sh", "-c", "echo x > /root/before && echo y > /workspace/before")
+	res, err := e.r.Reset(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewContainer == sb.ContainerID || res.Sandbox.Address != sb.Address || res.ImageID == "" {
+		t.Errorf("reset %+v, before %+v", res, sb)
+	}
+	if got := e.mustExec(t, sb.ID, "sh", "-c", "ls /root/before /workspace/before 2>/dev/null; true"); got != "" {
+		t.Errorf("files left after reset: %q", got)
+	}
+	if got := e.mustExec(t, sb.ID, "ip", "-4", "addr", "show", "eth0"); !strings.Contains(got, sb.Address.String()+"/32") {
+		t.Errorf("address after reset: %q", got)
+	}
+	if got, _ := e.r.Get(sb.ID); got.Agent != runner.AgentName {
+		t.Errorf("after reset commands go through %s (%s)", got.Agent, got.AgentError)
+	}
+	e.mu.Lock()
+	attachedTo := e.attached[sb.ID]
+	e.mu.Unlock()
+	if attachedTo == 0 {
+		t.Error("the network path is not attached after reset")
+	}
+	e.assertGoneContainer(t, runner.Sandbox{ID: "none", ContainerID: sb.ContainerID})
+	found := false
+	e.mu.Lock()
+	for _, ev := range e.events {
+		if ev.Lifecycle != nil && ev.Sandbox == sb.ID && ev.Lifecycle.Stage == "reset" {
+			found = strings.Contains(ev.Lifecycle.Detail, sb.ContainerID[:12]) && strings.Contains(ev.Lifecycle.Detail, res.NewContainer[:12])
+		}
+	}
+	e.mu.Unlock()
+	if !found {
+		t.Error("no reset event naming both containers")
+	}
+}
+
+// BenchmarkReset: reset of a busybox sandbox, reported as p50-ms.
+func BenchmarkReset(b *testing.B) {
+	e := newEnv(b, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ds []time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := e.r.Reset(ctx, sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	b.ReportMetric(p50(ds), "p50-ms")
+}
