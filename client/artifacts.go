@@ -64,3 +64,19 @@ func (c *Client) Artifact(ctx context.Context, id, name string, w io.Writer) err
 	_, err = io.Copy(w, resp.Body)
 	return err
 }
+
+// ResetResult says what a reset replaced: the sandbox keeps its id,
+// address and policy; its filesystem is the image's again.
+type ResetResult struct {
+	Sandbox      Sandbox `json:"sandbox"`
+	OldContainer string  `json:"old_container"`
+	NewContainer string  `json:"new_container"`
+	ImageID      string  `json:"image_id"`
+	DurationMS   int64   `json:"duration_ms"`
+}
+
+// Reset returns a sandbox to the state it was created in.
+func (c *Client) Reset(ctx context.Context, id string) (ResetResult, error) {
+	var r ResetResult
+	return r, c.call(ctx, http.MethodPost, sbPath(id, "/reset"), nil, &r)
+}

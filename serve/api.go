@@ -85,6 +85,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/diff", a.diff)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/summary", a.summary)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts", a.artifacts)
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/reset", a.reset)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts/{name...}", a.artifact)
 	mux.HandleFunc("GET "+v+"/policies", a.policies)
 	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)

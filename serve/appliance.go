@@ -71,13 +71,16 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 
-	mu       sync.Mutex
-	handles  map[string]bpf.Handle // sandbox → kernel attachment
-	closers  []func() error        // in start order; run in reverse
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	started  time.Time
-	reconcil runner.ReconcileReport
+	mu      sync.Mutex
+	handles map[string]bpf.Handle // sandbox → kernel attachment
+	// resetting: sandboxes whose container Reset is replacing; their
+	// detach keeps secrets, approvals and registration.
+	resetting map[string]bool
+	closers   []func() error // in start order; run in reverse
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	started   time.Time
+	reconcil  runner.ReconcileReport
 }
 
 // Start brings the appliance up in dependency order. On error everything
@@ -92,7 +95,8 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 	if opts.Instance == "" {
 		opts.Instance = "default"
 	}
-	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{}, started: time.Now()}
+	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{},
+		resetting: map[string]bool{}, started: time.Now()}
 	bg, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	defer func() {
@@ -434,9 +438,11 @@ func (a *Appliance) attach(ifindex int, n runner.SandboxNet) (func() error, erro
 	a.mu.Unlock()
 	id := n.SandboxID
 	return func() error {
-		a.registry.Remove(id)
-		a.secrets.Forget(id)
-		a.approvals.Forget(id)
+		if !a.isResetting(id) {
+			a.registry.Remove(id)
+			a.secrets.Forget(id)
+			a.approvals.Forget(id)
+		}
 		a.mu.Lock()
 		delete(a.handles, id)
 		a.mu.Unlock()

@@ -60,3 +60,27 @@ func TestArtifactsAPI(t *testing.T) {
 		t.Errorf("backend without artifacts: %v", err)
 	}
 }
+
+func (f *artifactFake) Reset(_ context.Context, id string) (client.ResetResult, error) {
+	if id != "sb1" {
+		return client.ResetResult{}, client.Errorf(client.CodeNotFound, "no sandbox %q", id)
+	}
+	return client.ResetResult{Sandbox: client.Sandbox{ID: id, Address: "198.18.0.2"}, OldContainer: "a", NewContainer: "b"}, nil
+}
+
+// TestResetAPI: the route reaches the backend; one without reset says so.
+func TestResetAPI(t *testing.T) {
+	c, _ := startAPI(t, &artifactFake{fakeBackend: newFake()}, "")
+	ctx := context.Background()
+	res, err := c.Reset(ctx, "sb1")
+	if err != nil || res.NewContainer != "b" || res.Sandbox.Address != "198.18.0.2" {
+		t.Fatalf("reset %+v %v", res, err)
+	}
+	if _, err := c.Reset(ctx, "x"); !client.IsCode(err, client.CodeNotFound) {
+		t.Errorf("unknown sandbox: %v", err)
+	}
+	plain, _ := startAPI(t, newFake(), "")
+	if _, err := plain.Reset(ctx, "sb1"); !client.IsCode(err, client.CodeUnsupported) {
+		t.Errorf("backend without reset: %v", err)
+	}
+}

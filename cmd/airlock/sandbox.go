@@ -26,7 +26,7 @@ func init() {
 		sandboxSimpleCmd("pause", "Freeze every process in a sandbox (needs cgroup v2)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Thaw a paused sandbox", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
-		sandboxSnapshotCmd(), sandboxArtifactsCmd())
+		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd())
 	for _, c := range cmd.Commands() {
 		addSocketFlag(c)
 	}

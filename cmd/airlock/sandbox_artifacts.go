@@ -84,3 +84,36 @@ func printArtifacts(out, errw io.Writer, a client.Artifacts) {
 		fmt.Fprintln(errw, "airlock: export failed:", e)
 	}
 }
+
+func sandboxResetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reset ID",
+		Short: "Return a sandbox to the state it was created in, on the same address and policy",
+		Long: `Replace the sandbox's container with a new one from the same image and spec:
+everything written in it is gone, the workspace is mounted (or copied in)
+again and the setup commands run again. The sandbox keeps its id, address,
+policy, task secrets and network path. The lifecycle event "reset" names the
+old and new containers and the image. A reset that fails destroys the
+sandbox (its artifacts are kept).`,
+		Example: `  airlock sandbox reset 3f2a9c1b7e4d
+  airlock sandbox reset --json 3f2a9c1b7e4d | jq .new_container`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			res, err := apiClient().Reset(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "reset %s in %d ms: container %.12s -> %.12s, image %s, address %s\n",
+				res.Sandbox.ID, res.DurationMS, res.OldContainer, res.NewContainer, res.ImageID, res.Sandbox.Address)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
