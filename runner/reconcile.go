@@ -130,7 +130,7 @@ func labelInfo(c Container, execTimeout time.Duration) Sandbox {
 	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
 	info := Sandbox{ID: l[LabelSandbox], ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
 		State: StateRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
-		Outputs: parseOutputs(l[LabelOutputs])}
+		Outputs: parseOutputs(l[LabelOutputs]), ImageID: l[LabelImageID], Template: l[LabelTemplate]}
 	if a, err := netip.ParseAddr(l[LabelAddress]); err == nil {
 		info.Address = a
 	}

@@ -77,7 +77,10 @@ type Config struct {
 	// Artifacts bounds what is kept of a sandbox after it ends, under
 	// ArtifactDir (default StateDir/artifacts; it should outlive a reboot
 	// when StateDir does not); ArtifactHook adds to it (the review report).
-	ArtifactDir  string
+	ArtifactDir string
+	// TemplateDir holds template records and build logs (default
+	// StateDir/templates).
+	TemplateDir  string
 	Artifacts    ArtifactConfig
 	ArtifactHook ArtifactHook
 
@@ -177,6 +180,9 @@ func setDefaults(cfg *Config) {
 		cfg.Now = time.Now
 	}
 	cfg.Artifacts = cfg.Artifacts.withDefaults()
+	if cfg.TemplateDir == "" {
+		cfg.TemplateDir = filepath.Join(cfg.StateDir, "templates")
+	}
 	if cfg.ArtifactDir == "" {
 		cfg.ArtifactDir = filepath.Join(cfg.StateDir, "artifacts")
 	}

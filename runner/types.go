@@ -82,6 +82,9 @@ type CreateRequest struct {
 	// Outputs are absolute paths in the sandbox exported as artifacts when
 	// it ends (Runner.Artifacts), each as a tar stream.
 	Outputs []string
+	// Template names a template version ("NAME" for the newest, or
+	// "NAME:vN"); its image replaces Image.
+	Template string
 }
 
 // LimitReport says which limits are in force for a sandbox and why not.
@@ -117,6 +120,10 @@ type Sandbox struct {
 	AgentError string `json:"agent_error,omitempty"`
 	// Outputs are exported as artifacts when the sandbox ends.
 	Outputs []string `json:"outputs,omitempty"`
+	// ImageID is the image's ID (digest) the sandbox runs from; Template the
+	// template version, when it came from one.
+	ImageID  string `json:"image_id,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // SandboxNet is what the network hook learns about a sandbox's veth.
