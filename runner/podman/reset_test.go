@@ -2,6 +2,9 @@ package podman_test
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +77,43 @@ func BenchmarkReset(b *testing.B) {
 		ds = append(ds, time.Since(t0))
 	}
 	b.ReportMetric(p50(ds), "p50-ms")
+}
+
+// TestTemplate: a template built from busybox with a setup command holds
+// its result; a sandbox from it records the template and image ID; a failing
+// setup leaves no template and no image.
+func TestTemplate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *runner.Config) { c.TemplateDir = filepath.Join(os.TempDir(), "airlock-tmpl-"+randHex(4)) })
+	defer os.RemoveAll(e.cfg.TemplateDir)
+	ctx := context.Background()
+	name := "t-" + e.instance
+	tm, err := e.r.BuildTemplate(ctx, runner.TemplateRequest{Name: name, From: busybox, Policy: "dev",
+		Setup: []string{"echo baked > /etc/marker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.r.RemoveTemplate(context.Background(), name)
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Template: name, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mustExec(t, sb.ID, "cat", "/etc/marker"); got != "baked\n" {
+		t.Errorf("/etc/marker in a sandbox from the template: %q", got)
+	}
+	if sb.Template != tm.Ref || sb.ImageID != tm.ImageID {
+		t.Errorf("sandbox %+v, template %+v", sb, tm)
+	}
+	if err := e.r.Destroy(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.r.BuildTemplate(ctx, runner.TemplateRequest{Name: name + "-bad", From: busybox, Policy: "dev",
+		Setup: []string{"echo partial > /etc/p", "echo failing >&2; exit 7"}})
+	var te *runner.TemplateError
+	if !errors.As(err, &te) || te.ExitCode != 7 || !strings.Contains(te.Output, "failing") {
+		t.Fatalf("failing build: %v", err)
+	}
+	if _, err := engine.ImageID(ctx, runner.TemplateRepo+"/"+name+"-bad:v1"); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("image of a failed build: %v", err)
+	}
 }
