@@ -73,7 +73,7 @@ func TestTemplateBuildFailureLeavesNothing(t *testing.T) {
 		return ExitStatus{}, nil
 	}
 	_, err := h.r.BuildTemplate(context.Background(), TemplateRequest{Name: "bad", From: "img", Policy: "p",
-		Setup: []string{"true", "fetch https://pkg.example.test/x", "true"},
+		Setup:   []string{"true", "fetch https://pkg.example.test/x", "true"},
 		Explain: func(string) []string { return []string{"http pkg.example.test: no rule allows it"} }})
 	var te *TemplateError
 	if !errors.As(err, &te) || te.Step != 2 || te.ExitCode != 22 || !strings.Contains(te.Output, "403 Forbidden") ||

@@ -86,6 +86,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/summary", a.summary)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts", a.artifacts)
 	mux.HandleFunc("POST "+v+"/sandboxes/{id}/reset", a.reset)
+	a.templateRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/artifacts/{name...}", a.artifact)
 	mux.HandleFunc("GET "+v+"/policies", a.policies)
 	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)

@@ -405,6 +405,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
 		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
+		TemplateDir:  filepath.Join(a.cfg.StateDir, "templates"),
 		Artifacts:    a.cfg.Artifacts.runner(),
 		ArtifactHook: a.writeReport,
 	})

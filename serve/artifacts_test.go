@@ -84,3 +84,65 @@ func TestResetAPI(t *testing.T) {
 		t.Errorf("backend without reset: %v", err)
 	}
 }
+
+type templateFake struct {
+	*fakeBackend
+	built []client.TemplateRequest
+}
+
+func (f *templateFake) BuildTemplate(_ context.Context, req client.TemplateRequest) (client.Template, error) {
+	f.built = append(f.built, req)
+	if req.Name == "bad" {
+		return client.Template{}, client.Errorf(client.CodeInvalid, "template bad: setup command 1 %q exited 22", req.Setup[0])
+	}
+	return client.Template{Name: req.Name, Version: 1, Ref: req.Name + ":v1"}, nil
+}
+
+func (f *templateFake) Templates(context.Context) ([]client.Template, error) {
+	return []client.Template{{Ref: "py:v1"}}, nil
+}
+
+func (f *templateFake) Template(_ context.Context, ref string) (client.Template, error) {
+	return client.Template{Ref: ref}, nil
+}
+
+func (f *templateFake) TemplateLog(context.Context, string) ([]byte, error) {
+	return []byte("$ true\n"), nil
+}
+
+func (f *templateFake) RemoveTemplate(_ context.Context, ref string) ([]string, error) {
+	return []string{ref}, nil
+}
+
+// TestTemplateAPI: every template route reaches the backend with its
+// arguments; a failed build is an invalid error with the command.
+func TestTemplateAPI(t *testing.T) {
+	fb := &templateFake{fakeBackend: newFake()}
+	c, _ := startAPI(t, fb, "")
+	ctx := context.Background()
+	tm, err := c.BuildTemplate(ctx, client.TemplateRequest{Name: "py", From: "img", Setup: []string{"pip install x"}, Policy: "p"})
+	if err != nil || tm.Ref != "py:v1" || fb.built[0].Setup[0] != "pip install x" {
+		t.Fatalf("build %+v %v %+v", tm, err, fb.built)
+	}
+	if _, err := c.BuildTemplate(ctx, client.TemplateRequest{Name: "bad", Setup: []string{"curl x"}}); !client.IsCode(err, client.CodeInvalid) ||
+		!strings.Contains(err.Error(), `"curl x" exited 22`) {
+		t.Errorf("failed build: %v", err)
+	}
+	if ts, err := c.Templates(ctx); err != nil || len(ts) != 1 {
+		t.Errorf("ls %v %v", ts, err)
+	}
+	if got, err := c.Template(ctx, "py:v1"); err != nil || got.Ref != "py:v1" {
+		t.Errorf("show %+v %v", got, err)
+	}
+	var b bytes.Buffer
+	if err := c.TemplateLog(ctx, "py:v1", &b); err != nil || b.String() != "$ true\n" {
+		t.Errorf("log %q %v", b.String(), err)
+	}
+	if got, err := c.RemoveTemplate(ctx, "py:v1"); err != nil || len(got) != 1 {
+		t.Errorf("rm %v %v", got, err)
+	}
+	plain, _ := startAPI(t, newFake(), "")
+	if _, err := plain.Templates(ctx); !client.IsCode(err, client.CodeUnsupported) {
+		t.Errorf("backend without templates: %v", err)
+	}
+}

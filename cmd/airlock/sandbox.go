@@ -41,7 +41,7 @@ func sandboxCreateCmd() *cobra.Command {
 		execTimeout, life time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
-		gitURL            string
+		gitURL, template  string
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags] [IMAGE]",
@@ -57,7 +57,7 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
-			req.CapAdd, req.Outputs = capAdd, outputs
+			req.CapAdd, req.Outputs, req.Template = capAdd, outputs, template
 			if copyWS {
 				req.WorkspaceMode = "copy"
 			}
@@ -93,6 +93,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
+	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
 	f.StringArrayVar(&outputs, "output", nil, "absolute path in the sandbox kept as an artifact when it ends, however it ends (repeatable; see `sandbox artifacts`)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
