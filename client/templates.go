@@ -16,6 +16,21 @@ type TemplateRequest struct {
 	From   string   `json:"from"`
 	Setup  []string `json:"setup,omitempty"`
 	Policy string   `json:"policy,omitempty"` // "" = the appliance's default
+	// FromSandbox makes the template from a running sandbox's snapshot
+	// instead (From, Setup and Policy must be empty); the record holds its
+	// change summary and warnings for what looks sensitive.
+	FromSandbox string `json:"from_sandbox,omitempty"`
+}
+
+// SnapshotSummary is what a template made from a sandbox holds.
+type SnapshotSummary struct {
+	Added    int      `json:"added"`
+	Modified int      `json:"modified"`
+	Deleted  int      `json:"deleted"`
+	Paths    []string `json:"paths"`
+	// Warnings name changed paths that look like credentials, shell
+	// history, browser profiles or logs.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TemplateStep is one setup command of a build and how it ended.
@@ -28,18 +43,19 @@ type TemplateStep struct {
 
 // Template is one recorded template version.
 type Template struct {
-	Name        string         `json:"name"`
-	Version     int            `json:"version"`
-	Ref         string         `json:"ref"` // NAME:vN
-	Image       string         `json:"image"`
-	ImageID     string         `json:"image_id"`
-	From        string         `json:"from"`
-	FromImageID string         `json:"from_image_id"`
-	Setup       []TemplateStep `json:"setup"`
-	Policy      string         `json:"policy"`
-	PolicyHash  string         `json:"policy_hash,omitempty"`
-	Sandbox     string         `json:"sandbox"` // the build sandbox: its events and artifacts
-	Created     time.Time      `json:"created"`
+	Name        string           `json:"name"`
+	Version     int              `json:"version"`
+	Ref         string           `json:"ref"` // NAME:vN
+	Image       string           `json:"image"`
+	ImageID     string           `json:"image_id"`
+	From        string           `json:"from"`
+	FromImageID string           `json:"from_image_id"`
+	Setup       []TemplateStep   `json:"setup"`
+	Policy      string           `json:"policy"`
+	PolicyHash  string           `json:"policy_hash,omitempty"`
+	Sandbox     string           `json:"sandbox"` // the build sandbox: its events and artifacts
+	Created     time.Time        `json:"created"`
+	Snapshot    *SnapshotSummary `json:"snapshot,omitempty"`
 }
 
 // BuildTemplate builds a template version. A failing setup command is an

@@ -58,6 +58,9 @@ type Template struct {
 	Sandbox     string         `json:"sandbox"` // the build sandbox (its events and artifacts)
 	Created     time.Time      `json:"created"`
 	BuildLog    string         `json:"build_log"` // file, beside the record
+	// Snapshot is set for a template made from a running sandbox: what it
+	// changed against its image and what looks sensitive in it.
+	Snapshot *SnapshotSummary `json:"snapshot,omitempty"`
 }
 
 // TemplateError is a build that failed at a setup command.
@@ -119,7 +122,7 @@ func (r *Runner) BuildTemplate(ctx context.Context, req TemplateRequest) (Templa
 	if err != nil {
 		return Template{}, err
 	}
-	return r.commitTemplate(ctx, sb, req, fromID, steps, log.Bytes())
+	return r.commitTemplate(ctx, sb, req, fromID, steps, log.Bytes(), nil)
 }
 
 func (r *Runner) runSetup(ctx context.Context, id string, req TemplateRequest, log *bytes.Buffer) ([]TemplateStep, error) {
@@ -149,7 +152,7 @@ func (r *Runner) runSetup(ctx context.Context, id string, req TemplateRequest, l
 
 // commitTemplate commits the build sandbox and writes the record (the
 // record last: an image without a record is removed).
-func (r *Runner) commitTemplate(ctx context.Context, sb Sandbox, req TemplateRequest, fromID string, steps []TemplateStep, log []byte) (Template, error) {
+func (r *Runner) commitTemplate(ctx context.Context, sb Sandbox, req TemplateRequest, fromID string, steps []TemplateStep, log []byte, snap *SnapshotSummary) (Template, error) {
 	dir := filepath.Join(r.templatesDir(), req.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Template{}, fmt.Errorf("template %s: %w", req.Name, err)
@@ -162,7 +165,7 @@ func (r *Runner) commitTemplate(ctx context.Context, sb Sandbox, req TemplateReq
 	}
 	t := Template{Name: req.Name, Version: v, Ref: req.Name + ":" + tag, Image: TemplateRepo + "/" + req.Name + ":" + tag,
 		ImageID: imageID, From: req.From, FromImageID: fromID, Setup: steps, Policy: req.Policy, PolicyHash: req.PolicyHash,
-		Sandbox: sb.ID, Created: r.cfg.Now().UTC(), BuildLog: tag + ".log"}
+		Sandbox: sb.ID, Created: r.cfg.Now().UTC(), BuildLog: tag + ".log", Snapshot: snap}
 	if steps == nil {
 		t.Setup = []TemplateStep{}
 	}

@@ -27,6 +27,9 @@ var _ TemplateBackend = (*Appliance)(nil)
 // the committed result. A failing command's error carries what the policy
 // denied in the build sandbox.
 func (a *Appliance) BuildTemplate(ctx context.Context, req client.TemplateRequest) (client.Template, error) {
+	if req.FromSandbox != "" {
+		return a.templateFromSandbox(ctx, req)
+	}
 	name := req.Policy
 	if name == "" {
 		name = a.cfg.DefaultPolicy
@@ -56,6 +59,25 @@ func (a *Appliance) BuildTemplate(ctx context.Context, req client.TemplateReques
 	return clientTemplate(t), nil
 }
 
+func (a *Appliance) templateFromSandbox(ctx context.Context, req client.TemplateRequest) (client.Template, error) {
+	if req.From != "" || len(req.Setup) > 0 || req.Policy != "" {
+		return client.Template{}, client.Errorf(client.CodeInvalid, "template %s: from_sandbox excludes from, setup and policy", req.Name)
+	}
+	sb, err := a.runner.Get(req.FromSandbox)
+	if err != nil {
+		return client.Template{}, apiError(err)
+	}
+	hash := ""
+	if ref, ok := a.policies.Get(sb.Policy); ok {
+		hash = ref.load().Hash()
+	}
+	t, err := a.runner.TemplateFromSnapshot(ctx, sb.ID, req.Name, hash)
+	if err != nil {
+		return client.Template{}, apiError(err)
+	}
+	return clientTemplate(t), nil
+}
+
 // denials lists what the network path refused a sandbox so far.
 func (a *Appliance) denials(id string) []string {
 	var out []string
@@ -73,6 +95,9 @@ func clientTemplate(t runner.Template) client.Template {
 	out := client.Template{Name: t.Name, Version: t.Version, Ref: t.Ref, Image: t.Image, ImageID: t.ImageID, From: t.From,
 		FromImageID: t.FromImageID, Policy: t.Policy, PolicyHash: t.PolicyHash, Sandbox: t.Sandbox, Created: t.Created,
 		Setup: []client.TemplateStep{}}
+	if s := t.Snapshot; s != nil {
+		out.Snapshot = &client.SnapshotSummary{Added: s.Added, Modified: s.Modified, Deleted: s.Deleted, Paths: s.Paths, Warnings: s.Warnings}
+	}
 	for _, s := range t.Setup {
 		out.Setup = append(out.Setup, client.TemplateStep{Command: s.Command, ExitCode: s.ExitCode, DurationMS: s.DurationMS, TimedOut: s.TimedOut})
 	}

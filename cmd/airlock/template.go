@@ -30,7 +30,7 @@ image ID it came from.`,
 }
 
 func templateBuildCmd() *cobra.Command {
-	var from, policy string
+	var from, policy, fromSandbox string
 	var setup []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -41,19 +41,25 @@ A failing command stops the build with the command, its exit code and output,
 and what the policy denied meanwhile; no template is left.`,
 		Example: `  airlock template build py --from localhost/airlock/debian:12 --policy coding-agent \
       --setup 'pip install requests==2.32.3' --setup 'python3 -c "import requests"'
-  airlock sandbox create --template py --policy coding-agent`,
+  airlock sandbox create --template py --policy coding-agent
+  airlock template build tuned --from-sandbox 3f2a9c1b7e4d`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if from == "" {
-				return usagef("template build: --from IMAGE is required")
+			if (from == "") == (fromSandbox == "") {
+				return usagef("template build: give --from IMAGE or --from-sandbox ID")
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			done := progress(cmd.ErrOrStderr(), fmt.Sprintf("building template %s from %s (%d setup commands)", args[0], from, len(setup)))
-			t, err := apiClient().BuildTemplate(ctx, client.TemplateRequest{Name: args[0], From: from, Setup: setup, Policy: policy})
+			done := progress(cmd.ErrOrStderr(), fmt.Sprintf("building template %s from %s%s (%d setup commands)", args[0], from, fromSandbox, len(setup)))
+			t, err := apiClient().BuildTemplate(ctx, client.TemplateRequest{Name: args[0], From: from, Setup: setup, Policy: policy, FromSandbox: fromSandbox})
 			done(err)
 			if err != nil {
 				return err
+			}
+			if t.Snapshot != nil {
+				for _, w := range t.Snapshot.Warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "airlock: warning: the template holds", w)
+				}
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), t)
@@ -63,6 +69,7 @@ and what the policy denied meanwhile; no template is left.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&fromSandbox, "from-sandbox", "", "make the template from a running sandbox's snapshot (warns of credentials, shell history, browser profiles and logs in it)")
 	f.StringVar(&from, "from", "", "the image to start from")
 	f.StringArrayVar(&setup, "setup", nil, "a shell line to run in the build sandbox (repeatable, in order)")
 	f.StringVarP(&policy, "policy", "p", "", "the policy the build runs under (default: the appliance's default_policy)")
@@ -158,6 +165,12 @@ func templateRmCmd() *cobra.Command {
 func printTemplate(w io.Writer, t client.Template) {
 	fmt.Fprintf(w, "template %s\n  image     %s (%s)\n  from      %s (%s)\n  policy    %s %s\n  built     %s in sandbox %s\n",
 		t.Ref, t.Image, t.ImageID, t.From, t.FromImageID, t.Policy, t.PolicyHash, t.Created.Local().Format("2006-01-02 15:04:05"), t.Sandbox)
+	if s := t.Snapshot; s != nil {
+		fmt.Fprintf(w, "  snapshot  %d added, %d modified, %d deleted\n", s.Added, s.Modified, s.Deleted)
+		for _, x := range s.Warnings {
+			fmt.Fprintf(w, "  warning   %s\n", x)
+		}
+	}
 	for i, s := range t.Setup {
 		fmt.Fprintf(w, "  setup %d   exit %d in %d ms: %s\n", i+1, s.ExitCode, s.DurationMS, s.Command)
 	}

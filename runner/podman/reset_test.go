@@ -117,3 +117,37 @@ func TestTemplate(t *testing.T) {
 		t.Errorf("image of a failed build: %v", err)
 	}
 }
+
+// TestTemplateFromSnapshot: the engine's change list reaches the record,
+// with a warning for shell history and a credential.
+func TestTemplateFromSnapshot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *runner.Config) { c.TemplateDir = filepath.Join(os.TempDir(), "airlock-tmpl-"+randHex(4)) })
+	defer os.RemoveAll(e.cfg.TemplateDir)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustExec(t, sb.ID, "sh", "-c", "echo ls > /root/.ash_history && mkdir -p /root/.aws && echo k > /root/.aws/credentials && echo t > /opt-tool")
+	name := "s-" + e.instance
+	tm, err := e.r.TemplateFromSnapshot(ctx, sb.ID, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.r.RemoveTemplate(context.Background(), name)
+	w := strings.Join(tm.Snapshot.Warnings, "\n")
+	if !strings.Contains(w, "/root/.ash_history looks like shell history") || !strings.Contains(w, "/root/.aws/credentials looks like a credential") ||
+		!slicesContains(tm.Snapshot.Paths, "/opt-tool") {
+		t.Errorf("summary %+v", tm.Snapshot)
+	}
+}
+
+func slicesContains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
