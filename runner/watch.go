@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -46,6 +47,7 @@ func (r *Runner) Watch(interval time.Duration) {
 func (r *Runner) checkContainers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	sbs := r.List() // before the engine's list: a sandbox made meanwhile is not judged by it
 	cs, err := r.cfg.Engine.List(ctx, map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance})
 	if err != nil {
 		r.log.Warn("sandbox watch: list containers", "err", err)
@@ -55,7 +57,7 @@ func (r *Runner) checkContainers() {
 	for _, c := range cs {
 		byID[c.ID] = c
 	}
-	for _, sb := range r.List() {
+	for _, sb := range sbs {
 		if sb.State != StateRunning || sb.ContainerID == "" {
 			continue
 		}
@@ -67,13 +69,22 @@ func (r *Runner) checkContainers() {
 		if ok {
 			why = fmt.Sprintf("its container stopped outside airlock (exit code %d)", c.ExitCode)
 		}
-		go r.died(sb.ID, why)
+		go r.died(sb.ID, sb.ContainerID, why)
 	}
 }
 
-func (r *Runner) died(id, why string) {
+// died destroys sandbox id if it still runs in container cid and that
+// container is indeed not running (a reset may have replaced it since).
+func (r *Runner) died(id, cid, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if sb, err := r.Get(id); err != nil || sb.ContainerID != cid || sb.State != StateRunning {
+		return
+	}
+	c, err := r.cfg.Engine.Inspect(ctx, cid)
+	if err == nil && c.Running || err != nil && !errors.Is(err, ErrNotFound) {
+		return // running after all, or the engine cannot say now: the next tick looks again
+	}
 	r.log.Warn("sandbox ended outside the runner", "sandbox", id, "reason", why)
 	if err := r.destroy(ctx, id, why); err != nil {
 		r.log.Warn("sandbox watch: destroy", "sandbox", id, "err", err)
