@@ -104,3 +104,49 @@ func resetInLab(t *testing.T, l *lab, sb client.Sandbox) {
 		t.Errorf("egress after the reset: %v\n%s", r, l.tail(30))
 	}
 }
+
+// templateInLab: a template built under the lab policy fetches from an
+// allowed host during setup (its egress logged under the build sandbox); a
+// sandbox from it holds the result and records the version; a build whose
+// setup is denied stops with the command and the denial, and leaves no
+// template.
+func templateInLab(t *testing.T, l *lab) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l.startServe()
+	npm, evil := l.w.Name(world.RoleNPM), l.w.Name(world.RoleEvil)
+	tm, err := l.c.BuildTemplate(ctx, client.TemplateRequest{Name: "lab", From: debianImage,
+		Setup: []string{curlOpts + "-o /opt/demo https://" + npm + "/airlock-demo"}})
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, l.tail(30))
+	}
+	t.Cleanup(func() { l.c.RemoveTemplate(context.Background(), "lab") })
+	if tm.Ref != "lab:v1" || len(tm.Setup) != 1 || tm.Setup[0].ExitCode != 0 || tm.PolicyHash == "" || tm.ImageID == "" {
+		t.Errorf("template %+v", tm)
+	}
+	if _, ok := findEvent(l.events(tm.Sandbox), func(e audit.Event) bool {
+		return e.Verdict == "allow" && strings.Contains(audit.Host(&e), npm)
+	}); !ok {
+		t.Errorf("the build's egress to %s is not in the log of build sandbox %s", npm, tm.Sandbox)
+	}
+	sb, err := l.c.Create(ctx, client.CreateRequest{Template: "lab"})
+	if err != nil {
+		t.Fatalf("create from the template: %v", err)
+	}
+	t.Cleanup(func() { l.c.Delete(context.Background(), sb.ID) })
+	if sb.Template != "lab:v1" || sb.ImageID != tm.ImageID {
+		t.Errorf("sandbox %+v", sb)
+	}
+	if r := l.exec(sb.ID, "test -s /opt/demo"); r.code != 0 {
+		t.Errorf("the setup's download is not in the template: %v", r)
+	}
+	_, err = l.c.BuildTemplate(ctx, client.TemplateRequest{Name: "lab-bad", From: debianImage,
+		Setup: []string{"true", curlOpts + "https://" + evil + "/"}})
+	if !client.IsCode(err, client.CodeInvalid) || !strings.Contains(err.Error(), "setup command 2") ||
+		!strings.Contains(err.Error(), "denied: ") || !strings.Contains(err.Error(), evil) {
+		t.Errorf("denied build: %v", err)
+	}
+	if _, err := l.c.Template(ctx, "lab-bad"); !client.IsCode(err, client.CodeNotFound) {
+		t.Errorf("a failed build left a template: %v", err)
+	}
+}
