@@ -49,7 +49,7 @@ func sandboxCreateCmd() *cobra.Command {
 		Example: `  airlock sandbox create --policy coding-agent localhost/airlock/debian:12
   airlock sandbox create -p coding-agent -w ./src --copy-workspace --output /workspace/dist --lifetime 1h
   airlock sandbox create -p coding-agent --template py:v2`,
-		Args:  cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image := ""
 			if len(args) == 1 {
