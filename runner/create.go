@@ -229,7 +229,12 @@ func (r *Runner) startTimer(sb *sandbox) {
 func (r *Runner) expire(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := r.destroy(ctx, id, "lifetime expired"); err != nil && !errors.Is(err, ErrNotFound) {
+	err := r.destroy(ctx, id, "lifetime expired")
+	if errors.Is(err, errResetting) { // a reset is replacing its container: end it right after
+		time.AfterFunc(time.Second, func() { r.expire(id) })
+		return
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		r.log.Warn("sandbox: destroy at end of lifetime", "sandbox", id, "err", err)
 	}
 }

@@ -27,7 +27,7 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	}
 	if ok && sb.info.State == StateResetting {
 		r.mu.Unlock()
-		return fmt.Errorf("sandbox %q is being reset; destroy it when the reset is done", id)
+		return fmt.Errorf("sandbox %q is being reset; destroy it when the reset is done: %w", id, errResetting)
 	}
 	if ok {
 		sb.info.State = StateDestroying
@@ -54,6 +54,8 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	r.mu.Unlock()
 	return nil
 }
+
+var errResetting = errors.New("reset in progress")
 
 // exportOnce exports a sandbox's artifacts unless an earlier destroy of it
 // did (a destroy that failed half way is retried without a second export).
