@@ -231,7 +231,11 @@ func (r *Runner) expire(id string) {
 	defer cancel()
 	err := r.destroy(ctx, id, "lifetime expired")
 	if errors.Is(err, errResetting) { // a reset is replacing its container: end it right after
-		time.AfterFunc(time.Second, func() { r.expire(id) })
+		time.AfterFunc(time.Second, func() {
+			if !r.isClosed() { // closed: the next runner adopts it and its deadline
+				r.expire(id)
+			}
+		})
 		return
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
