@@ -32,6 +32,10 @@ type Sandbox struct {
 	// Agent is how commands run: airlock-init (the in-sandbox agent) or
 	// podman-exec (the fallback; no background, TTY, user or files API).
 	Agent string `json:"agent,omitempty"`
+	// ImageID is the image's ID (digest) the sandbox runs from; Template
+	// the template version, when it came from one.
+	ImageID  string `json:"image_id,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // CreateRequest asks for a new sandbox.
@@ -62,6 +66,12 @@ type CreateRequest struct {
 	// The kernel path holds regardless: they reach nothing the sandbox
 	// could not reach without them.
 	CapAdd []string `json:"cap_add,omitempty"`
+	// Outputs are absolute paths in the sandbox kept as artifacts when it
+	// ends, however it ends (see Client.Artifacts).
+	Outputs []string `json:"outputs,omitempty"`
+	// Template is a template version ("NAME" for the newest, "NAME:vN")
+	// the sandbox starts from instead of Image.
+	Template string `json:"template,omitempty"`
 }
 
 // ExecRequest runs one command in a sandbox.

@@ -20,6 +20,14 @@ import (
 // the workspace is in and the setup commands succeeded. On any failure
 // everything created so far is removed and a "failed" event is emitted.
 func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	tmpl := ""
+	if req.Template != "" {
+		t, err := r.Template(req.Template)
+		if err != nil {
+			return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+		}
+		req.Image, tmpl = t.Image, t.Ref
+	}
 	if err := validateCreate(req); err != nil {
 		return Sandbox{}, err
 	}
@@ -30,7 +38,7 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	now := r.cfg.Now().UTC()
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
-		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups)}
+		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups), Outputs: slices.Clone(req.Outputs), Template: tmpl}
 	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)
@@ -74,6 +82,9 @@ func validateCreate(req CreateRequest) error {
 			return fmt.Errorf("create sandbox: setup command %d is empty: %w", i, ErrInvalid)
 		}
 	}
+	if err := validOutputs(req.Outputs); err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
 	if _, err := NormalizeCapAdd(req.CapAdd); err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -86,7 +97,8 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 	if err != nil {
 		return fmt.Errorf("image %s: %w (build the sandbox images with 'make image')", req.Image, err)
 	}
-	in := SpecInput{Instance: r.cfg.Instance, ID: id, Req: req, Created: sb.info.Created,
+	sb.info.ImageID = imageID
+	in := SpecInput{ImageID: imageID, Template: sb.info.Template, Instance: r.cfg.Instance, ID: id, Req: req, Created: sb.info.Created,
 		Deadline: sb.info.Deadline, ExecTimeout: sb.info.ExecTimeout, Cgroups: r.cgroups, ProxyURL: r.cfg.ProxyURL,
 		AgentDir: r.agentDir}
 	if r.pool != nil {
@@ -107,6 +119,9 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 	}
 	r.register(sb)
 	spec := BuildSpec(in)
+	if err := r.saveRecipe(id, recipe{Spec: spec, Setup: req.Setup, ImageID: imageID}); err != nil {
+		return fmt.Errorf("keep the create recipe: %w", err)
+	}
 	cid, err := r.cfg.Engine.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
@@ -120,7 +135,7 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 		return err
 	}
 	r.connectAgent(ctx, sb, spec.Labels)
-	r.lifecycle(sb.info, "started", limitSummary(sb.info.Limits)+"; commands through "+sb.info.Agent)
+	r.lifecycle(sb.info, "started", imageSummary(sb.info)+"; "+limitSummary(sb.info.Limits)+"; commands through "+sb.info.Agent)
 	return r.provision(ctx, sb, req)
 }
 
@@ -214,7 +229,16 @@ func (r *Runner) startTimer(sb *sandbox) {
 func (r *Runner) expire(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := r.destroy(ctx, id, "lifetime expired"); err != nil && !errors.Is(err, ErrNotFound) {
+	err := r.destroy(ctx, id, "lifetime expired")
+	if errors.Is(err, errResetting) { // a reset is replacing its container: end it right after
+		time.AfterFunc(time.Second, func() {
+			if !r.isClosed() { // closed: the next runner adopts it and its deadline
+				r.expire(id)
+			}
+		})
+		return
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		r.log.Warn("sandbox: destroy at end of lifetime", "sandbox", id, "err", err)
 	}
 }
@@ -301,6 +325,14 @@ func firstFile(rd io.Reader, limit int64) ([]byte, error) {
 			return io.ReadAll(tr)
 		}
 	}
+}
+
+func imageSummary(sb Sandbox) string {
+	s := "image " + sb.Image + " (" + sb.ImageID + ")"
+	if sb.Template != "" {
+		s += ", template " + sb.Template
+	}
+	return s
 }
 
 func limitSummary(l []LimitReport) string {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"airlock/audit"
 )
 
 // Destroy removes a sandbox: its container, veth (with the host address and
@@ -23,6 +25,10 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("sandbox %q is already being destroyed", id)
 	}
+	if ok && sb.info.State == StateResetting {
+		r.mu.Unlock()
+		return fmt.Errorf("sandbox %q is being reset; destroy it when the reset is done: %w", id, errResetting)
+	}
 	if ok {
 		sb.info.State = StateDestroying
 		if sb.timer != nil {
@@ -33,16 +39,51 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	if !ok {
 		return fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
+	if reason == "" {
+		reason = "destroyed on request"
+	}
+	art := r.exportOnce(ctx, sb, reason)
 	if err := r.teardown(ctx, sb); err != nil {
 		r.setState(id, StateDestroyFailed)
 		r.lifecycle(sb.info, "failed", "destroy: "+err.Error())
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
-	r.lifecycle(sb.info, "destroyed", reason) // before it leaves List
+	r.ended(sb.info, reason, art) // before it leaves List
 	r.mu.Lock()
 	delete(r.sandboxes, id)
 	r.mu.Unlock()
 	return nil
+}
+
+var errResetting = errors.New("reset in progress")
+
+// exportOnce exports a sandbox's artifacts unless an earlier destroy of it
+// did (a destroy that failed half way is retried without a second export).
+func (r *Runner) exportOnce(ctx context.Context, sb *sandbox, reason string) *Artifacts {
+	r.mu.Lock()
+	done := sb.exported
+	sb.exported = true
+	info := sb.info
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	a := r.export(ctx, info, reason)
+	return &a
+}
+
+// ended emits a sandbox's end record: why, what it changed, where its
+// artifacts are.
+func (r *Runner) ended(sb Sandbox, reason string, art *Artifacts) {
+	detail := reason
+	var changes []audit.FileChange
+	if art != nil {
+		detail += "; " + artifactSummary(*art)
+		for _, c := range art.Changes {
+			changes = append(changes, audit.FileChange{Path: WorkspaceDir + "/" + c.Path, Op: c.Kind})
+		}
+	}
+	r.emitLifecycle(sb, "destroyed", detail, changes)
 }
 
 // teardown undoes a sandbox step by step, going on after errors: the

@@ -45,7 +45,9 @@ type Container struct {
 	Image   string
 	Running bool
 	Pid     int // host PID of the container's init while running
-	Labels  map[string]string
+	// ExitCode is the exit status of a container that stopped.
+	ExitCode int
+	Labels   map[string]string
 }
 
 // Process is one command for Engine.Exec. Env is KEY=VALUE, sorted.

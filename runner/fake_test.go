@@ -272,3 +272,18 @@ func (n *fakeNet) Links(prefix string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Changes lists the fake container's files as added.
+func (f *fakeEngine) Changes(_ context.Context, id string) ([]Change, error) {
+	c, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Change
+	for _, p := range slices.Sorted(maps.Keys(c.files)) {
+		out = append(out, Change{Path: p, Kind: "added"})
+	}
+	return out, nil
+}

@@ -71,12 +71,20 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 			why = err.Error()
 		}
 	}
+	info := labelInfo(c, r.cfg.ExecTimeout)
+	var art *Artifacts
+	if info.ID != "" {
+		a := r.export(ctx, info, "reconcile at restart: "+why)
+		art = &a
+	}
 	if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
 		return fmt.Errorf("remove container %s: %w", c.Name, err)
 	}
 	rep.Removed = append(rep.Removed, c.Name)
-	info := Sandbox{ID: c.Labels[LabelSandbox], ContainerID: c.ID, Image: c.Labels[LabelImage], Policy: c.Labels[LabelPolicy]}
 	r.lifecycle(info, "reconciled", "removed container "+c.Name+": "+why)
+	if art != nil {
+		r.ended(info, "reconcile at restart: "+why, art)
+	}
 	if info.ID != "" && r.pool != nil {
 		if err := r.net.DelLink(VethName(info.ID)); err != nil {
 			return err
@@ -96,23 +104,12 @@ func (r *Runner) adoptable(ctx context.Context, c Container) (*sandbox, string) 
 	}
 	ci, err := r.cfg.Engine.Inspect(ctx, c.ID)
 	if err != nil || !ci.Running {
+		if err == nil {
+			return nil, fmt.Sprintf("not running (exit code %d)", ci.ExitCode)
+		}
 		return nil, "not running"
 	}
-	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
-	info := Sandbox{ID: id, ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
-		State: StateRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: r.cfg.ExecTimeout}
-	if d, err := time.ParseDuration(l[LabelExecLimit]); err == nil {
-		info.ExecTimeout = d
-	}
-	if c := l[LabelCapAdd]; c != "" {
-		info.CapAdd, _ = NormalizeCapAdd(strings.Split(c, ","))
-	}
-	if t, err := time.Parse(time.RFC3339Nano, l[LabelDeadline]); err == nil {
-		info.Deadline = t
-	}
-	if mode, dir, ok := strings.Cut(l[LabelWorkspace], ":"); ok {
-		info.Workspace = Workspace{HostDir: dir, Mode: WorkspaceMode(mode)}
-	}
+	info := labelInfo(c, r.cfg.ExecTimeout)
 	if r.pool == nil {
 		if l[LabelAddress] != "" {
 			return nil, "it has a network address but this runner has no network hook"
@@ -125,6 +122,31 @@ func (r *Runner) adoptable(ctx context.Context, c Container) (*sandbox, string) 
 	}
 	info.Address, info.Gateway, info.HostIf = addr, r.pool.gw, VethName(id)
 	return &sandbox{info: info}, ""
+}
+
+// labelInfo rebuilds what the labels of a sandbox's container say about it.
+func labelInfo(c Container, execTimeout time.Duration) Sandbox {
+	l := c.Labels
+	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
+	info := Sandbox{ID: l[LabelSandbox], ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
+		State: StateRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
+		Outputs: parseOutputs(l[LabelOutputs]), ImageID: l[LabelImageID], Template: l[LabelTemplate]}
+	if a, err := netip.ParseAddr(l[LabelAddress]); err == nil {
+		info.Address = a
+	}
+	if d, err := time.ParseDuration(l[LabelExecLimit]); err == nil {
+		info.ExecTimeout = d
+	}
+	if c := l[LabelCapAdd]; c != "" {
+		info.CapAdd, _ = NormalizeCapAdd(strings.Split(c, ","))
+	}
+	if t, err := time.Parse(time.RFC3339Nano, l[LabelDeadline]); err == nil {
+		info.Deadline = t
+	}
+	if mode, dir, ok := strings.Cut(l[LabelWorkspace], ":"); ok {
+		info.Workspace = Workspace{HostDir: dir, Mode: WorkspaceMode(mode)}
+	}
+	return info
 }
 
 // adopt registers sb, claims its address and re-attaches its network path.
@@ -164,11 +186,12 @@ func (r *Runner) finishBroken(ctx context.Context, seen map[string]bool, rep *Re
 	r.mu.Unlock()
 	var errs []error
 	for _, sb := range todo {
+		art := r.exportOnce(ctx, sb, "finished by reconcile")
 		if err := r.teardown(ctx, sb); err != nil {
 			errs = append(errs, fmt.Errorf("finish sandbox %s: %w", sb.info.ID, err))
 			continue
 		}
-		r.lifecycle(sb.info, "destroyed", "finished by reconcile")
+		r.ended(sb.info, "finished by reconcile", art)
 		r.mu.Lock()
 		delete(r.sandboxes, sb.info.ID)
 		r.mu.Unlock()

@@ -74,6 +74,15 @@ type Config struct {
 	// MaxFileBytes bounds one file read or written through the files API;
 	// 0: DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Artifacts bounds what is kept of a sandbox after it ends, under
+	// ArtifactDir (default StateDir/artifacts; it should outlive a reboot
+	// when StateDir does not); ArtifactHook adds to it (the review report).
+	ArtifactDir string
+	// TemplateDir holds template records and build logs (default
+	// StateDir/templates).
+	TemplateDir  string
+	Artifacts    ArtifactConfig
+	ArtifactHook ArtifactHook
 
 	hostNet hostNet // nil: netlink
 }
@@ -97,6 +106,7 @@ type Runner struct {
 	// recovering marks exec ids followed after an adoption: their finished
 	// events say recovered.
 	recovering sync.Map
+	stopWatch  chan struct{} // closed by Close; nil until Watch
 }
 
 type sandbox struct {
@@ -104,6 +114,8 @@ type sandbox struct {
 	detach func() error
 	timer  *time.Timer
 	agent  Agent // nil: commands through the engine
+	// exported: the artifacts were written (by a destroy that then failed).
+	exported bool
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call
@@ -112,10 +124,11 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Engine == nil || cfg.Emitter == nil {
 		return nil, fmt.Errorf("runner: Engine and Emitter are required: %w", ErrInvalid)
 	}
-	if !filepath.IsAbs(cfg.StateDir) {
-		return nil, fmt.Errorf("runner: StateDir %q must be an absolute path: %w", cfg.StateDir, ErrInvalid)
+	if !filepath.IsAbs(cfg.StateDir) || cfg.ArtifactDir != "" && !filepath.IsAbs(cfg.ArtifactDir) {
+		return nil, fmt.Errorf("runner: StateDir %q and ArtifactDir %q must be absolute paths: %w", cfg.StateDir, cfg.ArtifactDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
+	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes")}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
 		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
 	if r.net == nil {
@@ -143,6 +156,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := r.installAgent(); err != nil {
 		return nil, err
 	}
+	r.pruneArtifacts("")
 	return r, nil
 }
 
@@ -165,6 +179,13 @@ func setDefaults(cfg *Config) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Artifacts = cfg.Artifacts.withDefaults()
+	if cfg.TemplateDir == "" {
+		cfg.TemplateDir = filepath.Join(cfg.StateDir, "templates")
+	}
+	if cfg.ArtifactDir == "" {
+		cfg.ArtifactDir = filepath.Join(cfg.StateDir, "artifacts")
+	}
 }
 
 func randomID() string {
@@ -179,7 +200,7 @@ func (r *Runner) prepareStateDir() error {
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{r.cfg.StateDir, 0o711}, {r.caDir(), 0o755}, {r.sandboxesDir(), 0o700}} {
+	}{{r.cfg.StateDir, 0o711}, {r.caDir(), 0o755}, {r.sandboxesDir(), 0o700}, {r.artifactsDir(), 0o700}} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return fmt.Errorf("runner: state dir: %w", err)
 		}
@@ -241,6 +262,9 @@ func (r *Runner) List() []Sandbox {
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.closed && r.stopWatch != nil {
+		close(r.stopWatch)
+	}
 	r.closed = true
 	for _, sb := range r.sandboxes {
 		if sb.timer != nil {
@@ -293,8 +317,12 @@ func (r *Runner) update(sb *sandbox, f func(*Sandbox)) {
 
 // lifecycle emits a lifecycle event.
 func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
+	r.emitLifecycle(sb, stage, detail, nil)
+}
+
+func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange) {
 	e := audit.New(audit.KindLifecycle, sb.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes}
 	if sb.Address.IsValid() {
 		e.Lifecycle.Address = sb.Address.String()
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -26,7 +27,10 @@ const (
 	LabelWorkspace = "io.airlock.workspace"
 	LabelReadOnly  = "io.airlock.read-only"
 	LabelCapAdd    = "io.airlock.cap-add"
-	LabelAgent     = "io.airlock.agent" // "airlock-init" when the agent is PID 1
+	LabelAgent     = "io.airlock.agent"   // "airlock-init" when the agent is PID 1
+	LabelOutputs   = "io.airlock.outputs" // JSON list of the declared output paths
+	LabelImageID   = "io.airlock.image-id"
+	LabelTemplate  = "io.airlock.template" // NAME:vN
 )
 
 // Paths inside the sandbox.
@@ -157,6 +161,9 @@ type SpecInput struct {
 	// AgentDir is the host directory holding airlock-init; empty: no
 	// agent (HoldCommand under catatonit, commands through the engine).
 	AgentDir string
+	// ImageID is the image's ID (its digest) and Template the template
+	// version it came from ("" for a plain image), recorded in labels.
+	ImageID, Template string
 }
 
 // CgroupSupport says which cgroup limits the host enforces for rootless
@@ -255,6 +262,16 @@ func sandboxLabels(in SpecInput) map[string]string {
 	}
 	if caps, err := NormalizeCapAdd(in.Req.CapAdd); err == nil && len(caps) > 0 {
 		l[LabelCapAdd] = strings.Join(caps, ",")
+	}
+	if in.ImageID != "" {
+		l[LabelImageID] = in.ImageID
+	}
+	if in.Template != "" {
+		l[LabelTemplate] = in.Template
+	}
+	if len(in.Req.Outputs) > 0 {
+		b, _ := json.Marshal(in.Req.Outputs)
+		l[LabelOutputs] = string(b)
 	}
 	if !in.Deadline.IsZero() {
 		l[LabelDeadline] = in.Deadline.UTC().Format(time.RFC3339Nano)

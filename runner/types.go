@@ -79,6 +79,12 @@ type CreateRequest struct {
 	// AllowedCapAdd are accepted ("NET_RAW" or "CAP_NET_RAW", any case);
 	// anything else fails the create with ErrInvalid.
 	CapAdd []string
+	// Outputs are absolute paths in the sandbox exported as artifacts when
+	// it ends (Runner.Artifacts), each as a tar stream.
+	Outputs []string
+	// Template names a template version ("NAME" for the newest, or
+	// "NAME:vN"); its image replaces Image.
+	Template string
 }
 
 // LimitReport says which limits are in force for a sandbox and why not.
@@ -112,6 +118,12 @@ type Sandbox struct {
 	// PodmanExecName (the engine's exec; AgentError says why).
 	Agent      string `json:"agent"`
 	AgentError string `json:"agent_error,omitempty"`
+	// Outputs are exported as artifacts when the sandbox ends.
+	Outputs []string `json:"outputs,omitempty"`
+	// ImageID is the image's ID (digest) the sandbox runs from; Template the
+	// template version, when it came from one.
+	ImageID  string `json:"image_id,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // SandboxNet is what the network hook learns about a sandbox's veth.

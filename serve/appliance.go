@@ -72,13 +72,16 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 
-	mu       sync.Mutex
-	handles  map[string]bpf.Handle // sandbox → kernel attachment
-	closers  []func() error        // in start order; run in reverse
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	started  time.Time
-	reconcil runner.ReconcileReport
+	mu      sync.Mutex
+	handles map[string]bpf.Handle // sandbox → kernel attachment
+	// resetting: sandboxes whose container Reset is replacing; their
+	// detach keeps secrets, approvals and registration.
+	resetting map[string]bool
+	closers   []func() error // in start order; run in reverse
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	started   time.Time
+	reconcil  runner.ReconcileReport
 }
 
 // Start brings the appliance up in dependency order. On error everything
@@ -93,7 +96,8 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 	if opts.Instance == "" {
 		opts.Instance = "default"
 	}
-	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{}, started: time.Now()}
+	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{},
+		resetting: map[string]bool{}, started: time.Now()}
 	bg, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	defer func() {
@@ -401,6 +405,10 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
 		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
+		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
+		TemplateDir:  filepath.Join(a.cfg.StateDir, "templates"),
+		Artifacts:    a.cfg.Artifacts.runner(),
+		ArtifactHook: a.writeReport,
 	})
 	if err != nil {
 		return err
@@ -432,9 +440,11 @@ func (a *Appliance) attach(ifindex int, n runner.SandboxNet) (func() error, erro
 	a.mu.Unlock()
 	id := n.SandboxID
 	return func() error {
-		a.registry.Remove(id)
-		a.secrets.Forget(id)
-		a.approvals.Forget(id)
+		if !a.isResetting(id) {
+			a.registry.Remove(id)
+			a.secrets.Forget(id)
+			a.approvals.Forget(id)
+		}
 		a.mu.Lock()
 		delete(a.handles, id)
 		a.mu.Unlock()
@@ -463,6 +473,7 @@ func (a *Appliance) reconcile(ctx context.Context) error {
 		return err
 	}
 	a.reconcil = rep
+	a.runner.Watch(0)
 	var live []int
 	for _, sb := range a.runner.List() {
 		if ifi, err := net.InterfaceByName(sb.HostIf); err == nil {

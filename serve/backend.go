@@ -132,7 +132,7 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 	rr := runner.CreateRequest{
 		Image: image, Policy: policy, Env: env, Setup: req.Setup,
 		ExecTimeout: time.Duration(req.ExecTimeout), Lifetime: time.Duration(req.Lifetime),
-		ReadOnlyRoot: req.ReadOnly, CapAdd: req.CapAdd,
+		ReadOnlyRoot: req.ReadOnly, CapAdd: req.CapAdd, Outputs: req.Outputs, Template: req.Template,
 	}
 	if rr.Lifetime == 0 {
 		rr.Lifetime = a.cfg.Sandbox.Lifetime.Duration
@@ -189,6 +189,7 @@ func explainClone(err error, req client.CreateRequest) error {
 
 func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
 	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State, Agent: sb.Agent,
+		ImageID: sb.ImageID, Template: sb.Template,
 		Created: sb.Created, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
 	if sb.Address.IsValid() {
 		out.Address = sb.Address.String()

@@ -46,6 +46,8 @@ type Config struct {
 	Metrics  MetricsConfig `toml:"metrics"`
 	Sandbox  Sandbox       `toml:"sandbox"`
 	Approval Approval      `toml:"approvals"`
+	// Artifacts bounds what is kept of each sandbox after it ends.
+	Artifacts Artifacts `toml:"artifacts"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`
@@ -122,6 +124,15 @@ type Sandbox struct {
 	ExecTimeout Duration `toml:"exec_timeout"`
 	Lifetime    Duration `toml:"lifetime"`
 	Max         int      `toml:"max"`
+}
+
+// Artifacts bounds the artifacts kept of ended sandboxes, in
+// STATE_DIR/artifacts/INSTANCE/ (0 = the default).
+type Artifacts struct {
+	MaxAge       Duration `toml:"max_age"`        // removed after this (default 7d)
+	MaxTotalMB   int64    `toml:"max_total_mb"`   // all sandboxes; the oldest go first (default 4096)
+	MaxSandboxMB int64    `toml:"max_sandbox_mb"` // one sandbox (default 256)
+	MaxFileMB    int64    `toml:"max_file_mb"`    // one changed file or output (default 16)
 }
 
 // Approval configures held ("ask") requests.

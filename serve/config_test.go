@@ -106,6 +106,8 @@ func TestInvalid(t *testing.T) {
 			[]string{"c.toml:7:1: upstream.allow[0]: 0.0.0.0/0 allows every address"}},
 		{"too many sandboxes", minimal + "[sandbox]\nmax = 1000\n",
 			[]string{"c.toml:8:1: sandbox.max 1000 does not fit the pool"}},
+		{"negative artifact bound", minimal + "[artifacts]\nmax_file_mb = -1\nmax_age = \"2d\"\n",
+			[]string{"c.toml:8:1: artifacts.max_file_mb must be between 0 (the default) and 1073741824, not -1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

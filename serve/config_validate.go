@@ -52,6 +52,15 @@ func (c *Config) validate(loc locator) Errors {
 		add("sandbox.max", "sandbox.max %d does not fit the pool %s (%d addresses)",
 			c.Sandbox.Max, c.Network.Pool, c.Network.capacity())
 	}
+	for _, x := range []struct {
+		key string
+		mb  int64
+	}{{"artifacts.max_total_mb", c.Artifacts.MaxTotalMB}, {"artifacts.max_sandbox_mb", c.Artifacts.MaxSandboxMB},
+		{"artifacts.max_file_mb", c.Artifacts.MaxFileMB}} {
+		if x.mb < 0 || x.mb > 1<<30 {
+			add(x.key, "%s must be between 0 (the default) and %d, not %d", x.key, 1<<30, x.mb)
+		}
+	}
 	return errs
 }
 

@@ -504,6 +504,9 @@ func TestServe(t *testing.T) {
 	t.Run("state modes", func(t *testing.T) { l.t = t; stateModes(t, l) })
 	t.Run("mac spoof", func(t *testing.T) { l.t = t; macSpoof(t, l) })
 	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
+	t.Run("reset", func(t *testing.T) { l.t = t; resetInLab(t, l, sb) })
+	t.Run("template", func(t *testing.T) { l.t = t; templateInLab(t, l) })
+	t.Run("artifacts after kill -9", func(t *testing.T) { l.t = t; artifactsAfterKill9(t, l) })
 	t.Run("irregular policy files", func(t *testing.T) { l.t = t; irregularPolicies(t, l) })
 }
 

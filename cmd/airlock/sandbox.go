@@ -26,7 +26,7 @@ func init() {
 		sandboxSimpleCmd("pause", "Freeze every process in a sandbox (needs cgroup v2)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Thaw a paused sandbox", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
-		sandboxSnapshotCmd())
+		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd())
 	for _, c := range cmd.Commands() {
 		addSocketFlag(c)
 	}
@@ -37,16 +37,19 @@ func sandboxCreateCmd() *cobra.Command {
 	var (
 		policy, workspace string
 		env, secrets      []string
-		capAdd            []string
+		capAdd, outputs   []string
 		execTimeout, life time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
-		gitURL            string
+		gitURL, template  string
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags] [IMAGE]",
 		Short: "Create a sandbox and print its id",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  airlock sandbox create --policy coding-agent localhost/airlock/debian:12
+  airlock sandbox create -p coding-agent -w ./src --copy-workspace --output /workspace/dist --lifetime 1h
+  airlock sandbox create -p coding-agent --template py:v2`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image := ""
 			if len(args) == 1 {
@@ -57,7 +60,7 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
-			req.CapAdd = capAdd
+			req.CapAdd, req.Outputs, req.Template = capAdd, outputs, template
 			if copyWS {
 				req.WorkspaceMode = "copy"
 			}
@@ -93,6 +96,8 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
+	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
+	f.StringArrayVar(&outputs, "output", nil, "absolute path in the sandbox kept as an artifact when it ends, however it ends (repeatable; see `sandbox artifacts`)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
 }

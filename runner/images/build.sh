@@ -21,9 +21,9 @@ CACHE=${AIRLOCK_IMAGE_CACHE:-/var/cache/airlock/images}
 SUITE=bookworm
 BUSYBOX_TAG=localhost/airlock/busybox:1
 DEBIAN_TAG=localhost/airlock/debian:12
-DEBIAN_PACKAGES=curl,git,python3,python3-pip,python3-venv,ca-certificates,nodejs,npm
+DEBIAN_PACKAGES=curl,git,python3,python3-pip,python3-venv,ca-certificates,nodejs,npm,dnsutils,netcat-openbsd,openssl,iproute2,jq
 BUSYBOX_RECIPE_VERSION=2
-DEBIAN_RECIPE_VERSION=2
+DEBIAN_RECIPE_VERSION=3
 RECIPE_LABEL=airlock.recipe
 HERE=$(cd "$(dirname "$0")" && pwd)
 

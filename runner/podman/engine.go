@@ -25,6 +25,7 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/domain/entities/types"
 	"github.com/containers/podman/v5/pkg/errorhandling"
+	"go.podman.io/storage/pkg/archive"
 
 	"airlock/runner"
 )
@@ -169,7 +170,7 @@ func (e *Engine) Inspect(ctx context.Context, id string) (runner.Container, erro
 		out.Labels = d.Config.Labels
 	}
 	if d.State != nil {
-		out.Running, out.Pid = d.State.Running, d.State.Pid
+		out.Running, out.Pid, out.ExitCode = d.State.Running, d.State.Pid, int(d.State.ExitCode)
 	}
 	return out, nil
 }
@@ -196,7 +197,7 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]runner.C
 			name = x.Names[0]
 		}
 		out = append(out, runner.Container{ID: x.ID, Name: name, Image: x.Image, Running: x.State == "running",
-			Pid: x.Pid, Labels: x.Labels})
+			Pid: x.Pid, ExitCode: int(x.ExitCode), Labels: x.Labels})
 	}
 	return out, nil
 }
@@ -387,4 +388,27 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 	defer done()
 	_, errs := images.Remove(c, []string{ref}, nil)
 	return wrap(errors.Join(errs...))
+}
+
+// Changes lists what changed in a container's filesystem since it was
+// created from its image (runner's snapshot templates).
+func (e *Engine) Changes(ctx context.Context, id string) ([]runner.Change, error) {
+	c, done := e.call(ctx)
+	defer done()
+	cs, err := containers.Diff(c, id, nil)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]runner.Change, 0, len(cs))
+	for _, x := range cs {
+		kind := "modified"
+		switch x.Kind {
+		case archive.ChangeAdd:
+			kind = "added"
+		case archive.ChangeDelete:
+			kind = "deleted"
+		}
+		out = append(out, runner.Change{Path: x.Path, Kind: kind})
+	}
+	return out, nil
 }

@@ -476,7 +476,8 @@ func TestDebianImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, argv := range [][]string{{"curl", "--version"}, {"git", "--version"}, {"python3", "--version"},
-		{"node", "--version"}, {"npm", "--version"}, {"python3", "-m", "pip", "--version"}, {"python3", "-m", "venv", "--help"}} {
+		{"node", "--version"}, {"npm", "--version"}, {"python3", "-m", "pip", "--version"}, {"python3", "-m", "venv", "--help"},
+		{"dig", "-v"}, {"sh", "-c", "command -v nc"}, {"openssl", "version"}, {"ip", "-V"}, {"jq", "--version"}} {
 		e.mustExec(t, sb.ID, argv...)
 	}
 	bundle := e.mustExec(t, sb.ID, "cat", runner.CABundlePath)
