@@ -4,6 +4,7 @@ import (
 	"context"
 	"image/png"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -121,4 +122,53 @@ func TestLiveViewInChromium(t *testing.T) {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
 	t.Logf("live view screenshot: %s", shot)
+}
+
+// The page and its assets come from the embedded files with a
+// self-only CSP; each sandbox's report renders through ReportBackend.
+func TestUIRoutes(t *testing.T) {
+	u := &uiFake{fakeBackend: newFake()}
+	srv := httptest.NewServer((&API{Backend: u, Token: "0123456789abcdef"}).Handler())
+	defer srv.Close()
+	get := func(path string, auth bool) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if auth {
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	if code, _, _ := get("/ui/", false); code != http.StatusUnauthorized {
+		t.Errorf("the page without the token: %d, want 401", code)
+	}
+	code, h, body := get("/ui/", true)
+	if code != 200 || !strings.Contains(body, `<script src="ui.js"`) || !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Errorf("page: %d %q %v", code, body, h)
+	}
+	for _, asset := range []string{"/ui/ui.js", "/ui/ui.css"} {
+		if code, _, body := get(asset, true); code != 200 || len(body) < 100 {
+			t.Errorf("%s: %d", asset, code)
+		}
+	}
+	if code, h, body := get("/ui/report/sb-7", true); code != 200 || body != "<html><body><h1>report of sb-7</h1></body></html>" ||
+		!strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+		t.Errorf("report: %d %q", code, body)
+	}
+	// A backend without reports says so.
+	srv2 := httptest.NewServer((&API{Backend: newFake()}).Handler())
+	defer srv2.Close()
+	resp, err := http.Get(srv2.URL + "/ui/report/sb-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("report without ReportBackend: %d, want 501", resp.StatusCode)
+	}
 }
