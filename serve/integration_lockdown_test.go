@@ -22,10 +22,12 @@ func lockdownInLab(t *testing.T, l *lab, sb client.Sandbox) {
 	if r := l.exec(sb.ID, get); r.stdout != "200" {
 		t.Fatalf("before the lockdown: %v", r)
 	}
+	start := time.Now()
 	st, err := l.c.SetLockdown(ctx, client.LockdownRequest{Reason: "lab incident"})
 	if err != nil || st.All == nil {
 		t.Fatalf("lockdown: %+v, %v\n%s", st, err, l.tail(20))
 	}
+	t.Logf("POST /v1/lockdown over the socket, kernel switch and record included: %v", time.Since(start))
 	mark := l.w.Mark()
 	if r := l.exec(sb.ID, get); r.code == 0 {
 		t.Errorf("under lockdown the sandbox reached the registry: %v", r)
