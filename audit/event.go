@@ -25,6 +25,9 @@ const (
 	// KindSecretReflected: a response carried a secret the proxy injected
 	// back toward the sandbox (replaced, or the response refused).
 	KindSecretReflected Kind = "secret_reflected"
+	// KindLockdown: the kill switch engaged, lifted or re-applied, for every
+	// sandbox or one.
+	KindLockdown Kind = "lockdown"
 )
 
 // Event is one audit record. Common fields are flat; the kind-specific
@@ -52,6 +55,7 @@ type Event struct {
 	Gap       *Gap       `json:"gap,omitempty"`
 
 	SecretReflected *SecretReflected `json:"secret_reflected,omitempty"`
+	Lockdown        *Lockdown        `json:"lockdown,omitempty"`
 
 	// Seq and PrevHash are set by the stream: the record's position and the
 	// hash of the previous record (tamper evidence).
@@ -234,6 +238,14 @@ type SecretReflected struct {
 	Offset   int64  `json:"offset"`   // body: offset of the first occurrence in the decoded body
 	Count    int    `json:"count"`    // occurrences replaced there (0 when refused)
 	Action   string `json:"action"`   // replaced | refused
+}
+
+// Lockdown is the payload of a lockdown event; the event's reason is the
+// operator's --reason, its sandbox the one sandbox blocked (absent: all).
+type Lockdown struct {
+	Action string `json:"action"` // engaged | lifted | restored (re-applied at start)
+	Scope  string `json:"scope"`  // all | sandbox
+	By     string `json:"by"`     // the control API caller: "user NAME (uid N)" or "token"
 }
 
 // Emitter is what producers write events to. Emit must not block for long

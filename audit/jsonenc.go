@@ -59,6 +59,9 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	if e.SecretReflected != nil {
 		b = appendSecretReflected(append(b, `,"secret_reflected":`...), e.SecretReflected)
 	}
+	if e.Lockdown != nil {
+		b = appendLockdown(append(b, `,"lockdown":`...), e.Lockdown)
+	}
 	b = optUint(b, `,"seq":`, e.Seq)
 	b = optString(b, `,"prev_hash":`, e.PrevHash)
 	return append(b, '}'), nil
@@ -252,6 +255,13 @@ func appendSecretReflected(b []byte, r *SecretReflected) []byte {
 	b = strconv.AppendInt(append(b, `,"offset":`...), r.Offset, 10)
 	b = strconv.AppendInt(append(b, `,"count":`...), int64(r.Count), 10)
 	b = appendString(append(b, `,"action":`...), r.Action)
+	return append(b, '}')
+}
+
+func appendLockdown(b []byte, l *Lockdown) []byte {
+	b = appendString(append(b, `{"action":`...), l.Action)
+	b = appendString(append(b, `,"scope":`...), l.Scope)
+	b = appendString(append(b, `,"by":`...), l.By)
 	return append(b, '}')
 }
 

@@ -35,6 +35,8 @@ func Summary(e *Event) string {
 		return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.Stage, a.Destination, a.DecidedBy))
 	case e.Gap != nil:
 		return fmt.Sprintf("%d events dropped %s .. %s", e.Gap.Dropped, e.Gap.From.Format(time.RFC3339), e.Gap.To.Format(time.RFC3339))
+	case e.Lockdown != nil:
+		return fmt.Sprintf("lockdown %s (%s) by %s", e.Lockdown.Action, e.Lockdown.Scope, e.Lockdown.By)
 	case e.SecretReflected != nil:
 		r := e.SecretReflected
 		return fmt.Sprintf("secret %s %s by %s at %s x%d", r.Secret, r.Action, r.Host, r.Position, r.Count)

@@ -198,10 +198,16 @@ func linkID(l link.Link) link.ID {
 
 // Detach removes the attachment and the interface's configuration. The
 // sandbox's counters stay readable through Stats until Reconcile.
+// Detach also clears the sandbox's blocks (BlockSandbox): its id may be
+// given to another sandbox.
 func (p *Path) Detach(h Handle) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.detach(h.Ifindex)
+	err := p.detach(h.Ifindex)
+	if cerr := p.clearBlock(h.Sandbox.Num); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("bpf: clear block of sandbox %d: %w", h.Sandbox.Num, cerr))
+	}
+	return err
 }
 
 func (p *Path) detach(ifindex int) error {
@@ -341,5 +347,6 @@ func (p *Path) pruneMaps(attached map[uint32]bool) error {
 			delete(p.names, num)
 		}
 	}
+	errs = append(errs, p.pruneBlocks(live))
 	return errors.Join(append(errs, it.Err())...)
 }

@@ -14,7 +14,7 @@ const DefaultPinDir = "/sys/fs/bpf/airlock"
 // pinVersion names the subdirectory of the pin dir. Bump it whenever a map's
 // type, key, value or size changes: the kernel refuses to reuse a pinned map
 // whose spec differs, and a new directory lets the new layout start clean.
-const pinVersion = "v1"
+const pinVersion = "v2"
 
 // Defaults for the host guards. The mark is a single bit (bit 28) that no
 // common neighbour uses (netavark 0x2000, kube-proxy 0x4000/0x8000, Cilium

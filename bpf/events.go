@@ -36,6 +36,9 @@ const (
 	ReasonNoProxy
 	ReasonNoDNS
 	ReasonAssign
+	// ReasonLockdown: the kill switch (SetLockdown) or a block on this
+	// sandbox (BlockSandbox) was on.
+	ReasonLockdown
 	reasonMax
 	// ReasonRateLimited stands for drops that were counted in the kernel but
 	// not reported one by one (rate limit or a full ring buffer).
@@ -60,6 +63,7 @@ var reasonNames = [...]string{
 	ReasonNoProxy:       "no-proxy-listener",
 	ReasonNoDNS:         "no-dns-socket",
 	ReasonAssign:        "assign-failed",
+	ReasonLockdown:      "lockdown",
 }
 
 func (r Reason) String() string {

@@ -47,7 +47,7 @@ type steerSbxConfig struct {
 type steerSbxStats struct {
 	_                structs.HostLayout
 	Passed           [6]uint64
-	Dropped          [17]uint64
+	Dropped          [18]uint64
 	EventsSuppressed uint64
 	EventsLost       uint64
 	WindowStart      uint64
@@ -62,6 +62,7 @@ const (
 	steerMapAlkConfig       = "alk_config"
 	steerMapAlkEvents       = "alk_events"
 	steerMapAlkFastcfg      = "alk_fastcfg"
+	steerMapAlkLockdown     = "alk_lockdown"
 	steerMapAlkSockets      = "alk_sockets"
 	steerMapAlkStats        = "alk_stats"
 	steerProgAlkEmpty       = "alk_empty"
@@ -122,11 +123,12 @@ type steerProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type steerMapSpecs struct {
-	AlkConfig  *ebpf.MapSpec `ebpf:"alk_config"`
-	AlkEvents  *ebpf.MapSpec `ebpf:"alk_events"`
-	AlkFastcfg *ebpf.MapSpec `ebpf:"alk_fastcfg"`
-	AlkSockets *ebpf.MapSpec `ebpf:"alk_sockets"`
-	AlkStats   *ebpf.MapSpec `ebpf:"alk_stats"`
+	AlkConfig   *ebpf.MapSpec `ebpf:"alk_config"`
+	AlkEvents   *ebpf.MapSpec `ebpf:"alk_events"`
+	AlkFastcfg  *ebpf.MapSpec `ebpf:"alk_fastcfg"`
+	AlkLockdown *ebpf.MapSpec `ebpf:"alk_lockdown"`
+	AlkSockets  *ebpf.MapSpec `ebpf:"alk_sockets"`
+	AlkStats    *ebpf.MapSpec `ebpf:"alk_stats"`
 }
 
 // steerVariableSpecs contains global variables before they are loaded into the kernel.
@@ -159,11 +161,12 @@ func (o *steerObjects) Close() error {
 //
 // It can be passed to loadSteerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type steerMaps struct {
-	AlkConfig  *ebpf.Map `ebpf:"alk_config"`
-	AlkEvents  *ebpf.Map `ebpf:"alk_events"`
-	AlkFastcfg *ebpf.Map `ebpf:"alk_fastcfg"`
-	AlkSockets *ebpf.Map `ebpf:"alk_sockets"`
-	AlkStats   *ebpf.Map `ebpf:"alk_stats"`
+	AlkConfig   *ebpf.Map `ebpf:"alk_config"`
+	AlkEvents   *ebpf.Map `ebpf:"alk_events"`
+	AlkFastcfg  *ebpf.Map `ebpf:"alk_fastcfg"`
+	AlkLockdown *ebpf.Map `ebpf:"alk_lockdown"`
+	AlkSockets  *ebpf.Map `ebpf:"alk_sockets"`
+	AlkStats    *ebpf.Map `ebpf:"alk_stats"`
 }
 
 func (m *steerMaps) Close() error {
@@ -171,6 +174,7 @@ func (m *steerMaps) Close() error {
 		m.AlkConfig,
 		m.AlkEvents,
 		m.AlkFastcfg,
+		m.AlkLockdown,
 		m.AlkSockets,
 		m.AlkStats,
 	)

@@ -71,6 +71,7 @@ type Appliance struct {
 	engineC   io.Closer
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
+	lockdown  *lockdown
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -119,6 +120,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 		{"proxy", a.startProxy},
 		{"container engine", a.startRunner},
 		{"reconcile", a.reconcile},
+		{"lockdown", a.startLockdown},
 		{"drop events", func(context.Context) error { return a.startDrops(bg) }},
 	}
 	for _, s := range steps {

@@ -503,6 +503,7 @@ func TestServe(t *testing.T) {
 	t.Run("deny cidr inside upstream.allow", func(t *testing.T) { l.t = t; denyCIDRInLab(t, l, sb) })
 	t.Run("state modes", func(t *testing.T) { l.t = t; stateModes(t, l) })
 	t.Run("mac spoof", func(t *testing.T) { l.t = t; macSpoof(t, l) })
+	t.Run("lockdown", func(t *testing.T) { l.t = t; lockdownInLab(t, l, sb) })
 	t.Run("kill -9 recovery", func(t *testing.T) { l.t = t; kill9Recovery(t, l, sb) })
 	t.Run("reset", func(t *testing.T) { l.t = t; resetInLab(t, l, sb) })
 	t.Run("template", func(t *testing.T) { l.t = t; templateInLab(t, l) })

@@ -54,6 +54,7 @@ enum drop_reason {
 	R_NO_PROXY,
 	R_NO_DNS,
 	R_ASSIGN,
+	R_LOCKDOWN,
 	R_MAX,
 };
 
@@ -154,6 +155,17 @@ struct {
 	__uint(max_entries, 256 * 1024);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } alk_events SEC(".maps");
+
+// The kill switch, indexed like alk_stats: slot 0 cuts every sandbox at once
+// (one map update), slot n (a sandbox id) cuts that one. A value is a bit
+// set of who holds the block (BLOCK_* in lockdown.go); any bit drops.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SANDBOXES);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} alk_lockdown SEC(".maps");
 
 // Load-time settings (spec.Variables).
 volatile const __u32 steer_mark = 0x10000000;
@@ -459,6 +471,19 @@ static __always_inline __u32 do_arp(const struct sbx_config *cfg, void *l3, void
 	return VERDICT_PASS(P_ARP);
 }
 
+// locked_down: the global kill switch or this sandbox's block is set. Two
+// inlined array lookups, checked before any parsing: under lockdown nothing
+// passes, ARP and DNS included.
+static __always_inline int locked_down(__u32 sandbox)
+{
+	__u32 all = 0;
+	__u32 *g = bpf_map_lookup_elem(&alk_lockdown, &all);
+	if (g && *g)
+		return 1;
+	__u32 *one = bpf_map_lookup_elem(&alk_lockdown, &sandbox);
+	return one && *one;
+}
+
 #define PULL_LEN 54 // Ethernet + IPv4 + TCP without options
 
 // classify decides one frame: a drop reason, or R_NONE with the pass kind
@@ -511,6 +536,8 @@ int alk_steer(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (!cfg)
 		return drop(skb, cfg, st, sandbox, R_NO_CONFIG);
+	if (locked_down(sandbox))
+		return drop(skb, cfg, st, sandbox, R_LOCKDOWN);
 
 	__u32 v = classify(skb, cfg);
 	if (v & 0xff)
