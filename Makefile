@@ -13,7 +13,7 @@ TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
 DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
-                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk
+                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate
 SANDBOX_USER := airlock-sandbox
 # make install: the usual PREFIX and DESTDIR (docs/operations.md). Both binaries
 # go to LIBEXECDIR (the runner finds airlock-init beside the real airlock);
@@ -104,8 +104,10 @@ run: build image ## the main job: a sandbox under an example policy, then its lo
 	@if [ -x scripts/quickstart.sh ]; then scripts/quickstart.sh; else \
 	  $(BIN) policy check --strict policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
 
-install: build install-files ## install for operators: binaries, /etc/airlock skeleton, state dirs, systemd unit, logrotate (docs/operations.md)
-	@if [ -z "$(DESTDIR)" ]; then $(MAKE) --no-print-directory users; \
+install: build ## install for operators: binaries, /etc/airlock skeleton, state dirs, systemd unit, logrotate (docs/operations.md)
+	@if [ -z "$(DESTDIR)" ]; then $(MAKE) --no-print-directory users; fi
+	@$(MAKE) --no-print-directory install-files
+	@if [ -z "$(DESTDIR)" ]; then \
 	  command -v systemctl >/dev/null && [ -d /run/systemd/system ] && systemctl daemon-reload || true; fi
 	@echo "installed; next: edit $(SYSCONFDIR)/airlock/airlock.toml, then systemctl enable --now airlock (docs/operations.md)"
 

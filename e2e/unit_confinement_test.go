@@ -137,8 +137,7 @@ func TestServeUnderTheUnitsConfinement(t *testing.T) {
 	}
 
 	removeSandbox(t, a, podSock, sb.ID)
-	srv.Process.Signal(syscall.SIGTERM)
-	if err := waitExit(srv, 45*time.Second); err != nil {
+	if err := srv.stop(45 * time.Second); err != nil {
 		t.Errorf("serve on SIGTERM: %v\n%s", err, a.tail(20))
 	}
 	out, err = exec.Command(in.bin, "serve", "--teardown", "--config", a.config, "--instance", instance, "--pin-dir", pinDir).CombinedOutput()
@@ -222,15 +221,12 @@ func startConfinedPodman(t *testing.T, bset string, uid, gid int, u userInfo, id
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := start(cmd)
+	if err != nil {
 		t.Fatalf("start the confined podman service: %v", err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if waitExit(cmd, 15*time.Second) != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
+		p.stop(15 * time.Second)
 		logf.Close()
 		os.Remove(sock)
 	})
@@ -244,7 +240,7 @@ func startConfinedPodman(t *testing.T, bset string, uid, gid int, u userInfo, id
 	return sock
 }
 
-func startConfinedServe(t *testing.T, a *appliance, in *installed, bset, instance, pinDir string) *exec.Cmd {
+func startConfinedServe(t *testing.T, a *appliance, in *installed, bset, instance, pinDir string) *proc {
 	a.logFile = filepath.Join(a.dir, "serve.log")
 	logf, err := os.Create(a.logFile)
 	if err != nil {
@@ -253,16 +249,13 @@ func startConfinedServe(t *testing.T, a *appliance, in *installed, bset, instanc
 	cmd := confine(bset, -1, -1, in.bin, "serve", "--config", a.config, "--instance", instance,
 		"--pin-dir", pinDir, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p, err := start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
-			if waitExit(cmd, 45*time.Second) != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-			}
+		if !p.exited() {
+			p.stop(45 * time.Second)
 		}
 		logf.Close()
 		if t.Failed() {
@@ -270,26 +263,53 @@ func startConfinedServe(t *testing.T, a *appliance, in *installed, bset, instanc
 		}
 	})
 	waitFor(t, 90*time.Second, "the confined appliance's API", func() bool {
-		if cmd.ProcessState != nil {
-			t.Fatalf("serve exited during start:\n%s", a.tail(40))
+		if p.exited() {
+			t.Fatalf("serve exited during start (%v):\n%s", p.err, a.tail(40))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := a.c.Health(ctx)
 		return err == nil
 	})
-	return cmd
+	return p
 }
 
-// waitExit waits for cmd (started, not yet waited for) up to d.
-func waitExit(cmd *exec.Cmd, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+// proc is a started process whose exit is awaited once, in the background.
+type proc struct {
+	*exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func start(cmd *exec.Cmd) (*proc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{Cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
 	select {
-	case err := <-done:
-		return err
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to d, then kills; it returns how the
+// process ended (an error if it had to be killed).
+func (p *proc) stop(d time.Duration) error {
+	p.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
 	case <-time.After(d):
-		return fmt.Errorf("still running after %s", d)
+		p.Process.Kill()
+		<-p.done
+		return fmt.Errorf("still running %s after SIGTERM: killed", d)
 	}
 }
 
