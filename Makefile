@@ -129,9 +129,14 @@ install-files: ## install what OUT (default bin/) holds, without building or cre
 	install -d -m 0700 $(DESTDIR)$(STATEDIR)
 	install -d -m 0750 $(DESTDIR)$(LOGDIR)
 	@chmod 0700 $(DESTDIR)$(STATEDIR); chmod 0750 $(DESTDIR)$(LOGDIR)
+	@# Owners only on a real install as root, and only of what make install made:
+	@# the operator's own files in /etc/airlock (secrets) keep theirs.
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 	  chown root:root $(STATEDIR) $(LOGDIR); \
-	  chown -R root:$$(getent group airlock >/dev/null && echo airlock || echo root) $(SYSCONFDIR)/airlock; fi
+	  g=$$(getent group airlock >/dev/null && echo airlock || echo root); \
+	  chown root:$$g $(SYSCONFDIR)/airlock $(SYSCONFDIR)/airlock/policies; \
+	  for f in $(SYSCONFDIR)/airlock/airlock.toml $(SYSCONFDIR)/airlock/policies/coding-agent.toml; do \
+	    [ "$$(stat -c %u "$$f")" != 0 ] || chown root:$$g "$$f"; done; fi
 
 uninstall: ## remove what make install put in place, but not /etc/airlock, the state or the logs (docs/operations.md)
 	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock-init \

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -137,11 +138,21 @@ func TestMakeInstallLayout(t *testing.T) {
 	edited := append(bytes.Clone(orig), []byte("# edited by the operator\n")...)
 	os.WriteFile(cfg, edited, 0o640)
 	defer os.WriteFile(cfg, orig, 0o640)
+	secrets := filepath.Join(in.etc, "secrets")
+	if err := os.WriteFile(secrets, []byte("token=x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(secrets)
+	fi, _ := os.Stat(secrets)
+	secretsGID := fi.Sys().(*syscall.Stat_t).Gid
 	if out, err := runMake(append([]string{"install-files"}, makeVars(in)...)...); err != nil {
 		t.Fatalf("make install-files again: %v\n%s", err, out)
 	}
 	if got, _ := os.ReadFile(cfg); !bytes.Equal(got, edited) {
 		t.Error("a second make install overwrote the operator's airlock.toml")
+	}
+	if fi, err := os.Stat(secrets); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Gid != secretsGID {
+		t.Errorf("make install changed the operator's secrets file: %v %v", fi.Mode(), err)
 	}
 
 	// A package build: DESTDIR prefixes every path but appears in none.
