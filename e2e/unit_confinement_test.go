@@ -88,8 +88,10 @@ func TestServeUnderTheUnitsConfinement(t *testing.T) {
 
 	instance := "unit" + w.ID
 	pinDir := "/sys/fs/bpf/airlock-" + instance
-	srv := startConfinedServe(t, a, in, bset, instance, pinDir)
+	// Registered first so it runs last, after serve has stopped, even when
+	// the start fails half-way.
 	t.Cleanup(func() { teardownPath(t, pinDir, unitGuard(instance)) })
+	srv := startConfinedServe(t, a, in, bset, instance, pinDir)
 
 	if got := capBnd(t, srv.Process.Pid); got != capMask(t, bset) {
 		t.Fatalf("serve's CapBnd is %s, want the unit's %s", got, capMask(t, bset))
