@@ -6,25 +6,37 @@ GO           ?= go
 TAGS         := remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp
 GOTAGS       := -tags '$(TAGS)'
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-BIN          := bin/airlock
+OUT          ?= bin
+BIN          := $(OUT)/airlock
 FUZZTIME     ?= 10s
 TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
 DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
-                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk
+                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate
 SANDBOX_USER := airlock-sandbox
+# make install: the usual PREFIX and DESTDIR (docs/operations.md). Both binaries
+# go to LIBEXECDIR (the runner finds airlock-init beside the real airlock);
+# BINDIR/airlock is a symbolic link to it.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       ?= $(PREFIX)/bin
+LIBEXECDIR   ?= $(PREFIX)/libexec/airlock
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR   ?= /etc
+STATEDIR     ?= /var/lib/airlock
+LOGDIR       ?= /var/log/airlock
 
 .DEFAULT_GOAL := help
 .PHONY: help build test test-go lint vet fmt fmt-check staticcheck policy-check schema fuzz generate generate-check \
-        bench setup image run clean
+        bench setup users image run install install-files uninstall clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/airlock and bin/airlock-init (the static in-sandbox agent, found beside bin/airlock)
 	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/airlock-init ./cmd/airlock-init
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-init ./cmd/airlock-init
 
 test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): lint, generated code, tests, brief fuzzing
 
@@ -74,12 +86,16 @@ setup: ## install every host prerequisite from Debian's packages and create the 
 	  apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "host packages: all present"; fi
+	@$(MAKE) --no-print-directory users
+	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+	@echo "setup: done"
+
+users: ## create the airlock group and the unprivileged sandbox user with its subordinate ids (idempotent; root)
+	@if [ "$$(id -u)" != 0 ]; then echo "make users must run as root"; exit 1; fi
 	@getent group airlock >/dev/null || groupadd --system airlock
 	@id -u $(SANDBOX_USER) >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin $(SANDBOX_USER)
 	@grep -q '^$(SANDBOX_USER):' /etc/subuid || usermod --add-subuids 200000-265535 $(SANDBOX_USER)
 	@grep -q '^$(SANDBOX_USER):' /etc/subgid || usermod --add-subgids 200000-265535 $(SANDBOX_USER)
-	@mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
-	@echo "setup: done"
 
 image: ## build the sandbox images locally and import them for the sandbox user (cached)
 	@if [ -x runner/images/build.sh ]; then runner/images/build.sh; else echo "no image recipes yet"; fi
@@ -88,6 +104,45 @@ run: build image ## the main job: a sandbox under an example policy, then its lo
 	@if [ -x scripts/quickstart.sh ]; then scripts/quickstart.sh; else \
 	  $(BIN) policy check --strict policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
 
+install: build ## install for operators: binaries, /etc/airlock skeleton, state dirs, systemd unit, logrotate (docs/operations.md)
+	@if [ -z "$(DESTDIR)" ]; then $(MAKE) --no-print-directory users; fi
+	@$(MAKE) --no-print-directory install-files
+	@if [ -z "$(DESTDIR)" ]; then \
+	  command -v systemctl >/dev/null && [ -d /run/systemd/system ] && systemctl daemon-reload || true; fi
+	@echo "installed; next: edit $(SYSCONFDIR)/airlock/airlock.toml, then systemctl enable --now airlock (docs/operations.md)"
+
+install-files: ## install what OUT (default bin/) holds, without building or creating users (DESTDIR for packages)
+	@test -x $(OUT)/airlock && test -x $(OUT)/airlock-init || { echo "no $(OUT)/airlock or $(OUT)/airlock-init: run make build"; exit 1; }
+	install -d -m 0755 $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/logrotate.d
+	install -m 0755 $(OUT)/airlock $(OUT)/airlock-init $(DESTDIR)$(LIBEXECDIR)/
+	ln -sfr $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(BINDIR)/airlock
+	sed -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' \
+	    -e 's|@LOGDIR@|$(LOGDIR)|g' packaging/airlock.service.in > $(DESTDIR)$(UNITDIR)/airlock.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/airlock.service
+	sed -e 's|@LOGDIR@|$(LOGDIR)|g' packaging/logrotate.in > $(DESTDIR)$(SYSCONFDIR)/logrotate.d/airlock
+	chmod 0644 $(DESTDIR)$(SYSCONFDIR)/logrotate.d/airlock
+	@# The operator's files are never overwritten: an upgrade keeps them.
+	install -d -m 0750 $(DESTDIR)$(SYSCONFDIR)/airlock $(DESTDIR)$(SYSCONFDIR)/airlock/policies
+	@for f in airlock.toml:packaging/airlock.toml policies/coding-agent.toml:policies/examples/coding-agent.toml; do \
+	  dst=$(DESTDIR)$(SYSCONFDIR)/airlock/$${f%%:*}; \
+	  if [ -e "$$dst" ]; then echo "kept $$dst"; else install -m 0640 $${f#*:} "$$dst" && echo "installed $$dst"; fi; done
+	install -d -m 0700 $(DESTDIR)$(STATEDIR)
+	install -d -m 0750 $(DESTDIR)$(LOGDIR)
+	@chmod 0700 $(DESTDIR)$(STATEDIR); chmod 0750 $(DESTDIR)$(LOGDIR)
+	@# Owners only on a real install as root, and only of what make install made:
+	@# the operator's own files in /etc/airlock (secrets) keep theirs.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	  chown root:root $(STATEDIR) $(LOGDIR); \
+	  g=$$(getent group airlock >/dev/null && echo airlock || echo root); \
+	  chown root:$$g $(SYSCONFDIR)/airlock $(SYSCONFDIR)/airlock/policies; \
+	  for f in $(SYSCONFDIR)/airlock/airlock.toml $(SYSCONFDIR)/airlock/policies/coding-agent.toml; do \
+	    [ "$$(stat -c %u "$$f")" != 0 ] || chown root:$$g "$$f"; done; fi
+
+uninstall: ## remove what make install put in place, but not /etc/airlock, the state or the logs (docs/operations.md)
+	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock-init \
+	      $(DESTDIR)$(UNITDIR)/airlock.service $(DESTDIR)$(SYSCONFDIR)/logrotate.d/airlock
+	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
+
 clean: ## remove build output
-	rm -rf bin
+	rm -rf $(OUT)
 	$(GO) clean -testcache

@@ -265,6 +265,17 @@ func (p *Pipeline) RangeOf(sandbox string) (Range, bool) {
 	return p.seq.rangeOf(sandbox)
 }
 
+// ReopenStream makes the stream file be reopened at its path before the
+// next write, for a log rotator that renamed it (logrotate without
+// copytruncate). It reports whether the stream is a file.
+func (p *Pipeline) ReopenStream() bool {
+	fs, ok := p.out.(*fileSink)
+	if ok {
+		fs.reopen.Store(true)
+	}
+	return ok
+}
+
 // Store is the pipeline's store, for queries; nil without a state directory.
 func (p *Pipeline) Store() *Store { return p.store }
 

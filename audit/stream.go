@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -82,6 +83,9 @@ type fileSink struct {
 	f        *os.File
 	size     int64
 	buf      []byte // reused between writes
+	// reopen asks the next write to close the file and open path afresh:
+	// a log rotator renamed it (Pipeline.ReopenStream, SIGUSR1).
+	reopen atomic.Bool
 }
 
 // maxKeptBuf bounds the write buffer a sink keeps between batches.
@@ -188,6 +192,12 @@ func lastLine(f *os.File, size *int64) ([]byte, error) {
 const streamChunk = 1 << 20
 
 func (s *fileSink) write(lines []line) (int, error) {
+	if s.reopen.Swap(false) {
+		if err := s.reopenFile(); err != nil {
+			s.reopen.Store(true) // retried with the batch
+			return 0, err
+		}
+	}
 	done := 0
 	for done < len(lines) {
 		if s.maxBytes > 0 && s.size > 0 && s.size+int64(len(lines[done].raw)+1) > s.maxBytes {
@@ -231,6 +241,16 @@ func (s *fileSink) rotate() error {
 		return fmt.Errorf("audit: rotate stream: %w", err)
 	}
 	return s.open()
+}
+
+// reopenFile opens path again, a new file if a rotator moved the old one
+// away (the chain goes on: the sequencer is the pipeline's, not the file's).
+func (s *fileSink) reopenFile() error {
+	old := s.f
+	if err := s.open(); err != nil {
+		return fmt.Errorf("audit: reopen stream: %w", err)
+	}
+	return old.Close()
 }
 
 func (s *fileSink) close() error { return s.f.Close() }

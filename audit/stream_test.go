@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,5 +80,47 @@ func TestStreamRepairsPartialLine(t *testing.T) {
 	res, err := Verify(stream)
 	if err != nil || !res.OK() || res.Records != 15 {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// A log rotator renames the stream and asks for a reopen (SIGUSR1): the
+// next records go to a new file at the path, the renamed one is left
+// whole, and the chain runs across both (logs verify reads them together).
+func TestStreamReopenAfterRename(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "events.jsonl")
+	rotated := stream + "-20261201-1764547200"
+	p := newTestPipeline(t, Config{StreamPath: stream})
+	evs := sampleEvents()
+	for _, e := range evs[:5] {
+		p.Emit(e)
+	}
+	flush(t, p)
+	if err := os.Rename(stream, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if !p.ReopenStream() {
+		t.Fatal("ReopenStream: the stream is a file, want true")
+	}
+	for _, e := range evs[5:] {
+		p.Emit(e)
+	}
+	flush(t, p)
+	p.Close()
+	for path, want := range map[string]int{rotated: 5, stream: len(evs) - 5} {
+		res, err := Verify(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Records != want {
+			t.Errorf("%s: %d records, want %d", filepath.Base(path), res.Records, want)
+		}
+	}
+	res, err := Verify(rotated, stream)
+	if err != nil || !res.OK() || res.Records != len(evs) {
+		t.Fatalf("the chain across the rename: %+v %v", res, err)
+	}
+	if q := newTestPipeline(t, Config{StreamWriter: io.Discard}); q.ReopenStream() {
+		t.Error("ReopenStream on a writer stream: true, want false")
 	}
 }

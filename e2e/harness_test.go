@@ -80,6 +80,9 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
+	if installRes != nil {
+		os.RemoveAll(installRes.root)
+	}
 	os.Exit(code)
 }
 

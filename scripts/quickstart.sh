@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job (make run): start `airlock serve` with an example policy, run
 # one agent task in a sandbox under it, show what the appliance recorded,
-# then stop the appliance and remove everything it made.
+# then stop the appliance and remove what it put in the kernel and /run. The
+# work directory (state, JSONL stream, serve log, report) is kept to explore.
 #
 # Needs root, `make setup` (host packages, the sandbox user) and `make image`
 # (the sandbox images). Builds nothing: it uses bin/airlock from `make build`.
@@ -45,7 +46,12 @@ cleanup() {
 		wait "$SERVE_PID"
 	fi
 	"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
-	rm -rf "$WORK" "/run/airlock-$ID"
+	rm -rf "/run/airlock-$ID"
+	say "kept for you to explore: $WORK (remove it with: rm -rf $WORK)"
+	echo "  airlock logs --state-dir $WORK/state            the audit log (-o compact, --verdict deny, ...)"
+	echo "  airlock logs -i $WORK/events.jsonl              the same from the JSONL stream"
+	echo "  airlock logs verify $WORK/events.jsonl          its hash chain"
+	[ -z "${SB:-}" ] || echo "  airlock report --state-dir $WORK/state $SB --html report.html"
 }
 trap cleanup EXIT
 
@@ -95,7 +101,7 @@ TASK='echo "hello from $(hostname) at $(ip -4 -o addr show eth0 | awk "{print \$
 echo "--- a registry the policy allows (no upstream answers in this demo):"; nslookup registry.example.test 2>&1 | tail -n 2
 echo "--- a paste site the policy denies:"; nslookup bin.paste.example.test 2>&1 | tail -n 2
 echo "--- a resolver of its own choosing (the kernel path hands the query to Airlock):"; nslookup evil.test 198.18.0.10 2>&1 | tail -n 2
-echo "--- a direct connection to an address, no proxy (the proxy takes it, denies it, closes it):"; echo hi | nc -w 3 198.18.0.10 443; echo "nc: $?"'
+echo "--- a direct connection to an address, no proxy (the proxy takes it, denies it, closes it):"; echo hi | nc -w 3 198.18.0.10 443; echo "nc exit $?: nc reports 0 because the connection was accepted, by Airlock'"'"'s proxy, which denied it and closed it without a byte back (the log shows it: close ... denied)"'
 set +e
 "$BIN" run --keep "$IMAGE" -- sh -c "$TASK" 2>&1 | tee "$WORK/run.out"
 RC=${PIPESTATUS[0]}
@@ -114,7 +120,8 @@ say "its audit log (airlock logs --sandbox $SB)"
 sleep 1
 "$BIN" logs --state-dir "$WORK/state" --sandbox "$SB" || true
 
-say "the review report (airlock report $SB --md)"
-"$BIN" report --state-dir "$WORK/state" "$SB" --md 2>/dev/null | head -n 60 || echo "(airlock report is not available in this build)"
+say "the review report (airlock report --state-dir $WORK/state $SB --md; HTML in $WORK/report-$SB.html)"
+"$BIN" report --state-dir "$WORK/state" "$SB" --md
+"$BIN" report --state-dir "$WORK/state" "$SB" --html "$WORK/report-$SB.html"
 
 say "done: the task exited with status $RC; the appliance wrote $(wc -l <"$WORK/events.jsonl") events to its JSONL stream"

@@ -297,8 +297,26 @@ func (a *Appliance) Summary(_ context.Context, id string) (client.Summary, error
 	if _, err := a.runner.Get(id); err != nil && len(s.Counts) == 0 {
 		return s, client.Errorf(client.CodeNotFound, "no sandbox %q", id)
 	}
-	s.Report = "airlock report " + id
+	s.Report = reportHint(a.cfg.StateDir, id)
 	return s, nil
+}
+
+// reportHint is the command that writes sandbox id's report: with
+// --state-dir unless the store is in the default state directory, where
+// `airlock report` looks without it.
+func reportHint(stateDir, id string) string {
+	if filepath.Clean(stateDir) == DefaultStateDir {
+		return "airlock report " + id
+	}
+	return "airlock report --state-dir " + shellWord(stateDir) + " " + id
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Policies lists the loaded policies.

@@ -67,7 +67,8 @@ var policyExplainCmd = &cobra.Command{
 	Short: "Show the verdict for one request, the rule that decided and the rules considered",
 	Long: `Decide one request against a policy and explain it. REQUEST is one of
 
-  'GET https://host.example.test/path?query'   an HTTP request (any method)
+  'GET https://host.example.test/path?query'   an HTTP request (any method;
+                                               a bare URL is a GET)
   'dns NAME [QTYPE]'                           a DNS query (default type A)
   'connect HOST:PORT'                          a connection (TLS server name HOST)
 
@@ -191,13 +192,23 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// defaultMethod makes a bare URL a GET, as curl reads it:
+// "https://host/path" is "GET https://host/path".
+func defaultMethod(line string) string {
+	l := strings.ToLower(strings.TrimSpace(line))
+	if strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") {
+		return "GET " + strings.TrimSpace(line)
+	}
+	return line
+}
+
 func policyExplain(out, errw io.Writer, file, line string) error {
 	p, err := loadPolicy(policyStdin, file)
 	if err != nil {
 		printLoadError(errw, err)
 		return exitError{1}
 	}
-	req, err := policies.ParseRequest(line)
+	req, err := policies.ParseRequest(defaultMethod(line))
 	if err != nil {
 		return usagef("request %q: %v", line, err)
 	}

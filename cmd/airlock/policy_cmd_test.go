@@ -88,6 +88,8 @@ func TestPolicyExplain(t *testing.T) {
 	}{
 		{[]string{"GET https://git.example.test/acme/app.git/info/refs?service=git-receive-pack"},
 			[]string{"verdict:   deny\n", "rule:      categories.git.push (" + file + ":25:1)", "categories.git.hosts[0] (" + file + ":24:10): the most specific rule that matches", "categories.registries (" + file + ":18:1): no host pattern matches git.example.test"}},
+		{[]string{"https://git.example.test/acme/app.git/info/refs?service=git-receive-pack"},
+			[]string{"verdict:   deny\n", "rule:      categories.git.push (" + file + ":25:1)"}},
 		{[]string{"dns", "registry.example.test", "TXT"},
 			[]string{"verdict:   deny", "rule:      dns.qtypes"}},
 		{[]string{"connect", "a.docs.example.test:443"},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -72,7 +74,12 @@ func runReport(ctx context.Context, out io.Writer, f *logFilter, sandbox, htmlFi
 func writeFileAtomic(path string, render func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(dirOf(path), ".report-*")
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		// Name the path the user gave, not the temporary file.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("report: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	if err := render(tmp); err != nil {

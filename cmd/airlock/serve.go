@@ -42,7 +42,8 @@ eBPF path, the sandbox runner and the control API, as configured in FILE
 
 On start, sandboxes a previous appliance left running are adopted and
 leftovers of a crash are cleaned up. SIGHUP reloads the policy directory
-(a broken policy file is rejected and the running version stays). SIGINT or
+(a broken policy file is rejected and the running version stays). SIGUSR1
+reopens the JSONL stream file (after a log rotator renamed it). SIGINT or
 SIGTERM stop the appliance; sandboxes keep running without network until
 the next start adopts them.`,
 	Args: cobra.NoArgs,
@@ -91,6 +92,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	app.ReloadOnSIGHUP(ctx)
+	app.ReopenOnSIGUSR1(ctx)
 	serr := app.Serve(ctx)
 	log.Info("shutting down")
 	return errors.Join(serr, app.Close())
