@@ -88,6 +88,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST "+v+"/policies/reload", a.reload)
 	mux.HandleFunc("GET "+v+"/logs", a.logs)
 	a.agentRoutes(mux, v)
+	a.accessRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
