@@ -12,12 +12,13 @@ TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
 DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
-                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk
+                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk \
+                python3-pytest python3-venv
 SANDBOX_USER := airlock-sandbox
 
 .DEFAULT_GOAL := help
 .PHONY: help build test test-go lint vet fmt fmt-check staticcheck fuzz generate generate-check \
-        bench setup image run clean
+        bench setup image run clean sdk-deps
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,8 +29,13 @@ build: ## build bin/airlock and bin/airlock-init (the static in-sandbox agent, f
 
 test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): lint, generated code, tests, brief fuzzing
 
-test-go: ## go test ./... (tests that need root run when root)
+test-go: sdk-deps ## go test ./... (tests that need root run when root)
 	$(GO) test $(GOTAGS) -count=1 -timeout $(TESTTIMEOUT) ./...
+
+# The MCP client test's npm packages (e2e/sdk_test.go), from the committed lock file.
+sdk-deps: sdk/mcp-test/node_modules/.installed ## install the MCP test client (npm ci in sdk/mcp-test)
+sdk/mcp-test/node_modules/.installed: sdk/mcp-test/package.json sdk/mcp-test/package-lock.json
+	cd sdk/mcp-test && npm ci --no-audit --no-fund && touch node_modules/.installed
 
 lint: vet fmt-check staticcheck ## go vet, gofmt check, staticcheck
 
