@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s sdk-deps
 AIRLOCK_SDK_BENCH="${1:-50}" go test -tags 'remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp' \
-  -count=1 -timeout 20m -run 'TestSDKs' -v ./e2e 2>&1 | grep -E 'p50|^(---|ok|FAIL)' 
+  -count=1 -timeout 20m -run 'TestSDKs' -v ./e2e 2>&1 | grep -E 'p50|^ *(--- |ok|FAIL)|FAILED|Error'

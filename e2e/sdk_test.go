@@ -86,7 +86,7 @@ func benchSDK(t *testing.T, a *sdkAppliance, root string, env []string, py strin
 	}
 	ds = ds[3:]
 	slices.Sort(ds)
-	fmt.Printf("go client commands.run(\"echo hi\") p50 %.1f ms (n=%d, unix socket)\n", float64(ds[n/2].Microseconds())/1000, n)
+	fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, unix socket)\n", float64(ds[n/2].Microseconds())/1000, n)
 	script := fmt.Sprintf(`import sys, time
 sys.path.insert(0, %q)
 import airlock
