@@ -17,6 +17,7 @@ def test_run_echo(sbx: airlock.Sandbox) -> None:
     r = sbx.commands.run("echo hi")
     assert (r.exit_code, r.stdout, r.stderr) == (0, "hi\n", "")
     assert r.exec_id and r.ok
+    assert sbx.refresh()["id"] == sbx.id and sbx.info["state"] == "running"
 
 
 def test_exit_code_stderr_argv(sbx: airlock.Sandbox) -> None:
@@ -69,7 +70,7 @@ def test_background_wait(sbx: airlock.Sandbox) -> None:
 
 def test_background_kill(sbx: airlock.Sandbox) -> None:
     h = sbx.commands.run("sleep 600", background=True)
-    h.kill()
+    sbx.commands.kill(h.exec_id)
     r = h.wait(timeout=30)
     assert r.killed or r.signal, r
     assert not h.is_running()
