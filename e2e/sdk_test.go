@@ -52,7 +52,11 @@ func TestSDKs(t *testing.T) {
 			"AIRLOCK_TEST_TOKEN="+strings.TrimSpace(string(token)), "AIRLOCK_TEST_MAX_SANDBOXES="+strconv.Itoa(sdkMaxSandboxes))
 		// From a directory of its own, so the installed package is tested.
 		tests := filepath.Join(root, "sdk", "python", "tests")
-		run(t, t.TempDir(), penv, filepath.Join(venv, "bin", "python"), "-m", "pytest", "-v", "-p", "no:cacheprovider", tests)
+		args := []string{"-m", "pytest", "-v", "-p", "no:cacheprovider", tests}
+		if extra := os.Getenv("AIRLOCK_SDK_PYTEST_ARGS"); extra != "" { // e.g. "-k background"
+			args = append(args[:len(args)-1], strings.Fields(extra)...)
+		}
+		run(t, t.TempDir(), penv, filepath.Join(venv, "bin", "python"), args...)
 		example := readmeExample(t, filepath.Join(root, "sdk", "python", "README.md"))
 		out := run(t, t.TempDir(), env, filepath.Join(venv, "bin", "python"), "-c", example)
 		if !strings.Contains(out, "hi from the sandbox") || !strings.Contains(out, "denied:") {

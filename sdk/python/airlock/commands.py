@@ -6,6 +6,7 @@ import base64
 import codecs
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -117,6 +118,30 @@ def _finish(res: CommandResult, request_id: str, what: str) -> CommandResult:
     return res
 
 
+def _from_record(ex: Dict[str, Any], on_stdout: Optional[OutputHandler], on_stderr: Optional[OutputHandler],
+                 exec_id: str) -> CommandResult:
+    out: Dict[str, str] = {}
+    cut = False
+    for name, h in (("stdout", on_stdout), ("stderr", on_stderr)):
+        head, tail = ex.get(name + "_head", "").encode(), ex.get(name + "_tail", "").encode()
+        total = ex.get(name + "_bytes", 0)
+        if len(head) >= total or not tail:
+            raw = head
+        elif len(head) + len(tail) >= total:  # they overlap: the whole output
+            raw = head + tail[len(head) + len(tail) - total:]
+        else:
+            raw, cut = head + tail, True
+        cut = cut or len(raw) < total
+        text = out[name] = raw.decode("utf-8", "replace")
+        if h is not None and text:
+            h(text)
+    code = ex.get("exit_code")
+    return CommandResult(exit_code=-1 if code is None else code, stdout=out["stdout"], stderr=out["stderr"],
+                         exec_id=exec_id, duration_ms=ex.get("duration_ms", 0), timed_out=ex.get("timed_out", False),
+                         killed=ex.get("killed", False), signal=ex.get("signal", ""), truncated=cut,
+                         raw=dict(ex, recorded=True))
+
+
 class CommandHandle:
     """A background command: wait for it, stream its output, signal or kill it."""
 
@@ -136,8 +161,12 @@ class CommandHandle:
 
     def stream(self, timeout: Optional[float] = None) -> Iterator[Tuple[str, str]]:
         """Yield ("stdout"|"stderr", text) as the command prints, from the
-        last 512 KiB it kept, until it ends."""
-        resp = self._attach(timeout)
+        last 512 KiB it kept, until it ends (nothing if it has ended and
+        been recorded: use ``wait()``)."""
+        try:
+            resp = self._attach(timeout)
+        except errors.NotFound:
+            return
         for name, v in _Stream(None, None).chunks(resp):
             if name == "exit":
                 return
@@ -145,10 +174,15 @@ class CommandHandle:
 
     def wait(self, on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None,
              timeout: Optional[float] = None) -> CommandResult:
-        """Wait until the command ends and return its result (its output is
-        the last 512 KiB it kept). ``timeout`` bounds the wait only: the
-        command goes on. Raises ``Timeout`` if the command's own timeout
-        stopped it."""
+        """Wait until the command ends and return its result. ``timeout``
+        bounds the wait only: the command goes on. Raises ``Timeout`` if
+        the command's own timeout stopped it.
+
+        A handle from ``run(background=True)`` has followed the command's
+        output from its start; a handle from ``connect()`` gets the last
+        512 KiB the agent kept. A command that had already ended and been
+        recorded is read from its audit record (``result.raw["recorded"]``;
+        its output is the record's head and tail when it was long)."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -157,16 +191,35 @@ class CommandHandle:
                 raise self._error
             assert self._result is not None
             return _finish(self._result, "", f"exec {self.exec_id}")
+        res = self._attach_result(on_stdout, on_stderr, timeout)
+        return _finish(res, "", f"exec {self.exec_id}")
+
+    def _attach_result(self, on_stdout: Optional[OutputHandler], on_stderr: Optional[OutputHandler],
+                       timeout: Optional[float]) -> CommandResult:
         st = _Stream(on_stdout, on_stderr)
-        resp = self._attach(timeout)
-        ex = st.run(resp)
-        return _finish(st.result(ex), resp.request_id, f"exec {self.exec_id}")
+        try:
+            resp = self._attach(timeout)
+        except errors.NotFound:
+            return self._recorded(on_stdout, on_stderr)
+        return st.result(st.run(resp))
+
+    def _recorded(self, on_stdout: Optional[OutputHandler], on_stderr: Optional[OutputHandler]) -> CommandResult:
+        """The result of an ended command from its finished exec record."""
+        deadline = time.monotonic() + 10
+        while True:
+            for e in self.sandbox.egress.events(kind="exec"):
+                ex = e.raw.get("exec") or {}
+                if e.raw.get("id") == self.exec_id and ex.get("stage") == "finished":
+                    return _from_record(ex, on_stdout, on_stderr, self.exec_id)
+            if time.monotonic() > deadline:
+                raise errors.NotFound(f"exec {self.exec_id}: the agent does not know it and it has no finished record",
+                                      "not_found", 404)
+            time.sleep(0.1)
 
     def _follow(self, on_stdout: Optional[OutputHandler], on_stderr: Optional[OutputHandler]) -> None:
         def run() -> None:
             try:
-                st = _Stream(on_stdout, on_stderr)
-                self._result = st.result(st.run(self._attach(None)))
+                self._result = self._attach_result(on_stdout, on_stderr, None)
             except BaseException as e:  # handed to wait()
                 self._error = e
         self._thread = threading.Thread(target=run, name=f"airlock-{self.exec_id}", daemon=True)
@@ -205,8 +258,9 @@ class Commands:
         ``Timeout`` is raised with the partial result in ``.result``.
         ``on_stdout``/``on_stderr`` get output text as it arrives. A
         non-zero exit is not an error: check ``result.exit_code``. With
-        ``background=True`` it returns a ``CommandHandle`` at once (the
-        handlers, if given, are fed from a thread; ``handle.wait()``).
+        ``background=True`` it returns a ``CommandHandle`` at once; a thread
+        follows the command's output (feeding the handlers, if given) until
+        ``handle.wait()`` returns it.
         """
         req: Dict[str, Any] = {"cwd": cwd, "env": env, "user": user, "timeout": _duration(timeout)}
         if isinstance(cmd, str):
@@ -226,8 +280,7 @@ class Commands:
         ex = st.run(resp)
         if background:
             h = CommandHandle(self._sbx, ex.get("id", ""), ex.get("pid", 0))
-            if on_stdout is not None or on_stderr is not None:
-                h._follow(on_stdout, on_stderr)
+            h._follow(on_stdout, on_stderr)  # keep its output from the start
             return h
         return _finish(st.result(ex), resp.request_id, f"command {cmd!r}")
 

@@ -225,3 +225,15 @@ def test_unreachable() -> None:
     assert "no airlock appliance" in str(ei.value)
     with pytest.raises(airlock.Invalid):
         airlock.Sandbox.list(url="ftp://host")
+
+
+def test_wait_after_the_command_was_recorded(sbx: airlock.Sandbox) -> None:
+    h = sbx.commands.run("echo quick; exit 4", background=True)
+    deadline = time.monotonic() + 20
+    while any(p.exec_id == h.exec_id for p in sbx.commands.list()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(sbx.commands.connect(h.exec_id).stream()) == []
+    r = sbx.commands.connect(h.exec_id).wait()  # the agent forgot it: from its record
+    assert (r.exit_code, r.stdout, r.raw.get("recorded")) == (4, "quick\n", True)
+    r = h.wait()  # the handle followed it from the start
+    assert (r.exit_code, r.stdout) == (4, "quick\n")
