@@ -13,7 +13,8 @@ TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
 DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
-                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate
+                debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate \
+                python3-pytest python3-venv
 SANDBOX_USER := airlock-sandbox
 # make install: the usual PREFIX and DESTDIR (docs/operations.md). Both binaries
 # go to LIBEXECDIR (the runner finds airlock-init beside the real airlock);
@@ -29,7 +30,7 @@ LOGDIR       ?= /var/log/airlock
 
 .DEFAULT_GOAL := help
 .PHONY: help build test test-go lint vet fmt fmt-check staticcheck policy-check schema fuzz generate generate-check \
-        bench setup users image run install install-files uninstall clean
+        bench setup users image run install install-files uninstall clean sdk-deps
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,7 +41,7 @@ build: ## build bin/airlock and bin/airlock-init (the static in-sandbox agent, f
 
 test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): lint, generated code, tests, brief fuzzing
 
-test-go: ## go test ./... (tests that need root run when root)
+test-go: sdk-deps ## go test ./... (tests that need root run when root)
 	$(GO) test $(GOTAGS) -count=1 -timeout $(TESTTIMEOUT) ./...
 
 lint: vet fmt-check staticcheck policy-check ## go vet, gofmt check, staticcheck, the example policies
@@ -51,6 +52,11 @@ policy-check: ## check (--strict: warnings fail) and test the example policies
 
 schema: ## regenerate docs/policy.schema.json from the policy loader's definitions
 	$(GO) run $(GOTAGS) ./cmd/airlock policy schema > docs/policy.schema.json.tmp && mv docs/policy.schema.json.tmp docs/policy.schema.json
+
+# The MCP client test's npm packages (e2e/sdk_test.go), from the committed lock file.
+sdk-deps: sdk/mcp-test/node_modules/.installed ## install the MCP test client (npm ci in sdk/mcp-test)
+sdk/mcp-test/node_modules/.installed: sdk/mcp-test/package.json sdk/mcp-test/package-lock.json
+	cd sdk/mcp-test && npm ci --no-audit --no-fund && touch node_modules/.installed
 
 vet:
 	$(GO) vet $(GOTAGS) ./...

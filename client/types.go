@@ -221,6 +221,7 @@ type Approval struct {
 	State       string    `json:"state"` // held | approved | denied | expired
 	DecidedBy   string    `json:"decided_by,omitempty"`
 	For         string    `json:"for,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // why an agent asked (request_access)
 }
 
 // Decision is a human's answer to a held request.
@@ -288,7 +289,9 @@ const (
 	CodeUnsupported  = "unsupported"
 	CodeUnavailable  = "unavailable"
 	CodeUnauthorized = "unauthorized"
-	CodeInternal     = "internal"
+	// CodeQuotaExceeded: a limit on how much may run at once is reached.
+	CodeQuotaExceeded = "quota_exceeded"
+	CodeInternal      = "internal"
 )
 
 // Errorf builds an *Error with the status that goes with code.
@@ -310,6 +313,8 @@ func statusOf(code string) int {
 		return http.StatusServiceUnavailable
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
+	case CodeQuotaExceeded:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

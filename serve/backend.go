@@ -51,7 +51,7 @@ func (a *Appliance) Health(context.Context) client.Health {
 // Create makes a sandbox under a policy, with its task secrets held here.
 func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (client.Sandbox, error) {
 	if len(a.runner.List()) >= a.cfg.Sandbox.Max {
-		return client.Sandbox{}, client.Errorf(client.CodeUnavailable,
+		return client.Sandbox{}, client.Errorf(client.CodeQuotaExceeded,
 			"the appliance runs its maximum of %d sandboxes (sandbox.max): remove some with `airlock sandbox rm`", a.cfg.Sandbox.Max)
 	}
 	name := req.Policy

@@ -378,6 +378,15 @@ func (l *lab) stopServe(exited chan struct{}) {
 	}
 }
 
+// ensureServe starts the appliance again when an earlier step's restart
+// ended with that step (startServe stops it at the end of the test that
+// started it).
+func (l *lab) ensureServe() {
+	if l.helper == nil || l.helper.ProcessState != nil {
+		l.startServe()
+	}
+}
+
 // kill9 kills the appliance the way a crash would.
 func (l *lab) kill9() {
 	l.helper.Process.Kill()
@@ -723,6 +732,7 @@ func realPath(t *testing.T, l *lab, sb client.Sandbox) {
 // loses the network (the world sees nothing of its attempts), and a
 // restarted appliance adopts it and the network works again.
 func kill9Recovery(t *testing.T, l *lab, sb client.Sandbox) {
+	l.ensureServe() // the lockdown step's restarted appliance ended with it
 	npm := l.w.Name(world.RoleNPM)
 	url := "https://" + npm + "/airlock-demo"
 	if r := l.exec(sb.ID, curlOpts+"--noproxy '*' -o /dev/null -w '%{http_code}' "+url); r.stdout != "200" {

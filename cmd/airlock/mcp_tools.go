@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"airlock/client"
+)
+
+// mcpTools are the MCP tools, each a call of the control API.
+type mcpTools struct{ c *client.Client }
+
+const (
+	mcpMaxOutput = 64 << 10
+	mcpMaxRead   = 1 << 20
+)
+
+type createIn struct {
+	Image          string            `json:"image,omitempty" jsonschema:"container image; empty for the appliance's default (Debian with common tools)"`
+	Policy         string            `json:"policy,omitempty" jsonschema:"egress policy name; empty for the appliance's default"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables for every command"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"default time limit of each command in seconds"`
+}
+
+type createOut struct {
+	SandboxID string   `json:"sandbox_id"`
+	Image     string   `json:"image"`
+	Policy    string   `json:"policy"`
+	Warnings  []string `json:"warnings,omitempty"`
+}
+
+func (t *mcpTools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, createOut, error) {
+	req := client.CreateRequest{Image: in.Image, Policy: in.Policy, Env: in.Env,
+		ExecTimeout: client.Duration(time.Duration(in.TimeoutSeconds) * time.Second), Labels: map[string]string{"created-by": "mcp"}}
+	sb, err := t.c.Create(ctx, req)
+	if err != nil {
+		return nil, createOut{}, fmt.Errorf("create_sandbox: %w", err)
+	}
+	return nil, createOut{SandboxID: sb.ID, Image: sb.Image, Policy: sb.Policy, Warnings: sb.Warnings}, nil
+}
+
+type runIn struct {
+	SandboxID      string            `json:"sandbox_id" jsonschema:"the sandbox, from create_sandbox"`
+	Command        string            `json:"command" jsonschema:"a shell command line, run with /bin/sh -c"`
+	Cwd            string            `json:"cwd,omitempty" jsonschema:"working directory (default /workspace)"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"extra environment variables"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this many seconds (default 120)"`
+}
+
+type runOut struct {
+	ExitCode  int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	ExecID    string `json:"exec_id"`
+	TimedOut  bool   `json:"timed_out,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// capped keeps the first n bytes written and counts the rest.
+type capped struct {
+	buf  bytes.Buffer
+	n    int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.n - c.buf.Len(); room < len(p) {
+		c.over = true
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (t *mcpTools) run(ctx context.Context, _ *mcp.CallToolRequest, in runIn) (*mcp.CallToolResult, runOut, error) {
+	if strings.TrimSpace(in.Command) == "" {
+		return nil, runOut{}, fmt.Errorf("run_command: command is empty")
+	}
+	to := 120 * time.Second
+	if in.TimeoutSeconds > 0 {
+		to = time.Duration(in.TimeoutSeconds) * time.Second
+	}
+	stdout, stderr := &capped{n: mcpMaxOutput}, &capped{n: mcpMaxOutput}
+	res, err := t.c.Exec(ctx, in.SandboxID, client.ExecRequest{Shell: in.Command, Cwd: in.Cwd, Env: in.Env,
+		Timeout: client.Duration(to)}, stdout, stderr)
+	if err != nil {
+		return nil, runOut{}, fmt.Errorf("run_command: %w", err)
+	}
+	return nil, runOut{ExitCode: res.ExitCode, Stdout: stdout.buf.String(), Stderr: stderr.buf.String(), ExecID: res.ID,
+		TimedOut: res.TimedOut, Truncated: res.Truncated || stdout.over || stderr.over}, nil
+}
+
+type pathIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox, from create_sandbox"`
+	Path      string `json:"path" jsonschema:"absolute path inside the sandbox, e.g. /workspace/notes.txt"`
+}
+
+type readOut struct {
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+func (t *mcpTools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, readOut, error) {
+	var b capped
+	b.n = mcpMaxRead
+	if _, err := t.c.ReadFile(ctx, in.SandboxID, in.Path, &b); err != nil {
+		return nil, readOut{}, fmt.Errorf("read_file %s: %w", in.Path, err)
+	}
+	return nil, readOut{Path: in.Path, Content: strings.ToValidUTF8(b.buf.String(), "\uFFFD"), Truncated: b.over}, nil
+}
+
+type writeIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox, from create_sandbox"`
+	Path      string `json:"path" jsonschema:"absolute path inside the sandbox, e.g. /workspace/main.py"`
+	Content   string `json:"content" jsonschema:"the whole new content of the file"`
+}
+
+type writeOut struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+func (t *mcpTools) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, writeOut, error) {
+	if dir := path.Dir(in.Path); path.IsAbs(in.Path) && dir != "/" {
+		if err := t.c.Mkdir(ctx, in.SandboxID, dir, true); err != nil {
+			return nil, writeOut{}, fmt.Errorf("write_file %s: make %s: %w", in.Path, dir, err)
+		}
+	}
+	fi, err := t.c.WriteFile(ctx, in.SandboxID, in.Path, 0, int64(len(in.Content)), strings.NewReader(in.Content))
+	if err != nil {
+		return nil, writeOut{}, fmt.Errorf("write_file %s: %w", in.Path, err)
+	}
+	return nil, writeOut{Path: in.Path, Size: fi.Size}, nil
+}
+
+type listIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox, from create_sandbox"`
+	Path      string `json:"path,omitempty" jsonschema:"directory inside the sandbox (default /workspace)"`
+}
+
+type entry struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+}
+
+type listOut struct {
+	Path    string  `json:"path"`
+	Entries []entry `json:"entries"`
+}
+
+func (t *mcpTools) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {
+	if in.Path == "" {
+		in.Path = "/workspace"
+	}
+	fs, err := t.c.ListDir(ctx, in.SandboxID, in.Path)
+	if err != nil {
+		return nil, listOut{}, fmt.Errorf("list_files %s: %w", in.Path, err)
+	}
+	out := listOut{Path: in.Path, Entries: []entry{}}
+	for _, f := range fs {
+		out.Entries = append(out.Entries, entry{Name: f.Name, Type: f.Type, Size: f.Size})
+	}
+	return nil, out, nil
+}
+
+type sandboxIn struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox, from create_sandbox"`
+}
+
+type destroyOut struct {
+	Destroyed string `json:"destroyed"`
+}
+
+func (t *mcpTools) destroy(ctx context.Context, _ *mcp.CallToolRequest, in sandboxIn) (*mcp.CallToolResult, destroyOut, error) {
+	if err := t.c.Delete(ctx, in.SandboxID); err != nil {
+		return nil, destroyOut{}, fmt.Errorf("destroy_sandbox: %w", err)
+	}
+	return nil, destroyOut{Destroyed: in.SandboxID}, nil
+}

@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"airlock/client"
+	"airlock/e2e/world"
+)
+
+// sdkMaxSandboxes is sandbox.max of the SDK tests' appliance: the Python
+// tests reach it to see QuotaExceeded.
+const sdkMaxSandboxes = 3
+
+// sdkAppliance is a real `airlock serve` binary (with airlock-init beside
+// it, so commands go through the in-sandbox agent) for the SDK and MCP
+// tests, on its own instance, pin directory and host guards.
+type sdkAppliance struct {
+	*appliance
+	bin, instance, pinDir string
+}
+
+// TestSDKs drives the Python SDK (pytest) and `airlock mcp` (the official
+// TypeScript MCP client) against one real appliance and Podman sandboxes.
+func TestSDKs(t *testing.T) {
+	requireAppliance(t)
+	root := repoRoot()
+	py := requirePytest(t)
+	mcpTest := filepath.Join(root, "sdk", "mcp-test")
+	if _, err := os.Stat(filepath.Join(mcpTest, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the MCP test client is not installed: run `make sdk-deps` (npm ci in sdk/mcp-test; make test does): %v", err)
+	}
+	a := startSDKAppliance(t, startWorld(t))
+	env := append(os.Environ(), "AIRLOCK_SOCKET="+a.socket, "AIRLOCK_URL=", "AIRLOCK_TOKEN=")
+	t.Run("python", func(t *testing.T) {
+		venv := filepath.Join(t.TempDir(), "venv")
+		run(t, root, env, py, "-m", "venv", "--system-site-packages", venv)
+		run(t, root, env, filepath.Join(venv, "bin", "pip"), "install", "--no-index", "--no-build-isolation", "./sdk/python")
+		token, _ := os.ReadFile(filepath.Join(a.dir, "token"))
+		penv := append(env, "AIRLOCK_TEST_TCP=http://127.0.0.1:"+strconv.Itoa(int(a.ports.control)),
+			"AIRLOCK_TEST_TOKEN="+strings.TrimSpace(string(token)), "AIRLOCK_TEST_MAX_SANDBOXES="+strconv.Itoa(sdkMaxSandboxes))
+		// From a directory of its own, so the installed package is tested.
+		tests := filepath.Join(root, "sdk", "python", "tests")
+		args := []string{"-m", "pytest", "-v", "-p", "no:cacheprovider", tests}
+		if extra := os.Getenv("AIRLOCK_SDK_PYTEST_ARGS"); extra != "" { // e.g. "-k background"
+			args = append(args[:len(args)-1], strings.Fields(extra)...)
+		}
+		run(t, t.TempDir(), penv, filepath.Join(venv, "bin", "python"), args...)
+		example := readmeExample(t, filepath.Join(root, "sdk", "python", "README.md"))
+		out := run(t, t.TempDir(), env, filepath.Join(venv, "bin", "python"), "-c", example)
+		if !strings.Contains(out, "hi from the sandbox") || !strings.Contains(out, "denied:") {
+			t.Errorf("the README example printed:\n%s", out)
+		}
+	})
+	if n, _ := strconv.Atoi(os.Getenv("AIRLOCK_SDK_BENCH")); n > 0 {
+		t.Run("bench", func(t *testing.T) { benchSDK(t, a, root, env, py, n) })
+	}
+	t.Run("mcp", func(t *testing.T) {
+		run(t, mcpTest, append(env, "AIRLOCK_BIN="+a.bin), "node", "--test", "mcp.test.mjs")
+	})
+}
+
+// benchSDK measures `echo hi` round trips on one sandbox: the Go client
+// and the Python SDK (the source tree, Debian's python3) in one run.
+func benchSDK(t *testing.T, a *sdkAppliance, root string, env []string, py string, n int) {
+	ctx := context.Background()
+	sb, err := a.c.Create(ctx, client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.c.Delete(ctx, sb.ID)
+	ds := make([]time.Duration, 0, n)
+	for range n + 3 {
+		start := time.Now()
+		if _, err := a.c.Exec(ctx, sb.ID, client.ExecRequest{Shell: "echo hi"}, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	ds = ds[3:]
+	slices.Sort(ds)
+	fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, unix socket)\n", float64(ds[n/2].Microseconds())/1000, n)
+	script := fmt.Sprintf(`import sys, time
+sys.path.insert(0, %q)
+import airlock
+s = airlock.Sandbox.connect(%q)
+ts = []
+for i in range(%d + 3):
+    t0 = time.perf_counter(); s.commands.run("echo hi"); ts.append(time.perf_counter() - t0)
+ts = sorted(ts[3:])
+print("python sdk commands.run(\"echo hi\") p50 %%.1f ms (n=%%d, unix socket)" %% (ts[len(ts)//2]*1000, len(ts)))
+`, filepath.Join(root, "sdk", "python"), sb.ID, n)
+	fmt.Print(run(t, root, env, py, "-c", script))
+}
+
+// requirePytest returns Debian's python3, which must have pytest (make
+// setup installs python3-pytest).
+func requirePytest(t *testing.T) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if out, err := exec.Command(py, "-c", "import pytest").CombinedOutput(); err != nil {
+		t.Fatalf("%s has no pytest: run `make setup` (it installs python3-pytest): %v %s", py, err, out)
+	}
+	return py
+}
+
+// run runs a command and fails the test with its output if it fails.
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s:\n%s", filepath.Base(name), strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return string(out)
+}
+
+// readmeExample is the first ```python block of the README.
+func readmeExample(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```python\n")
+	code, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no ```python example", path)
+	}
+	return code
+}
+
+// startSDKAppliance writes the e2e config for w (with sandbox.max
+// lowered), starts the built `airlock serve` and waits until it answers.
+// It is stopped, and its kernel path torn down, when the test ends.
+func startSDKAppliance(t *testing.T, w *world.World) *sdkAppliance {
+	t.Helper()
+	a := &sdkAppliance{appliance: &appliance{t: t, w: w}, bin: buildSDKBinaries(t),
+		instance: "sdk" + w.ID, pinDir: "/sys/fs/bpf/airlock-sdk" + w.ID}
+	var err error
+	if a.dir, err = os.MkdirTemp("", "airlock-sdk-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(a.dir) })
+	if err := os.Chmod(a.dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.pickPool(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.writeFiles(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(a.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "\nmax = 8\n", "\nmax = "+strconv.Itoa(sdkMaxSandboxes)+"\n", 1))
+	if err := os.WriteFile(a.config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.c = client.New(a.socket)
+	a.serve()
+	return a
+}
+
+func (a *sdkAppliance) flags() []string {
+	return []string{"--config", a.config, "--instance", a.instance, "--pin-dir", a.pinDir}
+}
+
+func (a *sdkAppliance) serve() {
+	t := a.t
+	a.logFile = filepath.Join(a.dir, "serve.log")
+	logf, err := os.Create(a.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(a.bin, append([]string{"serve", "--log-level", "debug"}, a.flags()...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logf.Close() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		td := exec.Command(a.bin, append([]string{"serve", "--teardown"}, a.flags()...)...)
+		if out, err := td.CombinedOutput(); err != nil {
+			t.Errorf("airlock serve --teardown: %v\n%s", err, out)
+		}
+		if t.Failed() {
+			t.Logf("appliance log (tail):\n%s", a.tail(80))
+		}
+	})
+	a.waitHealthy(exited)
+}
+
+// buildSDKBinaries builds airlock and airlock-init side by side.
+func buildSDKBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for pkg, tags := range map[string]string{"./cmd/airlock": buildTags, "./cmd/airlock-init": ""} {
+		cmd := exec.Command("go", "build", "-tags", tags, "-o", filepath.Join(dir, filepath.Base(pkg)), pkg)
+		cmd.Dir = repoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+map[bool]string{true: "0", false: "1"}[tags == ""])
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "airlock")
+}

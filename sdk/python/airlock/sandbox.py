@@ -1,0 +1,133 @@
+"""Sandboxes: create one, use it, destroy it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import errors
+from ._http import Transport, seg
+from .commands import Commands
+from .egress import Egress
+from .files import Files
+
+
+@dataclass
+class Approval:
+    """An access request or held request and its state."""
+
+    id: str
+    sandbox: str
+    destination: str
+    state: str  # held | approved | denied | expired
+    rule: str = ""
+    decided_by: str = ""
+    reason: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def status(self) -> str:
+        """pending, granted or denied (expired counts as denied)."""
+        return {"held": "pending", "approved": "granted"}.get(self.state, "denied")
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "Approval":
+        return cls(id=d.get("id", ""), sandbox=d.get("sandbox", ""), destination=d.get("destination", ""),
+                   state=d.get("state", ""), rule=d.get("rule", ""), decided_by=d.get("decided_by", ""),
+                   reason=d.get("reason", ""), raw=d)
+
+
+class Sandbox:
+    """A sandbox of an Airlock appliance. Use ``Sandbox.create(...)`` as a
+    context manager: the sandbox is destroyed when the block ends."""
+
+    def __init__(self, info: Dict[str, Any], transport: Transport) -> None:
+        self._t = transport
+        self.info = info
+        self.id: str = info["id"]
+        self.commands = Commands(self)
+        self.files = Files(self)
+        self.egress = Egress(self)
+
+    @classmethod
+    def create(cls, image: Optional[str] = None, template: Optional[str] = None,
+               policy: Optional[str] = None, workspace: Optional[str] = None,
+               secrets: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
+               timeout: Optional[float] = None, lifetime: Optional[float] = None,
+               workspace_git: Optional[str] = None, setup: Optional[Sequence[Sequence[str]]] = None,
+               labels: Optional[Dict[str, str]] = None, url: Optional[str] = None,
+               token: Optional[str] = None, request_timeout: float = 300.0) -> "Sandbox":
+        """Create a sandbox and return it when it is ready to run commands.
+
+        ``image`` and ``policy`` default to the appliance's. ``workspace`` is
+        a host directory mounted at /workspace (``workspace_git`` an https
+        URL cloned there instead). ``secrets`` are held by the appliance for
+        injection by its proxy and never enter the sandbox. ``timeout``
+        (seconds) is the default bound of each command, ``lifetime`` of the
+        sandbox. ``url``/``token`` choose the appliance (default: the
+        environment, see ``Transport``). ``template`` is not supported by
+        this appliance: pass ``image`` (raises ``NotSupported``).
+        """
+        if template is not None:
+            raise errors.NotSupported(
+                f"template {template!r}: this appliance has no templates; pass image= (a local image, "
+                "e.g. one made with `airlock sandbox snapshot`)", "unsupported", 501)
+        req: Dict[str, Any] = {"image": image, "policy": policy, "workspace": workspace, "secrets": secrets,
+                               "env": env, "workspace_git": workspace_git, "labels": labels,
+                               "setup": [list(c) for c in setup] if setup else None,
+                               "exec_timeout": None if timeout is None else f"{timeout:.3f}s",
+                               "lifetime": None if lifetime is None else f"{lifetime:.3f}s"}
+        t = Transport(url, token, timeout=request_timeout)
+        info = t.request("POST", "/sandboxes", body={k: v for k, v in req.items() if v is not None}).json()
+        return cls(info, t)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, url: Optional[str] = None, token: Optional[str] = None) -> "Sandbox":
+        """A handle of an existing sandbox (raises ``NotFound``)."""
+        t = Transport(url, token)
+        return cls(t.request("GET", f"/sandboxes/{seg(sandbox_id)}").json(), t)
+
+    @staticmethod
+    def list(url: Optional[str] = None, token: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Every sandbox of the appliance, as the API describes them."""
+        return Transport(url, token).request("GET", "/sandboxes").json() or []
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill()
+
+    def refresh(self) -> Dict[str, Any]:
+        """Fetch the sandbox's description again (state, warnings, ...)."""
+        self.info = self._t.request("GET", f"/sandboxes/{seg(self.id)}").json()
+        return self.info
+
+    def kill(self) -> None:
+        """Destroy the sandbox (a sandbox already gone is not an error)."""
+        try:
+            self._t.request("DELETE", f"/sandboxes/{seg(self.id)}").read()
+        except errors.NotFound:
+            pass
+        finally:
+            self._t.close()
+
+    def report(self, html: bool = True) -> str:
+        """The review report of this sandbox (``airlock report``): one
+        self-contained HTML page, or Markdown with ``html=False``."""
+        q = {"format": "html" if html else "markdown"}
+        return self._t.request("GET", f"/sandboxes/{seg(self.id)}/report", q).read().decode("utf-8", "replace")
+
+    def request_access(self, destination: str, reason: str = "") -> Approval:
+        """Ask a person for access to ``destination`` (``airlock approve``);
+        the returned approval is pending until they decide."""
+        d = self._t.request("POST", f"/sandboxes/{seg(self.id)}/access",
+                            body={"destination": destination, "reason": reason}).json()
+        return Approval._from(d)
+
+    def approval(self, approval_id: str) -> Approval:
+        """The current state of an access request this sandbox filed."""
+        for d in self._t.request("GET", "/approvals").json() or []:
+            if d.get("id") == approval_id and d.get("sandbox") == self.id:
+                return Approval._from(d)
+        raise errors.NotFound(f"no approval {approval_id!r} of sandbox {self.id}", "not_found", 404)
