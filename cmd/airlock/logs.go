@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,20 +62,20 @@ func (f *logFilter) query(now time.Time) (audit.Query, error) {
 	q := audit.Query{Sandbox: f.sandbox, Kind: audit.Kind(f.kind), Verdict: f.verdict,
 		Category: f.category, Rule: f.rule, Host: f.host}
 	if f.kind != "" && !kinds[f.kind] {
-		return q, fmt.Errorf("--kind %q: want one of dns, flow, http, drop, exec, lifecycle, policy, approval, gap, secret_reflected", f.kind)
+		return q, usagef("--kind %q: want one of %s", f.kind, strings.Join(slices.Sorted(maps.Keys(kinds)), ", "))
 	}
 	if f.verdict != "" && !verdicts[strings.ToLower(f.verdict)] {
-		return q, fmt.Errorf("--verdict %q: want allow, deny, ask, audit or would_deny", f.verdict)
+		return q, usagef("--verdict %q: want allow, deny, ask, audit or would_deny", f.verdict)
 	}
 	var err error
 	if q.Since, err = audit.ParseTime(f.since, now); err != nil {
-		return q, fmt.Errorf("--since: %w", err)
+		return q, usagef("--since: %w", err)
 	}
 	if q.Until, err = audit.ParseTime(f.until, now); err != nil {
-		return q, fmt.Errorf("--until: %w", err)
+		return q, usagef("--until: %w", err)
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
-		return q, fmt.Errorf("--until (%s) is not after --since (%s)", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
+		return q, usagef("--until (%s) is not after --since (%s)", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
 	}
 	return q, nil
 }
@@ -128,7 +130,7 @@ docs/events.md; --json is the same).
 			o.stdin, o.stderr = cmd.InOrStdin(), cmd.ErrOrStderr()
 			if o.json {
 				if cmd.Flags().Changed("output") && o.output != "jsonl" {
-					return fmt.Errorf("--json is -o jsonl; it excludes -o %s", o.output)
+					return usagef("--json is -o jsonl; it excludes -o %s", o.output)
 				}
 				o.output = "jsonl"
 			}

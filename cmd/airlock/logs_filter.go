@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -50,13 +49,13 @@ func (f *eventFlags) filter(now time.Time) (*audit.Filter, error) {
 	out := &audit.Filter{Match: f.match, Not: f.not}
 	var err error
 	if out.Since, err = audit.ParseTime(f.since, now); err != nil {
-		return nil, fmt.Errorf("--since: %w", err)
+		return nil, usagef("--since: %w", err)
 	}
 	if out.Until, err = audit.ParseTime(f.until, now); err != nil {
-		return nil, fmt.Errorf("--until: %w", err)
+		return nil, usagef("--until: %w", err)
 	}
 	if err := out.Validate(); err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	return out, nil
 }

@@ -37,7 +37,7 @@ func newEventPrinter(w io.Writer, format string) (*eventPrinter, error) {
 			return &eventPrinter{w: w, format: format, enc: json.NewEncoder(w)}, nil
 		}
 	}
-	return nil, fmt.Errorf("-o %q: want one of %s", format, strings.Join(logFormats, ", "))
+	return nil, usagef("-o %q: want one of %s", format, strings.Join(logFormats, ", "))
 }
 
 func (p *eventPrinter) print(evs ...audit.Event) error {

@@ -57,7 +57,7 @@ func (s *sourceFlags) add(fs *pflag.FlagSet) {
 func (s *sourceFlags) open(ctx context.Context) (eventSource, error) {
 	switch {
 	case len(s.input) > 0 && s.api:
-		return nil, fmt.Errorf("--input and --api exclude each other")
+		return nil, usagef("--input and --api exclude each other")
 	case len(s.input) == 1 && isStoreFile(s.input[0]):
 		return openStoreSource(s.input[0], s.poll)
 	case len(s.input) > 0:

@@ -34,7 +34,7 @@ packages fetched, files changed, and the hash-chain anchor.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if md && htmlFile != "" {
-				return fmt.Errorf("--md and --html exclude each other")
+				return usagef("--md and --html exclude each other")
 			}
 			return runReport(cmd.Context(), cmd.OutOrStdout(), &f, args[0], htmlFile)
 		},

@@ -125,13 +125,13 @@ id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tty {
 				if bg {
-					return fmt.Errorf("--tty and --background: attach to a terminal session is not supported; drop one")
+					return usagef("--tty and --background: attach to a terminal session is not supported; drop one")
 				}
 				return execTTY(cmd, args[0], client.ExecRequest{Argv: args[1:], Cwd: cwd, User: user, Timeout: client.Duration(timeout)}, env, stdin)
 			}
 			req := client.ExecRequest{Argv: args[1:], Cwd: cwd, User: user, Timeout: client.Duration(timeout), Background: bg}
 			if bg && stdin {
-				return fmt.Errorf("--background and --stdin: a background command takes no stdin")
+				return usagef("--background and --stdin: a background command takes no stdin")
 			}
 			var err error
 			if req.Env, err = keyValues("--env", env); err != nil {

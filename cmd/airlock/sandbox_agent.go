@@ -103,7 +103,7 @@ func sandboxFilesCmd() *cobra.Command {
 			if mode != "" {
 				var err error
 				if m, err = strconv.ParseUint(mode, 8, 32); err != nil {
-					return fmt.Errorf("--mode %q: want octal bits like 0644", mode)
+					return usagef("--mode %q: want octal bits like 0644", mode)
 				}
 			}
 			var src io.Reader
