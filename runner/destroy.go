@@ -80,7 +80,7 @@ func (r *Runner) ended(sb Sandbox, reason string, art *Artifacts) {
 	if art != nil {
 		detail += "; " + artifactSummary(*art)
 		for _, c := range art.Changes {
-			changes = append(changes, audit.FileChange{Path: WorkspaceDir + "/" + c.Path, Op: c.Kind})
+			changes = append(changes, audit.FileChange{Path: WorkspaceDir + "/" + c.Path, Op: c.Kind, Size: c.Size})
 		}
 	}
 	r.emitLifecycle(sb, "destroyed", detail, changes)

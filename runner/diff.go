@@ -28,6 +28,7 @@ type entry struct {
 	mode int64
 	link string
 	sum  [32]byte
+	size int64
 	text []byte // content, for text files up to maxTextFile
 	bin  bool
 }
@@ -50,7 +51,7 @@ func indexTar(r io.Reader) (map[string]entry, error) {
 		if name == "" {
 			continue
 		}
-		e := entry{typ: h.Typeflag, mode: h.Mode & 0o7777, link: h.Linkname}
+		e := entry{typ: h.Typeflag, mode: h.Mode & 0o7777, link: h.Linkname, size: h.Size}
 		if h.Typeflag == tar.TypeReg {
 			if e, err = readEntry(tr, h, e); err != nil {
 				return nil, err
@@ -118,7 +119,7 @@ func diffTrees(old, cur map[string]entry) Diff {
 			continue
 		}
 		isFile := (inOld && o.typ == tar.TypeReg) || (inCur && c.typ == tar.TypeReg)
-		ch := Change{Path: n, Kind: kind, Binary: isFile && (o.bin || c.bin)}
+		ch := Change{Path: n, Kind: kind, Binary: isFile && (o.bin || c.bin), Size: c.size}
 		d.Changes = append(d.Changes, ch)
 		if isFile && !ch.Binary && (o.typ == tar.TypeReg || !inOld) && (c.typ == tar.TypeReg || !inCur) {
 			patch.WriteString(unified(n, kind, o.text, c.text))

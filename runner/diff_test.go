@@ -47,10 +47,10 @@ func TestDiffTrees(t *testing.T) {
 	})
 	d := diffTrees(old, cur)
 	wantChanges := []Change{
-		{Path: "bin.dat", Kind: "modified", Binary: true},
+		{Path: "bin.dat", Kind: "modified", Binary: true, Size: 2},
 		{Path: "gone.txt", Kind: "deleted"},
-		{Path: "mod.txt", Kind: "modified"},
-		{Path: "new.txt", Kind: "added"},
+		{Path: "mod.txt", Kind: "modified", Size: 21},
+		{Path: "new.txt", Kind: "added", Size: 6},
 	}
 	if diff := cmp.Diff(wantChanges, d.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)

@@ -423,7 +423,7 @@ func TestDiffAgainstBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Change{{Path: "a.txt", Kind: "modified"}, {Path: "b.txt", Kind: "added"}}
+	want := []Change{{Path: "a.txt", Kind: "modified", Size: 4}, {Path: "b.txt", Kind: "added", Size: 4}}
 	if diff := cmp.Diff(want, d.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}

@@ -212,6 +212,7 @@ type Change struct {
 	Path   string `json:"path"`
 	Kind   string `json:"kind"` // added | modified | deleted
 	Binary bool   `json:"binary,omitempty"`
+	Size   int64  `json:"size,omitempty"` // the file's size now (0 once deleted)
 }
 
 // Diff is the review artifact of a sandbox's /workspace since creation.
