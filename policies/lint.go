@@ -151,10 +151,7 @@ var riskyRanges = []struct {
 
 // CIDRRisk says what a prefix in a category's cidrs reaches that needs
 // the escape hatch HatchRiskyCIDRs, or "" when nothing does.
-func CIDRRisk(pfx netip.Prefix) string { return risks(pfx) }
-
-// risks says what a prefix reaches that it should not, or "".
-func risks(pfx netip.Prefix) string {
+func CIDRRisk(pfx netip.Prefix) string {
 	if pfx.Bits() == 0 {
 		return "the whole address space (every private, loopback, link-local and metadata address)"
 	}
@@ -177,7 +174,7 @@ func (w *linter) riskyCIDRs(c *Category) {
 	}
 	needed := false
 	for _, cr := range c.r.cidrs {
-		what := risks(cr.prefix)
+		what := CIDRRisk(cr.prefix)
 		if what == "" {
 			continue
 		}

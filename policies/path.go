@@ -275,26 +275,11 @@ func cleanSegments(p string) string {
 // for matching that must see through any spelling. Bad escapes stay as is.
 func decodeAll(s string) string {
 	for round := 0; round < 3 && strings.IndexByte(s, '%') >= 0; round++ {
-		var b strings.Builder
-		b.Grow(len(s))
-		changed := false
-		for i := 0; i < len(s); i++ {
-			if s[i] == '%' && i+2 < len(s) {
-				h, ok1 := unhex(s[i+1])
-				l, ok2 := unhex(s[i+2])
-				if ok1 && ok2 {
-					b.WriteByte(h<<4 | l)
-					i += 2
-					changed = true
-					continue
-				}
-			}
-			b.WriteByte(s[i])
-		}
-		s = b.String()
-		if !changed {
+		d := decodeOnce(s) // each decoded escape shortens it
+		if len(d) == len(s) {
 			break
 		}
+		s = d
 	}
 	return s
 }

@@ -390,7 +390,7 @@ func (b *scannedBody) log() {
 // fail cuts the response off: what was released stays released, the rest
 // never comes, and the client sees a broken response, not a short one.
 func (b *scannedBody) fail(err error) {
-	if err == io.ErrUnexpectedEOF || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) {
 		err = fmt.Errorf("response body cut off or not %s: %w", strings.Join(b.codings, ""), err)
 	}
 	b.err = err

@@ -1,6 +1,9 @@
 package proxy
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // secretPattern is one form of a secret value to find in a response and
 // what to write in its place.
@@ -92,15 +95,15 @@ func (m *matcher) next(b []byte) (at, k int) {
 // replaceAll replaces every pattern in s at once (a header value),
 // calling hit for each; it returns s itself when nothing matched.
 func replaceAll(pats []secretPattern, s string, hit func(name string, off int64)) string {
-	m := newMatcher(pats, hit)
 	found := false
 	for _, p := range pats {
-		if len(p.find) > 0 && bytes.Contains([]byte(s), p.find) {
+		if len(p.find) > 0 && strings.Contains(s, string(p.find)) {
 			found = true
+			break
 		}
 	}
 	if !found {
 		return s
 	}
-	return string(m.feed(nil, []byte(s), true))
+	return string(newMatcher(pats, hit).feed(nil, []byte(s), true))
 }
