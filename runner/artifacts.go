@@ -368,10 +368,13 @@ func (x *exporter) commands() error {
 // into place.
 func (x *exporter) finish(final string) error {
 	err := filepath.WalkDir(x.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".workspace-") {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(x.dir, p)
+		if filepath.Dir(rel) == "." && strings.HasPrefix(rel, ".workspace-") {
+			return nil // the exporter's own temporary
+		}
 		name := filepath.ToSlash(rel)
 		af, err := describeFile(p, name)
 		if err != nil {

@@ -216,3 +216,26 @@ func TestValidOutputs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestArtifactsListASandboxFileNamedLikeTheTemp: a changed file whose name
+// starts like the exporter's temporary workspace tar is still listed (only
+// the top-level temporary is left out of the manifest).
+func TestArtifactsListASandboxFileNamedLikeTheTemp(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sb, err := h.r.Create(ctx, CreateRequest{Image: "img", Policy: "p", Workspace: Workspace{HostDir: t.TempDir(), Mode: WorkspaceCopy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng.containers[sb.ContainerID].files["/workspace/.workspace-x.tar"] = "mine\n"
+	if err := h.r.Destroy(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.r.Artifacts(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(artifactNames(a), "files/.workspace-x.tar") {
+		t.Errorf("files %q: files/.workspace-x.tar is on disk but not listed", artifactNames(a))
+	}
+}

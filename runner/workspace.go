@@ -70,8 +70,15 @@ func searchable(dir string, uid, gid int) error {
 // tarDir writes the contents of dir as a tar stream with paths relative to
 // dir (regular files, directories and symlinks; others are skipped).
 func tarDir(dir string, w io.Writer) error {
+	// The sandbox may swap a file or a directory for a symlink while the
+	// walk runs: files are opened through root, never outside dir.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -79,7 +86,7 @@ func tarDir(dir string, w io.Writer) error {
 		if err != nil || rel == "." {
 			return err
 		}
-		return tarEntry(tw, p, filepath.ToSlash(rel), d)
+		return tarEntry(tw, root, p, rel, d)
 	})
 	if err != nil {
 		return err
@@ -87,7 +94,8 @@ func tarDir(dir string, w io.Writer) error {
 	return tw.Close()
 }
 
-func tarEntry(tw *tar.Writer, path, name string, d fs.DirEntry) error {
+func tarEntry(tw *tar.Writer, root *os.Root, path, rel string, d fs.DirEntry) error {
+	name := filepath.ToSlash(rel)
 	fi, err := d.Info()
 	if err != nil {
 		return err
@@ -116,11 +124,18 @@ func tarEntry(tw *tar.Writer, path, name string, d fs.DirEntry) error {
 	if !fi.Mode().IsRegular() {
 		return nil
 	}
-	f, err := os.Open(path)
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !now.Mode().IsRegular() {
+		return fmt.Errorf("%s: changed while read (now %v)", path, now.Mode())
+	}
 	_, err = io.CopyN(tw, f, h.Size)
 	return err
 }
