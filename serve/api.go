@@ -142,7 +142,7 @@ func RequestID(ctx context.Context) string {
 }
 
 // Peer names who is calling: "user NAME (uid N)" over the unix socket,
-// "token" over TCP, "" when unknown.
+// "token@ADDR" (the peer address) over TCP, "" when unknown.
 func Peer(ctx context.Context) string {
 	s, _ := ctx.Value(keyPeer).(string)
 	return s
