@@ -141,8 +141,8 @@ func RequestID(ctx context.Context) string {
 	return s
 }
 
-// Peer names who is calling: "user NAME (uid N)" over the unix socket,
-// "token" over TCP, "" when unknown.
+// Peer names who is calling: "NAME (uid N)" over the unix socket,
+// "token@ADDR" (the peer address) over TCP, "" when unknown.
 func Peer(ctx context.Context) string {
 	s, _ := ctx.Value(keyPeer).(string)
 	return s

@@ -67,7 +67,7 @@ func setSocketAccess(path, group string) error {
 }
 
 // peerContext is an http.Server ConnContext that records who is on the
-// other end: the unix peer's user (SO_PEERCRED) or "token" over TCP.
+// other end: the unix peer's user (SO_PEERCRED) or "token@ADDR" over TCP.
 func peerContext(ctx context.Context, c net.Conn) context.Context {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {

@@ -27,9 +27,10 @@ func init() {
 		Long: `Serves the appliance's read-only live view (sandboxes, their state,
 recent denials, links to reports, the lockdown state; updated live) on a
 loopback port, proxied to the control socket with your access to it, and
-prints the URL to open. The URL carries a one-time key: other local users
-who find the port get nothing without it. Only GET requests pass: the page
-cannot change anything. Stop with Ctrl-C.`,
+prints the URL to open. The URL carries a random key made for this run:
+other local users who find the port get nothing without it. Only GET and
+HEAD requests pass: the page cannot change anything (it can read what the
+API's GETs read, sandbox files and artifacts included). Stop with Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
