@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,10 +110,22 @@ func uiProxy(socket, key string) http.Handler {
 			http.Error(w, "open the URL airlock ui printed (it carries the key)", http.StatusUnauthorized)
 			return
 		}
-		if !strings.HasPrefix(r.URL.Path, "/ui/") && !strings.HasPrefix(r.URL.Path, client.APIVersion+"/") {
+		if !uiPath(r.URL.Path) {
 			http.NotFound(w, r)
 			return
 		}
 		rp.ServeHTTP(w, r)
 	})
+}
+
+// uiAPI is what the page reads of the control API, and all the view
+// passes on: not sandbox files, artifacts or process output.
+var uiAPI = []string{"/sandboxes", "/lockdown", "/logs", "/events/stream"}
+
+// uiPath: the page (and the reports it links, under /ui/) or one of uiAPI.
+func uiPath(p string) bool {
+	if strings.HasPrefix(p, "/ui/") {
+		return true
+	}
+	return slices.Contains(uiAPI, strings.TrimPrefix(p, client.APIVersion))
 }

@@ -60,6 +60,11 @@ func TestUIProxy(t *testing.T) {
 	if code, _ := get(c, "/metrics"); code != http.StatusNotFound {
 		t.Errorf("outside /ui/ and /v1/: %d, want 404", code)
 	}
+	for _, p := range []string{"/v1/sandboxes/abc/fs/file?path=/etc/passwd", "/v1/sandboxes/abc/artifacts", "/v1/sandboxes/abc/processes/x/attach", "/v1/sandboxes/abc/files", "/v1/sandboxesx"} {
+		if code, _ := get(c, p); code != http.StatusNotFound {
+			t.Errorf("%s through the live view: %d, want 404 (the page never reads it)", p, code)
+		}
+	}
 	resp, err := c.Post(srv.URL+"/v1/lockdown", "application/json", strings.NewReader(`{"lift":true,"reason":"x"}`))
 	if err != nil {
 		t.Fatal(err)
