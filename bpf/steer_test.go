@@ -354,8 +354,15 @@ func TestSteering(t *testing.T) {
 		link, err := netlink.LinkByIndex(l.epB.hostIdx)
 		must(t, err)
 		must(t, netlink.LinkDel(link))
+		// A block on a sandbox still attached must survive: Reconcile at
+		// a restart may not lift a lockdown (fail closed).
+		must(t, l.p.BlockSandbox(sandboxA, BlockLockdown, true))
 		removed, err := l.p.Reconcile([]int{l.hA.Ifindex})
 		must(t, err)
+		if b, err := l.p.SandboxBlock(sandboxA); err != nil || b != BlockLockdown {
+			t.Errorf("block of attached sandbox-a after Reconcile: %b, %v; want the lockdown block kept", b, err)
+		}
+		must(t, l.p.BlockSandbox(sandboxA, BlockLockdown, false))
 		if len(removed) != 1 || removed[0] != l.hB.Ifindex {
 			t.Errorf("Reconcile removed %v, want [%d]", removed, l.hB.Ifindex)
 		}

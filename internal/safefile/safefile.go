@@ -37,6 +37,9 @@ const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.
 // link is followed (an operator may link their config), but what it
 // names must be a regular file.
 func Read(path string, limit int64) ([]byte, error) {
+	if err := regularBeforeOpen(path)(os.Stat(path)); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, openFlags, 0)
 	if err != nil {
 		return nil, err
@@ -48,6 +51,9 @@ func Read(path string, limit int64) ([]byte, error) {
 // ReadPrivate is Read for a file that holds secrets: it also refuses a
 // file whose mode gives group or others any access.
 func ReadPrivate(path string, limit int64) ([]byte, error) {
+	if err := regularBeforeOpen(path)(os.Stat(path)); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, openFlags, 0)
 	if err != nil {
 		return nil, err
@@ -66,16 +72,40 @@ func ReadIn(dir, name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer root.Close()
+	if err = regularBeforeOpen(path)(root.Stat(name)); err != nil {
+		return nil, outsideDir(err, path, dir)
+	}
 	f, err := root.OpenFile(name, openFlags, 0)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
-			return nil, fmt.Errorf("%s: %w %s (a symbolic link or \"..\" out of it is refused)", path, ErrOutsideDir, dir)
-		}
-		return nil, err
+		return nil, outsideDir(err, path, dir)
 	}
 	defer f.Close()
 	return readChecked(f, path, limit, false)
+}
+
+// outsideDir names an os.Root escape as ErrOutsideDir; other errors pass.
+func outsideDir(err error, path, dir string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
+		return fmt.Errorf("%s: %w %s (a symbolic link or \"..\" out of it is refused)", path, ErrOutsideDir, dir)
+	}
+	return err
+}
+
+// regularBeforeOpen refuses, before it is opened, a file that is not a
+// regular one: opening a special file can act on it (a FIFO's waiting
+// writer wakes, a device may arm). readChecked checks again on the open
+// descriptor, so a swap in between is still refused.
+func regularBeforeOpen(path string) func(fs.FileInfo, error) error {
+	return func(st fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s: %w: it is %s; only regular files are read", path, ErrNotRegular, Describe(st.Mode()))
+		}
+		return nil
+	}
 }
 
 func readChecked(f *os.File, path string, limit int64, private bool) ([]byte, error) {

@@ -125,3 +125,44 @@ func write(t *testing.T, p, s string, m os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// Opening a special file can act on it (a FIFO's blocked writer wakes, a
+// watchdog device arms): one that is not a regular file is refused before
+// it is opened. A writer waiting on a FIFO must still be waiting after
+// each reader refused it.
+func TestSpecialFileNotOpened(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // blocks until a reader opens
+		if err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	defer func() { // release the writer however the test ends
+		if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			<-opened
+			f.Close()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // let the writer block in open
+	for name, read := range map[string]func() error{
+		"Read":        func() error { _, err := Read(fifo, 10); return err },
+		"ReadPrivate": func() error { _, err := ReadPrivate(fifo, 10); return err },
+		"ReadIn":      func() error { _, err := ReadIn(dir, "fifo", 10); return err },
+	} {
+		if err := within(t, read); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("%s: %v, want ErrNotRegular", name, err)
+		}
+		select {
+		case <-opened:
+			t.Fatalf("%s opened the FIFO (its writer woke) before refusing it", name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
