@@ -66,6 +66,23 @@ upodman() {
 	(cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME="$SB_HOME" XDG_RUNTIME_DIR="$RUNTIME_DIR" podman "$@")
 }
+# ensure_podman_state: rootless Podman keeps its user namespace alive in a
+# pause process. When that process and the containers' conmons are gone (a
+# host that killed the user's processes) but the state still lists running
+# containers, every podman command fails with "invalid internal status".
+# `podman system migrate` is Podman's own reset for exactly that state; run it
+# once, say so, and fail with Podman's message when it does not help.
+ensure_podman_state() {
+	local out
+	out=$(upodman unshare true 2>&1) && return 0
+	case $out in
+	*"system migrate"*)
+		step "podman state for $SANDBOX_USER is stale (its pause process is gone); running podman system migrate"
+		upodman system migrate >/dev/null 2>&1 || true
+		out=$(upodman unshare true 2>&1) && return 0 ;;
+	esac
+	die "podman as $SANDBOX_USER does not work: $out"
+}
 # recipe_hash words...: a short hash of an image's recipe.
 recipe_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-16; }
 # image_current tag hash: the tag exists and was built from this recipe.
@@ -250,6 +267,7 @@ if ! flock -n 9; then
 	flock 9
 fi
 ensure_user_podman
+ensure_podman_state
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(busybox debian)
 for t in "${targets[@]}"; do

@@ -1,6 +1,7 @@
 package podman
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -77,6 +78,9 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if answers(s.socket) {
 		return s, nil
 	}
+	if err := recoverState(ctx, u, runDir, uid, gid, log); err != nil {
+		return nil, err
+	}
 	if err := s.start(u, runDir, uid, gid, cfg.IdleTimeout); err != nil {
 		return nil, err
 	}
@@ -119,19 +123,69 @@ func (s *Service) start(u *user.User, runDir string, uid, gid int, idle time.Dur
 		return fmt.Errorf("podman service: log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("podman", "system", "service", "--time="+strconv.Itoa(int(idle.Seconds())), "unix://"+s.socket)
-	cmd.Dir = u.HomeDir
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.HomeDir, "USER=" + u.Username,
-		"LOGNAME=" + u.Username, "XDG_RUNTIME_DIR=" + runDir}
+	cmd := userPodman(context.Background(), u, runDir, uid, gid, "system", "service", "--time="+strconv.Itoa(int(idle.Seconds())), "unix://"+s.socket)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
-		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("podman service: start: %w", err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	return nil
+}
+
+// userPodman is podman run as the sandbox user, with only the environment
+// it needs (never this process's).
+func userPodman(ctx context.Context, u *user.User, runDir string, uid, gid int, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	cmd.Dir = u.HomeDir
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.HomeDir, "USER=" + u.Username,
+		"LOGNAME=" + u.Username, "XDG_RUNTIME_DIR=" + runDir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	return cmd
+}
+
+// staleState reports whether podman's output is its "invalid internal
+// status" error: the state lists running containers, but neither the pause
+// process that holds the user namespace nor any of their conmons is alive
+// (a host that killed the user's processes). Podman's own reset for that
+// state is `podman system migrate`.
+func staleState(out []byte) bool {
+	return bytes.Contains(out, []byte("invalid internal status")) && bytes.Contains(out, []byte("system migrate"))
+}
+
+// recoverState checks that rootless podman can enter the sandbox user's
+// namespace and, when it cannot because of a stale state, runs podman's
+// `system migrate` once. Any other failure is returned with podman's words.
+func recoverState(ctx context.Context, u *user.User, runDir string, uid, gid int, log *slog.Logger) error {
+	probe := func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return userPodman(ctx, u, runDir, uid, gid, "unshare", "true").CombinedOutput()
+	}
+	out, err := probe()
+	if err == nil {
+		return nil
+	}
+	if !staleState(out) {
+		return fmt.Errorf("podman as %s does not work: %w: %s", u.Username, err, lastLine(out))
+	}
+	log.Warn("podman state is stale (its pause process is gone); running podman system migrate", "user", u.Username)
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if mout, merr := userPodman(mctx, u, runDir, uid, gid, "system", "migrate").CombinedOutput(); merr != nil {
+		return fmt.Errorf("podman system migrate as %s: %w: %s", u.Username, merr, lastLine(mout))
+	}
+	if out, err = probe(); err != nil {
+		return fmt.Errorf("podman as %s still does not work after system migrate: %w: %s", u.Username, err, lastLine(out))
+	}
+	return nil
+}
+
+// lastLine is the last non-empty line of a command's output.
+func lastLine(out []byte) string {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	return string(lines[len(lines)-1])
 }
 
 // wait waits until the socket answers or the service exits.
