@@ -123,15 +123,16 @@ func nothingLeft(t *testing.T, work, out string) {
 	t.Helper()
 	env, _ := os.ReadFile(filepath.Join(work, "world.env"))
 	ns := regexp.MustCompile(`(?m)^WORLD_NETNS='(airlock-world-[0-9a-f]+)'$`).FindSubmatch(env)
+	ca := regexp.MustCompile(`(?m)^WORLD_CA_FILE='(/\S+)/world-ca.pem'$`).FindSubmatch(env)
 	cfg, _ := os.ReadFile(filepath.Join(work, "airlock.toml"))
 	rt := regexp.MustCompile(`(?m)^runtime_dir = "(/run/airlock-qs[0-9a-f]+)"$`).FindSubmatch(cfg)
 	sb := regexp.MustCompile(`(?m)^sandbox: ([0-9a-f]+) `).FindStringSubmatch(out)
-	if ns == nil || rt == nil || sb == nil {
-		t.Fatalf("cannot tell what the quick start made (netns %q, runtime dir %q, sandbox %q)", ns, rt, sb)
+	if ns == nil || ca == nil || rt == nil || sb == nil {
+		t.Fatalf("cannot tell what the quick start made (netns %q, world dir %q, runtime dir %q, sandbox %q)", ns, ca, rt, sb)
 	}
 	id := strings.TrimPrefix(string(rt[1]), "/run/airlock-")
 	for _, p := range []string{"/run/netns/" + string(ns[1]), "/etc/netns/" + string(ns[1]), string(rt[1]),
-		"/sys/fs/bpf/airlock-" + id, filepath.Join(work, "bin")} {
+		"/sys/fs/bpf/airlock-" + id, filepath.Join(work, "bin"), string(ca[1])} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("the quick start left %s behind", p)
 		}

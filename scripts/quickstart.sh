@@ -59,6 +59,7 @@ stop_world() {
 	if [ -n "$WORLD_NETNS" ] && ip netns list | grep -qw "$WORLD_NETNS"; then
 		ip netns delete "$WORLD_NETNS" # its veth pair goes with it
 		rm -rf "/etc/netns/$WORLD_NETNS"
+		case ${WORLD_CA_FILE:-} in /tmp/airlock-world-*/world-ca.pem) rm -rf "$(dirname "$WORLD_CA_FILE")" ;; esac
 	fi
 }
 
@@ -70,7 +71,8 @@ cleanup() {
 		kill -TERM "$SERVE_PID"
 		wait "$SERVE_PID"
 	fi
-	"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
+	[ ! -f "$WORK/airlock.toml" ] ||
+		"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
 	rm -rf "/run/airlock-$ID" "$WORK/bin"
 	stop_world >/dev/null
 	say "kept for you to explore: $WORK (remove it with: rm -rf $WORK)"
@@ -78,8 +80,10 @@ cleanup() {
 		echo "  $BIN logs --state-dir $WORK/state --sandbox $SB   # the task's audit log (add --verdict deny, -o compact, ...)"
 		echo "  $BIN report --state-dir $WORK/state $SB --html $WORK/report-again.html   # its review report (--md for Markdown)"
 	}
-	echo "  $BIN logs -i $WORK/events.jsonl -o compact   # the same from the JSONL stream"
-	echo "  $BIN logs verify $WORK/events.jsonl   # its hash chain"
+	[ ! -s "$WORK/events.jsonl" ] || {
+		echo "  $BIN logs -i $WORK/events.jsonl -o compact   # the same from the JSONL stream"
+		echo "  $BIN logs verify $WORK/events.jsonl   # its hash chain"
+	}
 }
 trap cleanup EXIT
 
@@ -102,6 +106,7 @@ echo "  namespace $WORLD_NETNS, DNS $WORLD_DNS, evil server $WORLD_EVIL; policy:
 # A sandbox pool in the benchmarking range that no local address or route
 # (the world's among them) uses.
 THIRD=$(free_pool_third) || die "no free address pool in 198.19.160.0/19"
+# shellcheck disable=SC2086 # one /32 per word
 allow=$(printf '"%s", ' $WORLD_ALLOW)
 cat >"$WORK/airlock.toml" <<EOF
 version = 1
