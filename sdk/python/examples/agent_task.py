@@ -25,6 +25,7 @@ one did not, and prints the sandbox id (``sandbox: ID``) for
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -98,6 +99,11 @@ def last_seq(sbx: airlock.Sandbox) -> int:
     return evs[-1].seq if evs else 0
 
 
+def short_rule(rule: str) -> str:
+    """A rule with its file named, not its full path: "x (/a/b/p.toml:3:1)" -> "x (p.toml:3:1)"."""
+    return re.sub(r"\((?:[^()]*/)?([^/()]+)\)$", r"(\1)", rule)
+
+
 def indent(text: str, lines: int = 4) -> str:
     out = [ln for ln in text.strip().splitlines() if ln.strip()][-lines:]
     return "".join(f"      {ln[:150]}\n" for ln in out)
@@ -114,7 +120,7 @@ def do(sbx: airlock.Sandbox, n: int, s: Step) -> None:
     if denied:
         d = denied[0]
         s.rule = d.rule.split(" (")[0]
-        s.outcome = f"refused by {d.rule}: {d.reason} ({d.destination})"
+        s.outcome = f"refused by {short_rule(d.rule)}: {d.reason} ({d.destination})"
     else:
         s.outcome = "allowed"
     s.ok = s.check(r) and (bool(denied) != s.allowed)
