@@ -106,7 +106,7 @@ users: ## create the airlock group and the unprivileged sandbox user with its su
 image: ## build the sandbox images locally and import them for the sandbox user (cached)
 	@if [ -x runner/images/build.sh ]; then runner/images/build.sh; else echo "no image recipes yet"; fi
 
-run: build image ## the main job: a sandbox under an example policy, then its log
+run: build image ## the main job: an agent's task in a sandbox against a hermetic world (scripts/quickstart.sh), then its log
 	@if [ -x scripts/quickstart.sh ]; then scripts/quickstart.sh; else \
 	  $(BIN) policy check --strict policies/examples/*.toml && $(BIN) policy test policies/examples/*.toml; fi
 

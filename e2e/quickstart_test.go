@@ -11,24 +11,28 @@ import (
 	"time"
 )
 
-// TestQuickstartLeavesWhatItShows runs `make run`'s script and follows its
-// hints the way a new user would (users.md S1): the report command that
-// `airlock run` prints works after the run (it lacked --state-dir, and the
-// store was deleted on exit), the work directory with the store and the
-// JSONL stream is kept, the Markdown report is printed whole, and the
-// direct connection's `nc` status is explained.
-func TestQuickstartLeavesWhatItShows(t *testing.T) {
-	requireServe(t, false)
-	if err := imageExists("localhost/airlock/busybox:1"); err != nil {
-		t.Skipf("skipping: the busybox sandbox image is not built (make image): %v", err)
-	}
+// TestQuickstartShowsARealTask runs `make run`'s script the way a new user
+// would (users.md S1, issue 18): it brings up the hermetic world, points
+// an appliance at it and runs the agent task of
+// sdk/python/examples/agent_task.py in the Debian image. The task must go
+// as the policy says (the clone, the npm install, the internal API call
+// with the injected credential and the webhook work; the push, the denied
+// package and both exfiltration tricks are refused naming their rule), the
+// world must have received nothing it should not, the credential must
+// appear nowhere the user sees, the commands printed at the end must work
+// on what was kept, and nothing else may be left behind: no world
+// namespace, no kernel path, no runtime directory, no container.
+func TestQuickstartShowsARealTask(t *testing.T) {
+	requireAppliance(t)
 	bin := airlockBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot(), "scripts/quickstart.sh"))
 	cmd.Env = append(os.Environ(), "AIRLOCK_BIN="+bin)
+	start := time.Now()
 	b, err := cmd.CombinedOutput()
 	out := string(b)
+	t.Logf("the quick start took %s", time.Since(start).Round(time.Second))
 	kept := regexp.MustCompile(`kept for you to explore: (\S+)`).FindStringSubmatch(out)
 	if kept != nil {
 		t.Cleanup(func() { os.RemoveAll(kept[1]) })
@@ -39,33 +43,111 @@ func TestQuickstartLeavesWhatItShows(t *testing.T) {
 	if kept == nil {
 		t.Fatalf("the quick start does not say where its work directory is:\n%s", out)
 	}
-	for _, f := range []string{"state/audit.db", "events.jsonl", "serve.log"} {
-		if _, err := os.Stat(filepath.Join(kept[1], f)); err != nil {
-			t.Errorf("the quick start removed %s: %v", f, err)
+	work := kept[1]
+	for _, f := range []string{"state/audit.db", "events.jsonl", "serve.log", "report.html"} {
+		if _, err := os.Stat(filepath.Join(work, f)); err != nil {
+			t.Errorf("the quick start did not keep %s: %v", f, err)
 		}
 	}
-	if !strings.Contains(out, "## Hash-chain anchor") {
-		t.Errorf("the Markdown report is cut short (no Hash-chain anchor section):\n%s", out)
+	for _, want := range []string{
+		"# airlock e2e demo", // the clone
+		"-> refused by categories.git.push",
+		"airlock-demo@1.0.0",
+		"-> refused by categories.registries.packages.deny[0]",
+		`{"auth":"ok"`,
+		`{"received":"/hooks/ci"}`,
+		"no category covers this name",    // the foreign resolver
+		"no category covers this address", // the bare IP
+		"GET /v1/items/42 [with the injected credential]",
+		"ok: no git push arrived",
+		"ok: no denied package was served",
+		"ok: nothing reached evil.test or canary.test",
+		"## Hash-chain anchor", // the Markdown report, whole
+		"every step went as the policy says",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the quick start's output lacks %q", want)
+		}
 	}
-	if !strings.Contains(out, "nc exit 0: nc reports 0 because the connection was accepted") {
-		t.Errorf("the direct connection's nc status is not explained:\n%s", out)
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
 	}
-	hint := regexp.MustCompile(`review report: airlock (report .*)`).FindStringSubmatch(out)
-	if hint == nil {
-		t.Fatalf("airlock run printed no review-report hint:\n%s", out)
+	noCredential(t, work, out)
+	followHints(t, out, work)
+	nothingLeft(t, work, out)
+}
+
+// noCredential checks that the internal API's credential (in the kept
+// secret store) is in neither the output nor the audit log.
+func noCredential(t *testing.T, work, out string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(work, "secrets"))
+	tok := strings.TrimPrefix(strings.TrimSpace(string(b)), "staging-token=")
+	if err != nil || len(tok) < 16 {
+		t.Fatalf("no credential in the kept secret store: %v %q", err, b)
 	}
-	dir := t.TempDir()
-	args := strings.Fields(hint[1])
-	rep := exec.Command(bin, args...)
-	rep.Dir = dir
-	if b, err := rep.CombinedOutput(); err != nil {
-		t.Fatalf("the hint `airlock %s` fails after the quick start: %v\n%s", hint[1], err, b)
+	events, _ := os.ReadFile(filepath.Join(work, "events.jsonl"))
+	for name, s := range map[string]string{"the output": out, "events.jsonl": string(events)} {
+		if strings.Contains(s, tok) {
+			t.Errorf("%s holds the injected credential", name)
+		}
 	}
-	html, _ := filepath.Glob(filepath.Join(dir, "report-*.html"))
-	if len(html) != 1 {
-		t.Fatalf("the hint wrote %v, want one report-ID.html", html)
+}
+
+// followHints runs every command the quick start prints at the end, as
+// printed.
+func followHints(t *testing.T, out, work string) {
+	t.Helper()
+	hints := regexp.MustCompile(`(?m)^  (/\S+/airlock) (logs|report)( .*?)   # `).FindAllStringSubmatch(out, -1)
+	kinds := map[string]bool{}
+	for _, h := range hints {
+		args := append([]string{h[2]}, strings.Fields(h[3])...)
+		kinds[strings.Join(args[:2], " ")] = true
+		if b, err := exec.Command(h[1], args...).CombinedOutput(); err != nil {
+			t.Errorf("the hint `airlock %s` fails after the quick start: %v\n%s", strings.Join(args, " "), err, b)
+		}
 	}
-	if b, _ := os.ReadFile(html[0]); !strings.Contains(string(b), "<html") {
-		t.Errorf("%s is not an HTML report", html[0])
+	for _, k := range []string{"logs --state-dir", "report --state-dir", "logs verify"} {
+		if !kinds[k] {
+			t.Errorf("the quick start prints no `airlock %s ...` command (printed %v)", k, kinds)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "report-again.html")); !strings.Contains(string(b), "<html") {
+		t.Errorf("the report hint wrote no HTML report")
+	}
+}
+
+// nothingLeft checks that the world's namespace, the appliance's kernel
+// path and runtime directory, the world's binary and the sandbox are gone.
+func nothingLeft(t *testing.T, work, out string) {
+	t.Helper()
+	env, _ := os.ReadFile(filepath.Join(work, "world.env"))
+	ns := regexp.MustCompile(`(?m)^WORLD_NETNS='(airlock-world-[0-9a-f]+)'$`).FindSubmatch(env)
+	ca := regexp.MustCompile(`(?m)^WORLD_CA_FILE='(/\S+)/world-ca.pem'$`).FindSubmatch(env)
+	cfg, _ := os.ReadFile(filepath.Join(work, "airlock.toml"))
+	rt := regexp.MustCompile(`(?m)^runtime_dir = "(/run/airlock-qs[0-9a-f]+)"$`).FindSubmatch(cfg)
+	sb := regexp.MustCompile(`(?m)^sandbox: ([0-9a-f]+) `).FindStringSubmatch(out)
+	if ns == nil || ca == nil || rt == nil || sb == nil {
+		t.Fatalf("cannot tell what the quick start made (netns %q, world dir %q, runtime dir %q, sandbox %q)", ns, ca, rt, sb)
+	}
+	id := strings.TrimPrefix(string(rt[1]), "/run/airlock-")
+	for _, p := range []string{"/run/netns/" + string(ns[1]), "/etc/netns/" + string(ns[1]), string(rt[1]),
+		"/sys/fs/bpf/airlock-" + id, filepath.Join(work, "bin"), string(ca[1])} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the quick start left %s behind", p)
+		}
+	}
+	if links, _ := exec.Command("ip", "-o", "link", "show").Output(); strings.Contains(string(links), "alw"+strings.TrimPrefix(string(ns[1]), "airlock-world-")) {
+		t.Errorf("the quick start left the world's veth behind:\n%s", links)
+	}
+	u, err := userIDs("airlock-sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := exec.Command("runuser", "-u", "airlock-sandbox", "--", "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME="+u.home, "XDG_RUNTIME_DIR=/run/user/"+u.uid, "podman", "ps", "-a", "--format", "{{.Names}} {{.Labels}}")
+	ps.Dir = "/"
+	if b, err := ps.CombinedOutput(); err != nil || strings.Contains(string(b), sb[1]) {
+		t.Errorf("the sandbox %s is still there (podman ps: %v):\n%s", sb[1], err, b)
 	}
 }

@@ -31,7 +31,8 @@ type sdkAppliance struct {
 }
 
 // TestSDKs drives the Python SDK (pytest) and `airlock mcp` (the official
-// TypeScript MCP client) against one real appliance and Podman sandboxes.
+// TypeScript MCP client, over stdio and streamable HTTP) against one real
+// appliance and Podman sandboxes.
 func TestSDKs(t *testing.T) {
 	requireAppliance(t)
 	root := repoRoot()
@@ -66,7 +67,8 @@ func TestSDKs(t *testing.T) {
 		t.Run("bench", func(t *testing.T) { benchSDK(t, a, root, env, py, n) })
 	}
 	t.Run("mcp", func(t *testing.T) {
-		run(t, mcpTest, append(env, "AIRLOCK_BIN="+a.bin), "node", "--test", "mcp.test.mjs")
+		run(t, mcpTest, append(env, "AIRLOCK_BIN="+a.bin, "AIRLOCK_MCP_TOKEN_FILE="+filepath.Join(a.dir, "token")),
+			"node", "--test", "mcp.test.mjs", "mcp-http.test.mjs")
 	})
 }
 

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# The main job (make run): start `airlock serve` with an example policy, run
-# one agent task in a sandbox under it, show what the appliance recorded,
-# then stop the appliance and remove what it put in the kernel and /run. The
-# work directory (state, JSONL stream, serve log, report) is kept to explore.
+# The main job (make run): a coding agent's real task in a sandbox, against
+# a small hermetic "internet" on this machine.
+#
+#  1. start the world of Airlock's end-to-end tests (e2e/world): a network
+#     namespace with DNS for .test, a git server, an npm registry, a Python
+#     index, an internal API, a webhook sink and an evil server, all in the
+#     benchmarking range 198.18.0.0/15;
+#  2. start `airlock serve` pointed at it, with the e2e policy (registries
+#     read-only, git fetch only, the internal API with an injected
+#     credential, one webhook);
+#  3. run the agent's task with the Python SDK
+#     (sdk/python/examples/agent_task.py): clone, push (refused), install an
+#     allowed and a denied npm package, call the internal API, post the
+#     webhook, try two exfiltration tricks (refused);
+#  4. show what the world's servers received, the refusals in the audit
+#     log and the review report; then stop everything and remove what it
+#     put in the kernel, /run and /etc/netns. The work directory (state,
+#     JSONL stream, logs, report) is kept to explore.
 #
 # Needs root, `make setup` (host packages, the sandbox user) and `make image`
-# (the sandbox images). Builds nothing: it uses bin/airlock from `make build`.
-# Nothing leaves this machine: the appliance's upstream resolver is an
-# address in the benchmarking range that nobody answers, so allowed names
-# fail to resolve and everything else is refused — which is what this
-# demo shows.
+# (the sandbox images), and bin/airlock from `make build` (make run does
+# both); it builds the world's small server with `go build`. Nothing leaves
+# this machine: the appliance's only upstream is the world.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${AIRLOCK_BIN:-$HERE/bin/airlock}
-POLICY=${AIRLOCK_POLICY:-coding-agent}
-IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
+GO=${GO:-go}
+IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/debian:12}
 SANDBOX_USER=airlock-sandbox
 # shellcheck source=lib.sh
 . "$HERE/scripts/lib.sh"
@@ -26,43 +38,82 @@ die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (the appliance loads eBPF programs and manages network devices)"
 [ -x "$BIN" ] || die "$BIN not found: run 'make build' (make run does it)"
 id -u "$SANDBOX_USER" >/dev/null 2>&1 || die "no sandbox user $SANDBOX_USER: run 'make setup'"
-if ! upodman image exists "$IMAGE"; then
-	die "the sandbox image $IMAGE is not built: run 'make image'"
-fi
+for tool in python3 git ip; do
+	command -v "$tool" >/dev/null || die "$tool is not installed: run 'make setup'"
+done
+upodman image exists "$IMAGE" || die "the sandbox image $IMAGE is not built: run 'make image'"
 
 WORK=$(mktemp -d /tmp/airlock-quickstart.XXXXXX)
 ID=qs$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 PIN=/sys/fs/bpf/airlock-$ID
-# A pool in the benchmarking range that no local address or route uses.
-THIRD=$(free_pool_third) || die "no free address pool in 198.19.160.0/19"
+SERVE_PID= WORLD_PID= WORLD_NETNS= SB=
 
-SERVE_PID=
+# stop_world ends the world's process (it prints what reached it and
+# removes its namespace), then removes the namespace if it is still there.
+stop_world() {
+	if [ -n "$WORLD_PID" ] && kill -0 "$WORLD_PID" 2>/dev/null; then
+		kill -TERM "$WORLD_PID"
+		wait "$WORLD_PID" || echo "  the world exited with status $?; its errors: $WORK/world.err"
+	fi
+	WORLD_PID=
+	if [ -n "$WORLD_NETNS" ] && ip netns list | grep -qw "$WORLD_NETNS"; then
+		ip netns delete "$WORLD_NETNS" # its veth pair goes with it
+		rm -rf "/etc/netns/$WORLD_NETNS"
+		case ${WORLD_CA_FILE:-} in /tmp/airlock-world-*/world-ca.pem) rm -rf "$(dirname "$WORLD_CA_FILE")" ;; esac
+	fi
+}
+
 cleanup() {
 	set +e
 	trap '' PIPE # finish cleaning up even if our reader went away
 	if [ -n "$SERVE_PID" ] && kill -0 "$SERVE_PID" 2>/dev/null; then
-		say "stopping airlock serve"
+		say "stopping airlock serve and the world"
 		kill -TERM "$SERVE_PID"
 		wait "$SERVE_PID"
 	fi
-	"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
-	rm -rf "/run/airlock-$ID"
+	[ ! -f "$WORK/airlock.toml" ] ||
+		"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
+	rm -rf "/run/airlock-$ID" "$WORK/bin"
+	stop_world >/dev/null
 	say "kept for you to explore: $WORK (remove it with: rm -rf $WORK)"
-	echo "  airlock logs --state-dir $WORK/state            the audit log (-o compact, --verdict deny, ...)"
-	echo "  airlock logs -i $WORK/events.jsonl              the same from the JSONL stream"
-	echo "  airlock logs verify $WORK/events.jsonl          its hash chain"
-	[ -z "${SB:-}" ] || echo "  airlock report --state-dir $WORK/state $SB --html report.html"
+	[ -z "$SB" ] || {
+		echo "  $BIN logs --state-dir $WORK/state --sandbox $SB   # the task's audit log (add --verdict deny, -o compact, ...)"
+		echo "  $BIN report --state-dir $WORK/state $SB --html $WORK/report-again.html   # its review report (--md for Markdown)"
+	}
+	[ ! -s "$WORK/events.jsonl" ] || {
+		echo "  $BIN logs -i $WORK/events.jsonl -o compact   # the same from the JSONL stream"
+		echo "  $BIN logs verify $WORK/events.jsonl   # its hash chain"
+	}
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/policies"
-cp "$HERE/policies/examples/$POLICY.toml" "$WORK/policies/"
+say "starting the hermetic world (e2e/world: DNS, git, npm, PyPI, internal API, webhooks, an evil server)"
+mkdir -p "$WORK/bin" "$WORK/policies"
+(cd "$HERE" && "$GO" build -o "$WORK/bin/airlock-world" ./e2e/world/cmd/airlock-world) || die "go build of the world failed"
+"$WORK/bin/airlock-world" -env "$WORK/world.env" -policy "$WORK/policies/e2e.toml" -secrets "$WORK/secrets" \
+	>"$WORK/world.out" 2>"$WORK/world.err" &
+WORLD_PID=$!
+for _ in $(seq 1 150); do
+	[ -s "$WORK/world.env" ] && break
+	kill -0 "$WORLD_PID" 2>/dev/null || { cat "$WORK/world.err"; die "the world exited during start"; }
+	sleep 0.2
+done
+[ -s "$WORK/world.env" ] || die "the world did not come up within 30s: $WORK/world.err"
+# shellcheck source=/dev/null
+. "$WORK/world.env"
+echo "  namespace $WORLD_NETNS, DNS $WORLD_DNS, evil server $WORLD_EVIL; policy: $WORK/policies/e2e.toml"
+
+# A sandbox pool in the benchmarking range that no local address or route
+# (the world's among them) uses.
+THIRD=$(free_pool_third) || die "no free address pool in 198.19.160.0/19"
+# shellcheck disable=SC2086 # one /32 per word
+allow=$(printf '"%s", ' $WORLD_ALLOW)
 cat >"$WORK/airlock.toml" <<EOF
 version = 1
 state_dir = "$WORK/state"
 runtime_dir = "/run/airlock-$ID"
 policy_dir = "$WORK/policies"
-default_policy = "$POLICY"
+default_policy = "$WORLD_POLICY"
 
 [network]
 pool = "198.19.$THIRD.0/24"
@@ -72,7 +123,12 @@ gateway = "198.19.$THIRD.1"
 socket = "$WORK/airlock.sock"
 
 [upstream]
-resolvers = ["198.18.0.53"]   # nobody answers here: nothing leaves this machine
+resolvers = ["$WORLD_DNS"]       # the world's DNS: nothing leaves this machine
+allow = [${allow%, }]            # the world's servers the policy names, one /32 each (a lab's allow-range)
+ca_files = ["$WORLD_CA_FILE"]    # the world's test CA, for the proxy's upstream TLS
+
+[secrets]
+file = "$WORK/secrets"           # the internal API's credential: the proxy injects it, the sandbox never sees it
 
 [audit]
 jsonl = "$WORK/events.jsonl"
@@ -83,7 +139,7 @@ exec_timeout = "2m"
 EOF
 export AIRLOCK_SOCKET=$WORK/airlock.sock
 
-say "starting airlock serve (config $WORK/airlock.toml, policy $POLICY)"
+say "starting airlock serve (config $WORK/airlock.toml)"
 "$BIN" serve --config "$WORK/airlock.toml" --check
 "$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
@@ -94,34 +150,26 @@ for _ in $(seq 1 300); do
 done
 [ -S "$AIRLOCK_SOCKET" ] || { tail -20 "$WORK/serve.log"; die "airlock serve did not come up within 60s"; }
 
-say "running an agent task in a sandbox under policy $POLICY"
-# The task: look up a name the policy allows and one it does not, then try
-# to reach an address directly, ignoring every proxy setting.
-TASK='echo "hello from $(hostname) at $(ip -4 -o addr show eth0 | awk "{print \$4}")"
-echo "--- a registry the policy allows (no upstream answers in this demo):"; nslookup registry.example.test 2>&1 | tail -n 2
-echo "--- a paste site the policy denies:"; nslookup bin.paste.example.test 2>&1 | tail -n 2
-echo "--- a resolver of its own choosing (the kernel path hands the query to Airlock):"; nslookup evil.test 198.18.0.10 2>&1 | tail -n 2
-echo "--- a direct connection to an address, no proxy (the proxy takes it, denies it, closes it):"; echo hi | nc -w 3 198.18.0.10 443; echo "nc exit $?: nc reports 0 because the connection was accepted, by Airlock'"'"'s proxy, which denied it and closed it without a byte back (the log shows it: close ... denied)"'
+say "the agent's task in a sandbox (sdk/python/examples/agent_task.py, with the Python SDK)"
 set +e
-"$BIN" run --keep "$IMAGE" -- sh -c "$TASK" 2>&1 | tee "$WORK/run.out"
+PYTHONPATH=$HERE/sdk/python python3 "$HERE/sdk/python/examples/agent_task.py" --evil "$WORLD_EVIL" \
+	--image "$IMAGE" --policy "$WORLD_POLICY" --report "$WORK/report.html" 2>&1 | tee "$WORK/task.out"
 RC=${PIPESTATUS[0]}
 set -e
-SB=$(sed -n 's/^airlock: sandbox \([0-9a-f]*\) (policy.*/\1/p' "$WORK/run.out" | head -n 1)
+SB=$(sed -n 's/^sandbox: \([0-9a-zA-Z-]*\) .*/\1/p' "$WORK/task.out" | head -n 1)
 [ -n "$SB" ] || die "the sandbox was not created (exit status $RC); serve log: $WORK/serve.log"
 
-say "what is under /workspace now (airlock sandbox diff $SB)"
-"$BIN" sandbox exec "$SB" -- sh -c 'echo "result of the task" > /workspace/result.txt'
-"$BIN" sandbox diff "$SB" --patch || true
+say "what the world's servers received (the appliance let through only what the policy allows)"
+stop_world
+sed 's/^/  /' "$WORK/world.out"
+grep -q '^what reached the world' "$WORK/world.out" || { RC=1; echo "  the world printed no summary: $WORK/world.err"; }
+! grep -q '^  LEAK' "$WORK/world.out" || RC=1
 
-say "removing the sandbox"
-"$BIN" sandbox rm "$SB"
+say "the refusals in the audit log (airlock logs --sandbox $SB --verdict deny)"
+"$BIN" logs --state-dir "$WORK/state" --sandbox "$SB" --verdict deny -o compact || true
 
-say "its audit log (airlock logs --sandbox $SB)"
-sleep 1
-"$BIN" logs --state-dir "$WORK/state" --sandbox "$SB" || true
-
-say "the review report (airlock report --state-dir $WORK/state $SB --md; HTML in $WORK/report-$SB.html)"
+say "the review report (airlock report $SB --md; HTML in $WORK/report.html)"
 "$BIN" report --state-dir "$WORK/state" "$SB" --md
-"$BIN" report --state-dir "$WORK/state" "$SB" --html "$WORK/report-$SB.html"
 
-say "done: the task exited with status $RC; the appliance wrote $(wc -l <"$WORK/events.jsonl") events to its JSONL stream"
+[ "$RC" = 0 ] || die "the task did not go as the policy says (exit status $RC): see above and $WORK/serve.log"
+say "done: every step went as the policy says; the appliance wrote $(wc -l <"$WORK/events.jsonl") events to its JSONL stream"

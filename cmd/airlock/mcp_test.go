@@ -54,14 +54,7 @@ func (b *mcpBackend) Logs(_ context.Context, _ client.LogQuery, fn func(audit.Ev
 // MCP client to the tools over in-memory transports.
 func startMCP(t *testing.T, b serve.Backend) *mcp.ClientSession {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: (&serve.API{Backend: b}).Handler()}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	sock := serveAPI(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	st, ct := mcp.NewInMemoryTransports()
@@ -75,6 +68,21 @@ func startMCP(t *testing.T, b serve.Backend) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// serveAPI serves the control API for b on a unix socket until the test
+// ends and returns the socket's path.
+func serveAPI(t *testing.T, b serve.Backend) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: (&serve.API{Backend: b}).Handler()}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return sock
 }
 
 func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
