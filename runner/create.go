@@ -34,6 +34,9 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if r.isClosed() {
 		return Sandbox{}, ErrClosed
 	}
+	if info, ok, err := r.tryClaim(ctx, req, tmpl); ok {
+		return info, err
+	}
 	id := r.cfg.NewID()
 	now := r.cfg.Now().UTC()
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,

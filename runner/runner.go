@@ -84,7 +84,8 @@ type Config struct {
 	Artifacts    ArtifactConfig
 	ArtifactHook ArtifactHook
 
-	hostNet hostNet // nil: netlink
+	hostNet     hostNet       // nil: netlink
+	newMemberID func() string // nil: random (tests)
 }
 
 // Runner creates and manages sandboxes. Its methods are safe for concurrent
@@ -107,6 +108,7 @@ type Runner struct {
 	// events say recovered.
 	recovering sync.Map
 	stopWatch  chan struct{} // closed by Close; nil until Watch
+	warm       *warmPools    // nil: no warm pools (StartWarm)
 }
 
 type sandbox struct {
@@ -116,6 +118,9 @@ type sandbox struct {
 	agent  Agent // nil: commands through the engine
 	// exported: the artifacts were written (by a destroy that then failed).
 	exported bool
+	ifindex  int               // host end of the veth
+	env      map[string]string // a claim's environment, added to every command
+	warmKey  string            // an unclaimed warm member's pool key
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call
@@ -234,7 +239,7 @@ func (r *Runner) Get(id string) (Sandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb, ok := r.sandboxes[id]
-	if !ok {
+	if !ok || sb.info.State == StatePooled {
 		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
 	return sb.info, nil
@@ -245,7 +250,9 @@ func (r *Runner) List() []Sandbox {
 	r.mu.Lock()
 	out := make([]Sandbox, 0, len(r.sandboxes))
 	for _, sb := range r.sandboxes {
-		out = append(out, sb.info)
+		if sb.info.State != StatePooled {
+			out = append(out, sb.info)
+		}
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -257,9 +264,10 @@ func (r *Runner) List() []Sandbox {
 	return out
 }
 
-// Close stops lifetime timers. Sandboxes keep running: a new Runner adopts
+// Close stops lifetime timers and the warm pools' refill. Sandboxes keep running: a new Runner adopts
 // them with Reconcile. Close is safe to call more than once.
 func (r *Runner) Close() error {
+	r.stopWarm()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed && r.stopWatch != nil {
