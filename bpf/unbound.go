@@ -9,7 +9,7 @@ import (
 // AttachUnbound attaches the program to the host-side interface ifindex
 // with no configuration: the interface has no identity (no address, no
 // sandbox id), so the program drops every packet from it (reason
-// no-config, counted as sandbox 0) before parsing it. A warm pool member
+// unconfigured-interface, counted as sandbox 0) before parsing it. A warm pool member
 // waits like this until it is claimed; a later Attach of the same
 // interface binds it, in one map write. name is only for the log.
 func (p *Path) AttachUnbound(ifindex int, name string) (Handle, error) {

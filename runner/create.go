@@ -146,7 +146,11 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) error {
 	id := sb.info.ID
 	w := req.Workspace
-	if w.HostDir != "" && w.Mode == WorkspaceCopy {
+	if a := r.agentOf(id); a != nil && sb.claimed && w.HostDir != "" && w.Mode == WorkspaceCopy {
+		if err := r.copyInAgent(ctx, a, w.HostDir); err != nil {
+			return err
+		}
+	} else if w.HostDir != "" && w.Mode == WorkspaceCopy {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarDir(w.HostDir, pw)) }()
 		if err := r.cfg.Engine.CopyIn(ctx, sb.info.ContainerID, WorkspaceDir, pr); err != nil {

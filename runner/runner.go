@@ -121,6 +121,7 @@ type sandbox struct {
 	ifindex  int               // host end of the veth
 	env      map[string]string // a claim's environment, added to every command
 	warmKey  string            // an unclaimed warm member's pool key
+	claimed  bool              // a warm member a create claimed: its workspace goes in through the agent
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call

@@ -315,6 +315,8 @@ func matchWarm(req CreateRequest, tmpl string) (string, string) {
 		return "", "a bind-mounted workspace is fixed when the container is made"
 	case len(req.CapAdd) > 0:
 		return "", "added capabilities are fixed when the container is made"
+	case req.Workspace.HostDir != "" && !plainTree(req.Workspace.HostDir):
+		return "", "the copied workspace holds a symlink or special file (the engine copies those)"
 	}
 	return warmKey(req.Image, tmpl, req.Limits, req.ReadOnlyRoot), ""
 }

@@ -37,14 +37,19 @@ func (a *warmAgent) Exec(_ context.Context, req agentwire.Request, _ agent.Strea
 func (a *warmAgent) Attach(context.Context, string, agent.Streams, func(agentwire.Started)) (*agentwire.Exit, error) {
 	return &agentwire.Exit{}, nil
 }
-func (a *warmAgent) Do(context.Context, agentwire.Request) (*agentwire.Result, error) {
+func (a *warmAgent) Do(_ context.Context, req agentwire.Request) (*agentwire.Result, error) {
+	if req.Op == agentwire.OpMkdir {
+		a.t.add("agent.Mkdir %s", req.Path)
+	}
 	return &agentwire.Result{}, nil
 }
 func (a *warmAgent) ReadFile(context.Context, string, int64, io.Writer) (*agentwire.FileInfo, error) {
 	return nil, ErrUnsupported
 }
-func (a *warmAgent) WriteFile(context.Context, string, uint32, int64, int64, io.Reader) (*agentwire.FileInfo, error) {
-	return nil, ErrUnsupported
+func (a *warmAgent) WriteFile(_ context.Context, path string, mode uint32, size, _ int64, src io.Reader) (*agentwire.FileInfo, error) {
+	b, err := io.ReadAll(src)
+	a.t.add("agent.WriteFile %s mode=%o size=%d %q", path, mode, size, b)
+	return nil, err
 }
 func (a *warmAgent) Close() error { return nil }
 
@@ -124,8 +129,12 @@ func TestWarmPoolClaim(t *testing.T) {
 	mark := len(tr.lines)
 	tr.mu.Unlock()
 	var onID string
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main"), 0o644)
 	sb, err := h.r.Create(context.Background(), CreateRequest{Image: "img", Policy: "p", Env: map[string]string{"TASK": "1"},
-		Lifetime: time.Hour, OnID: func(id string) error { onID = id; return nil }})
+		Lifetime: time.Hour, OnID: func(id string) error { onID = id; return nil },
+		Workspace: Workspace{HostDir: ws, Mode: WorkspaceCopy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +150,11 @@ func TestWarmPoolClaim(t *testing.T) {
 	for _, l := range claimLines {
 		if strings.HasPrefix(l, "engine.") {
 			t.Errorf("the claim called the engine: %s\n%s", l, strings.Join(claimLines, "\n"))
+		}
+	}
+	for _, want := range []string{"agent.Mkdir /workspace/src", `agent.WriteFile /workspace/src/main.go mode=644 size=12 "package main"`} {
+		if !slices.Contains(claimLines, want) {
+			t.Errorf("the workspace was not copied in through the agent (%s):\n%s", want, strings.Join(claimLines, "\n"))
 		}
 	}
 	if !slices.Contains(claimLines, `hook.Attach ifindex=101 m00000000001 policy="p" addr=198.18.0.2 unbound=false adopted=false`) {

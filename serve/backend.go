@@ -91,6 +91,15 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 		a.secrets.Forget(id)
 		return runner.Sandbox{}, err
 	}
+	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
+		a.secrets.Forget(id)
+		id = member
+		if _, err := a.secrets.SetTask(id, task, nil); err != nil {
+			return client.Errorf(client.CodeInvalid, "%v", err)
+		}
+		a.secrets.setPlaceholders(id, placeholders)
+		return nil
+	}
 	sb, err := a.runner.Create(ctx, rr)
 	a.ids.withdraw(claim)
 	if err != nil {

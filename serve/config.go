@@ -48,6 +48,8 @@ type Config struct {
 	Approval Approval      `toml:"approvals"`
 	// Artifacts bounds what is kept of each sandbox after it ends.
 	Artifacts Artifacts `toml:"artifacts"`
+	// Pool is the warm pools (pool.go).
+	Pool PoolConfig `toml:"pool"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`

@@ -61,6 +61,7 @@ func (c *Config) validate(loc locator) Errors {
 			add(x.key, "%s must be between 0 (the default) and %d, not %d", x.key, 1<<30, x.mb)
 		}
 	}
+	c.Pool.validate(add, c.Network.capacity(), c.Sandbox.Max)
 	return errs
 }
 
