@@ -84,7 +84,13 @@ type Config struct {
 	Artifacts    ArtifactConfig
 	ArtifactHook ArtifactHook
 
+	// BlockNetwork cuts (on) or restores a sandbox's network in the kernel
+	// (serve: the path's per-sandbox block, BlockPause); Pause needs it when
+	// sandboxes have a network.
+	BlockNetwork func(sandbox string, on bool) error
+
 	hostNet     hostNet       // nil: netlink
+	freezer     freezer       // nil: procFreezer
 	newMemberID func() string // nil: random (tests)
 }
 
@@ -134,7 +140,8 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: StateDir %q and ArtifactDir %q must be absolute paths: %w", cfg.StateDir, cfg.ArtifactDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
-	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes")}
+	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
+		max: cfg.Artifacts.MaxCommandsBytes, log: cfg.Logger}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
 		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
 	if r.net == nil {

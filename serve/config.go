@@ -135,6 +135,10 @@ type Artifacts struct {
 	MaxTotalMB   int64    `toml:"max_total_mb"`   // all sandboxes; the oldest go first (default 4096)
 	MaxSandboxMB int64    `toml:"max_sandbox_mb"` // one sandbox (default 256)
 	MaxFileMB    int64    `toml:"max_file_mb"`    // one changed file or output (default 16)
+	// MaxWorkspaceMB bounds the copy of /workspace an export diffs (default 1024).
+	MaxWorkspaceMB int64 `toml:"max_workspace_mb"`
+	// MaxCommandsMB bounds one sandbox's commands.jsonl (default 64).
+	MaxCommandsMB int64 `toml:"max_commands_mb"`
 }
 
 // Approval configures held ("ask") requests.
