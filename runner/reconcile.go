@@ -64,6 +64,9 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 	if why == "" {
 		if err := r.adopt(sb); err == nil {
 			rep.Adopted = append(rep.Adopted, sb.info.ID)
+			if r.pausedAtStart(sb.info.ID) { // its processes are still stopped, its block still pinned
+				r.setState(sb.info.ID, StatePaused)
+			}
 			r.connectAgent(ctx, sb, c.Labels)
 			r.lifecycle(sb.info, "adopted", "re-adopted after a restart; commands through "+sb.info.Agent)
 			if a := r.agentOf(sb.info.ID); a != nil {

@@ -416,6 +416,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		Artifacts:    a.cfg.Artifacts.runner(),
 		ArtifactHook: a.writeReport,
 		AgentBinary:  a.opts.AgentBinary,
+		BlockNetwork: a.blockPause,
 	})
 	if err != nil {
 		return err

@@ -267,12 +267,12 @@ func (a *Appliance) CopyOut(ctx context.Context, id, path string, w io.Writer) e
 	return apiError(a.runner.CopyOut(ctx, id, path, w))
 }
 
-// Pause freezes a sandbox (cgroup v2 hosts only).
+// Pause stops a sandbox: its network cut in the kernel, its processes stopped.
 func (a *Appliance) Pause(ctx context.Context, id string) error {
 	return apiError(a.runner.Pause(ctx, id))
 }
 
-// Resume thaws a sandbox.
+// Resume continues a paused sandbox and restores its network.
 func (a *Appliance) Resume(ctx context.Context, id string) error {
 	return apiError(a.runner.Resume(ctx, id))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"airlock/bpf"
 	"airlock/runner"
 )
 
@@ -124,4 +125,16 @@ func (m *Metrics) warmPool(stats func() runner.WarmStats) {
 			}
 			return float64(n)
 		}))
+}
+
+// blockPause is the runner's BlockNetwork: the kernel path's pause bit of
+// the sandbox's block (independent of a lockdown's bit).
+func (a *Appliance) blockPause(id string, on bool) error {
+	a.mu.Lock()
+	h, ok := a.handles[id]
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("sandbox %s has no kernel path attachment", id)
+	}
+	return a.path.BlockSandbox(h.Sandbox.Num, bpf.BlockPause, on)
 }
