@@ -338,7 +338,8 @@ func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
 
 func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange) {
 	e := audit.New(audit.KindLifecycle, sb.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes,
+		ImageID: sb.ImageID, Template: sb.Template}
 	if sb.Address.IsValid() {
 		e.Lifecycle.Address = sb.Address.String()
 	}
@@ -348,7 +349,7 @@ func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit
 		level = slog.LevelWarn
 	}
 	r.log.Log(context.Background(), level, "sandbox "+stage, "sandbox", sb.ID, "image", sb.Image,
-		"policy", sb.Policy, "address", sb.Address, "detail", detail)
+		"image_id", sb.ImageID, "template", sb.Template, "policy", sb.Policy, "address", sb.Address, "detail", detail)
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
