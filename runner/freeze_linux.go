@@ -20,7 +20,10 @@ const stopPasses = 50
 func (procFreezer) Stop(initPid int) ([]int, error) {
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", initPid))
 	if err != nil {
-		return nil, fmt.Errorf("pid namespace of %d: %w", initPid, err)
+		return nil, fmt.Errorf("pid namespace of %d (the sandbox's PID 1 is gone?): %w", initPid, err)
+	}
+	if own, err := os.Readlink("/proc/self/ns/pid"); err != nil || own == ns {
+		return nil, fmt.Errorf("pid %d is not in a sandbox's own PID namespace (reused after the sandbox ended?): refusing to stop it", initPid)
 	}
 	stopped := map[int]bool{}
 	var order []int

@@ -73,6 +73,9 @@ func (r *Runner) plumb(ctx context.Context, sb *sandbox) error {
 	if !c.Running || c.Pid <= 0 {
 		return fmt.Errorf("container is not running after start")
 	}
+	r.mu.Lock()
+	sb.initPid = c.Pid
+	r.mu.Unlock()
 	id, host := sb.info.ID, VethName(sb.info.ID)
 	mac := PeerMAC(sb.info.Address)
 	idx, err := r.net.AddVeth(host, peerName(id), r.vethAlias(id), mac)

@@ -45,16 +45,16 @@ func (r *Runner) Pause(ctx context.Context, id string) error {
 	if r.pool != nil && r.cfg.BlockNetwork == nil {
 		return fmt.Errorf("pause sandbox %s: cutting its network needs the kernel path's block (no BlockNetwork hook): %w", id, ErrUnsupported)
 	}
-	c, err := r.cfg.Engine.Inspect(ctx, sb.ContainerID)
-	if err != nil || !c.Running || c.Pid <= 0 {
-		return fmt.Errorf("pause sandbox %s: its container is not running: %v", id, err)
+	pid, err := r.initPid(ctx, id, sb.ContainerID)
+	if err != nil {
+		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
 	r.setState(id, StatePaused) // from here on no command starts
 	if err := r.blockNet(id, true); err != nil {
 		r.setState(id, StateRunning)
 		return fmt.Errorf("pause sandbox %s: cut its network: %w", id, err)
 	}
-	pids, err := r.freezer().Stop(c.Pid)
+	pids, err := r.freezer().Stop(pid)
 	if err != nil {
 		errs := []error{err, r.freezer().Cont(pids), r.blockNet(id, false)}
 		r.setState(id, StateRunning)
@@ -98,6 +98,26 @@ func (r *Runner) Resume(ctx context.Context, id string) error {
 	r.setState(id, StateRunning)
 	r.lifecycle(sb, "resumed", fmt.Sprintf("%d processes continued (SIGCONT); network restored", len(rec.Pids)))
 	return nil
+}
+
+// initPid is the host PID of the sandbox's PID 1, as last seen (no engine
+// call: a busy engine, say making a warm member, must not slow a pause),
+// or from the engine when not known.
+func (r *Runner) initPid(ctx context.Context, id, cid string) (int, error) {
+	r.mu.Lock()
+	pid := 0
+	if sb, ok := r.sandboxes[id]; ok {
+		pid = sb.initPid
+	}
+	r.mu.Unlock()
+	if pid > 0 {
+		return pid, nil
+	}
+	c, err := r.cfg.Engine.Inspect(ctx, cid)
+	if err != nil || !c.Running || c.Pid <= 0 {
+		return 0, fmt.Errorf("its container is not running: %v", err)
+	}
+	return c.Pid, nil
 }
 
 func (r *Runner) blockNet(id string, on bool) error {

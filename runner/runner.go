@@ -125,6 +125,7 @@ type sandbox struct {
 	// exported: the artifacts were written (by a destroy that then failed).
 	exported bool
 	ifindex  int               // host end of the veth
+	initPid  int               // host PID of its PID 1 when last seen (plumb, agent)
 	env      map[string]string // a claim's environment, added to every command
 	warmKey  string            // an unclaimed warm member's pool key
 	claimed  bool              // a warm member a create claimed: its workspace goes in through the agent

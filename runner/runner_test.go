@@ -311,7 +311,7 @@ func (f *fakeFreezer) Cont(pids []int) error {
 // TestPauseCutsAndStops: pause cuts the network in the kernel before it
 // stops the processes, refuses commands while paused, and resume undoes
 // both in reverse; a pause whose stop fails leaves the sandbox running
-// with its network back. The engine's cgroup freeze is never used.
+// with its network back. Neither the engine nor its cgroup freeze is used.
 func TestPauseCutsAndStops(t *testing.T) {
 	var tr *transcript
 	fz := &fakeFreezer{}
@@ -338,7 +338,7 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Resume(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	want := "engine.Inspect c2\nhook.Block 000000000001 true\nfreezer.Stop init=4242\nevent lifecycle sandbox=000000000001 paused 198.18.0.2\n" +
+	want := "hook.Block 000000000001 true\nfreezer.Stop init=4242\nevent lifecycle sandbox=000000000001 paused 198.18.0.2\n" +
 		"freezer.Cont [7 8]\nhook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 resumed 198.18.0.2"
 	if got := strings.Join(h.t.lines[mark:], "\n"); got != want {
 		t.Errorf("pause and resume:\n%s\nwant:\n%s", got, want)

@@ -51,7 +51,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("probe in the unclaimed member: %v\n%s", err, out)
 	}
 	if got := l.w.Since(mark); len(got) > 0 {
-		t.Fatalf("an unclaimed member reached the world: %v", got)
+		t.Fatalf("an unclaimed member reached the world (%d records): %v", len(got), got[:min(len(got), 5)])
 	}
 	if !regexp.MustCompile(`airlock_kernel_drops_total\{reason="unconfigured-interface"\} [1-9]`).Match(scrape(t, l)) {
 		t.Errorf("the kernel counted no drop of the unclaimed member")
@@ -73,6 +73,10 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("pool hits not counted")
 	}
 	refilled := waitPooled(t, l, 3, nil) // the refill replaced the claimed one
+	if !t.Run("pause", func(t *testing.T) { l.t = t; pauseInLab(t, l, sb.ID, url) }) {
+		return
+	}
+	l.t = t
 
 	l.kill9()
 	l.startServe()
@@ -164,4 +168,72 @@ func buildAgent(t *testing.T, dir string) string {
 		t.Fatalf("build airlock-init: %v: %s", err, b)
 	}
 	return out
+}
+
+// pauseInLab: on a host without cgroup freezing, a paused sandbox runs
+// nothing (its counting loop stands still, commands are refused) and sends
+// nothing (a process started inside through the engine reaches nothing);
+// resume restores both.
+func pauseInLab(t *testing.T, l *lab, id, url string) {
+	ctx := context.Background()
+	loop := "i=0; while :; do i=$((i+1)); echo $i > /tmp/c.tmp; mv /tmp/c.tmp /tmp/count; sleep 0.05; done"
+	if _, err := l.c.Exec(ctx, id, client.ExecRequest{Argv: []string{"sh", "-c", loop}, Background: true}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		out, _ := engineExec(l, id, "cat /tmp/count")
+		n, _ := strconv.Atoi(strings.TrimSpace(out))
+		return n
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := l.c.Pause(ctx, id); err != nil {
+		t.Fatalf("pause: %v\n%s", err, l.tail(20))
+	}
+	t.Logf("pause took %v", time.Since(start))
+	c1 := count()
+	time.Sleep(time.Second)
+	if c2 := count(); c1 == 0 || c2 != c1 {
+		t.Errorf("the counting loop moved while paused: %d -> %d", c1, c2)
+	}
+	if _, err := l.c.Exec(ctx, id, client.ExecRequest{Argv: []string{"true"}}, io.Discard, io.Discard); err == nil {
+		t.Error("a command ran in a paused sandbox")
+	}
+	mark := l.w.Mark()
+	if out, err := engineExec(l, id, "curl -sS --max-time 3 --noproxy '*' -o /dev/null -w '%{http_code}' "+url); err == nil {
+		t.Errorf("a paused sandbox reached the registry: %s", out)
+	}
+	if got := l.w.Since(mark); len(got) > 0 {
+		t.Errorf("a paused sandbox reached the world: %v", got[:min(len(got), 5)])
+	}
+	start = time.Now()
+	if err := l.c.Resume(ctx, id); err != nil {
+		t.Fatalf("resume: %v\n%s", err, l.tail(20))
+	}
+	t.Logf("resume took %v", time.Since(start))
+	c3 := count()
+	time.Sleep(500 * time.Millisecond)
+	if c4 := count(); c4 <= c3 {
+		t.Errorf("the counting loop did not resume: %d -> %d", c3, c4)
+	}
+	if r := l.exec(id, curlOpts+"--noproxy '*' -o /dev/null -w '%{http_code}' "+url); r.stdout != "200" {
+		t.Errorf("after resume: %v", r)
+	}
+	var stages []string
+	for _, e := range l.events(id) {
+		if e.Lifecycle != nil && (e.Lifecycle.Stage == "paused" || e.Lifecycle.Stage == "resumed") {
+			stages = append(stages, e.Lifecycle.Stage+": "+e.Lifecycle.Detail)
+		}
+	}
+	if len(stages) != 2 || !strings.Contains(stages[0], "network cut") || !strings.Contains(stages[1], "network restored") {
+		t.Errorf("lifecycle records: %q", stages)
+	}
+}
+
+// engineExec runs a shell line in a sandbox through Podman, not the
+// appliance: a new process, so not one pause stopped.
+func engineExec(l *lab, id, script string) (string, error) {
+	out, err := exec.Command("podman", "--remote", "--url", "unix://"+l.podman, "exec", runner.ContainerName(id),
+		"sh", "-c", script).CombinedOutput()
+	return string(out), err
 }
