@@ -102,7 +102,7 @@ func applyClaim(sb *sandbox, c claimRecord) {
 	sb.info.Policy, sb.info.Workspace, sb.info.Outputs = c.Policy, c.Workspace, c.Outputs
 	sb.info.ExecTimeout, sb.info.Deadline, sb.info.Created = c.ExecTimeout, c.Deadline, c.Created
 	sb.env = c.Env
-	sb.warmKey, sb.claimed = "", true
+	sb.claimed = true
 }
 
 func (r *Runner) bindClaim(ctx context.Context, sb *sandbox, req CreateRequest, rec claimRecord) error {

@@ -322,3 +322,41 @@ func matchWarm(req CreateRequest, tmpl string) (string, string) {
 }
 
 func describeKey(k string) string { return strings.ReplaceAll(k, "|", " ") }
+
+// idleMembers lists the idle warm members now (for Watch).
+func (r *Runner) idleMembers() []*sandbox {
+	w := r.warmPools()
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*sandbox
+	for _, ms := range w.idle {
+		out = append(out, ms...)
+	}
+	return out
+}
+
+// checkMembers removes the members (listed before the engine's list) whose
+// container is not running, unless a claim took them meanwhile: a dead
+// member is never handed out.
+func (r *Runner) checkMembers(members []*sandbox, byID map[string]Container) {
+	w := r.warmPools()
+	for _, sb := range members {
+		if c, ok := byID[sb.info.ContainerID]; ok && c.Running {
+			continue
+		}
+		w.mu.Lock()
+		k := sb.warmKey
+		i := slices.Index(w.idle[k], sb)
+		if i >= 0 {
+			w.idle[k] = slices.Delete(slices.Clone(w.idle[k]), i, i+1)
+			w.stats.Recycled++
+		}
+		w.mu.Unlock()
+		if i >= 0 {
+			go r.dropMember(sb, "recycled", "its container stopped outside airlock")
+		}
+	}
+}

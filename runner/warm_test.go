@@ -253,3 +253,31 @@ func TestWarmPoolRestart(t *testing.T) {
 		t.Errorf("after the restart the claim's env is not on the command (%d):\n%s", n, tr)
 	}
 }
+
+// TestWarmPoolDropsDeadMembers: a member whose container stopped outside
+// airlock is removed by the watch and never claimed.
+func TestWarmPoolDropsDeadMembers(t *testing.T) {
+	tr := &transcript{}
+	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	h := warmHarness(t, "", nil, nil, tr, c)
+	if err := h.r.StartWarm(WarmConfig{Pools: []WarmSpec{{Image: "img", Size: 1}}, Refill: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	key := warmKey("img", "", Limits{}, false)
+	waitReady(t, h.r, key, 1)
+	m := h.r.idleMembers()[0]
+	h.eng.mu.Lock()
+	h.eng.containers[m.info.ContainerID].running = false
+	h.eng.mu.Unlock()
+	h.r.checkContainers()
+	for end := time.Now().Add(5 * time.Second); h.r.known(m.info.ID) && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.r.known(m.info.ID) || h.r.WarmStats().Recycled != 1 {
+		t.Fatalf("the dead member %s stayed (stats %+v)", m.info.ID, h.r.WarmStats())
+	}
+	sb, err := h.r.Create(context.Background(), CreateRequest{Image: "img", Policy: "p"})
+	if err != nil || sb.ID == m.info.ID {
+		t.Fatalf("create %+v %v", sb, err)
+	}
+}
