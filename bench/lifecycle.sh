@@ -101,6 +101,11 @@ sb=$("$BIN" sandbox create --read-only)
 "$BIN" sandbox rm "$sb" >/dev/null 2>&1
 
 for f in floor bare claimed claimed_exec cold cold_exec; do : >"$WORK/$f"; done
+rm_sb() { "$BIN" sandbox rm "$1" >/dev/null 2>>"$WORK/rm.err" || { echo "bench/lifecycle.sh: rm $1 failed:" >&2; tail -2 "$WORK/rm.err" >&2; }; }
+claimed() { # the claimed record of sandbox $1 (the stream is written asynchronously)
+	for _ in $(seq 1 50); do grep -q "\"sandbox\":\"$1\".*\"stage\":\"claimed\"" "$WORK/events.jsonl" && return; sleep 0.1; done
+	return 1
+}
 one() { # one create (flags $@): create time and create+first-exec time
 	local t0 t1 t2 sb
 	t0=$(now)
@@ -118,12 +123,12 @@ for _ in $(seq 1 "$N"); do
 	wait_ready 1
 	read -r c ce sb < <(one)
 	echo "$c" >>"$WORK/claimed"; echo "$ce" >>"$WORK/claimed_exec"
-	grep -q "\"sandbox\":\"$sb\".*\"stage\":\"claimed\"" "$WORK/events.jsonl" || die "create $sb was not a claim"
-	"$BIN" sandbox rm "$sb" >/dev/null 2>&1
+	claimed "$sb" || die "create $sb was not a claim"
+	rm_sb "$sb"
 
 	read -r c ce sb < <(one --read-only)
 	echo "$c" >>"$WORK/cold"; echo "$ce" >>"$WORK/cold_exec"
-	"$BIN" sandbox rm "$sb" >/dev/null 2>&1
+	rm_sb "$sb"
 done
 
 row() { printf '  %-52s %8s %8s ms\n' "$1" "$(pct 50 <"$WORK/$2")" "$(pct 99 <"$WORK/$2")"; }
