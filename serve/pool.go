@@ -62,7 +62,7 @@ func (p PoolConfig) validate(add addFunc, capacity, max int) {
 	if p.MaxTotal < 0 {
 		add("pool.max_total", "pool.max_total must not be negative, not %d", p.MaxTotal)
 	}
-	if capacity > 0 && p.members()+max > capacity {
+	if capacity > 0 && p.members() > 0 && max <= capacity && p.members()+max > capacity {
 		add("pool", "the warm pools (%d members) and sandbox.max (%d) do not fit network.pool (%d addresses): lower a size or pool.max_total",
 			p.members(), max, capacity)
 	}
