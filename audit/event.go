@@ -186,8 +186,12 @@ type Lifecycle struct {
 	Policy     string `json:"policy,omitempty"`
 	PolicyHash string `json:"policy_hash,omitempty"`
 	Address    string `json:"address,omitempty"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	Detail     string `json:"detail,omitempty"`
+	// ImageID is the digest of the image the sandbox runs from; Template
+	// the template version (NAME:vN) it came from, if any.
+	ImageID  string `json:"image_id,omitempty"`
+	Template string `json:"template,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 	// At a sandbox's end: its record range and the chain hash at that point.
 	FirstSeq  uint64 `json:"first_seq,omitempty"`
 	LastSeq   uint64 `json:"last_seq,omitempty"`

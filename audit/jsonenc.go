@@ -207,6 +207,8 @@ func appendLifecycle(b []byte, l *Lifecycle) []byte {
 	b = optString(b, `,"policy":`, l.Policy)
 	b = optString(b, `,"policy_hash":`, l.PolicyHash)
 	b = optString(b, `,"address":`, l.Address)
+	b = optString(b, `,"image_id":`, l.ImageID)
+	b = optString(b, `,"template":`, l.Template)
 	if l.ExitCode != nil {
 		b = strconv.AppendInt(append(b, `,"exit_code":`...), int64(*l.ExitCode), 10)
 	}

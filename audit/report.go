@@ -21,6 +21,7 @@ type Report struct {
 	Events    int
 
 	Image, Policy, PolicyHash, Address string
+	ImageID, Template                  string // the environment version: image digest, template NAME:vN
 	Created, Ended                     time.Time
 	State                              string // last lifecycle stage
 	ExitCode                           *int
@@ -249,6 +250,8 @@ func (b *reportBuilder) lifecycle(e *Event) {
 	r, l := b.r, e.Lifecycle
 	r.State = l.Stage
 	setIf(&r.Image, l.Image)
+	setIf(&r.ImageID, l.ImageID)
+	setIf(&r.Template, l.Template)
 	setIf(&r.Policy, l.Policy)
 	setIf(&r.PolicyHash, l.PolicyHash)
 	setIf(&r.Address, l.Address)

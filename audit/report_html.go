@@ -172,6 +172,8 @@ tr:target{outline:2px solid #2563eb}
 <section id="sandbox"><h2>Sandbox</h2>
 <dl class="facts">
 <div><dt>Image</dt><dd><code>{{wbr .Image}}</code></dd></div>
+<div><dt>Image ID</dt><dd><code>{{wbr .ImageID}}</code></dd></div>
+<div><dt>Template</dt><dd>{{dash .Template}}</dd></div>
 <div><dt>Policy</dt><dd>{{dash .Policy}}</dd></div>
 <div><dt>Policy hash</dt><dd><code>{{wbr .PolicyHash}}</code></dd></div>
 <div><dt>Address</dt><dd><code>{{dash .Address}}</code></dd></div>

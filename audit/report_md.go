@@ -63,7 +63,7 @@ func (m *mdWriter) section(title string, n int, empty string) bool {
 func (m *mdWriter) sandbox(r *Report) {
 	m.f("## Sandbox\n\n")
 	m.table([]string{"Field", "Value"}, [][]string{
-		{"Image", r.Image}, {"Policy", r.Policy}, {"Policy hash", r.PolicyHash}, {"Address", r.Address},
+		{"Image", r.Image}, {"Image ID", r.ImageID}, {"Template", r.Template}, {"Policy", r.Policy}, {"Policy hash", r.PolicyHash}, {"Address", r.Address},
 		{"Created", fmtTS(r.Created)}, {"Ended", fmtTS(r.Ended)}, {"State", r.State},
 		{"Exit status", fmtExit(r.ExitCode)}, {"Detail", firstLineOf(r.Detail)},
 	})

@@ -34,7 +34,8 @@ func incidentEvents() []Event {
 		limits += "\n  limit line " + strconv.Itoa(i) + ": rootless cgroup delegation explains why this is or is not enforced on this host"
 	}
 	add(0, KindLifecycle, func(e *Event) {
-		e.Lifecycle = &Lifecycle{Stage: "started", Image: "registry.internal.example.test/base-images/debian-with-a-long-name:12", Policy: "coding-agent", PolicyHash: "sha256:aa", Address: "198.18.0.2", Detail: limits}
+		e.Lifecycle = &Lifecycle{Stage: "started", Image: "registry.internal.example.test/base-images/debian-with-a-long-name:12", Policy: "coding-agent", PolicyHash: "sha256:aa", Address: "198.18.0.2", Detail: limits,
+			ImageID: "sha256:1f2e3d4c5b6a", Template: "debian-tools:v3"}
 	})
 	exec := func(s float64, id, stage string, argv []string, exit *int) {
 		add(s, KindExec, func(e *Event) { e.ID = id; e.Exec = &Exec{Stage: stage, Argv: argv, ExitCode: exit} })

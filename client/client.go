@@ -179,12 +179,12 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, sbPath(id, ""), nil, nil)
 }
 
-// Pause freezes a sandbox's processes (where the host supports it).
+// Pause cuts a sandbox's network and stops its processes.
 func (c *Client) Pause(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, sbPath(id, "/pause"), nil, nil)
 }
 
-// Resume thaws a paused sandbox.
+// Resume continues a paused sandbox and restores its network.
 func (c *Client) Resume(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, sbPath(id, "/resume"), nil, nil)
 }

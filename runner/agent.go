@@ -118,7 +118,7 @@ func (r *Runner) connectAgent(ctx context.Context, sb *sandbox, labels map[strin
 		if err == nil {
 			r.update(sb, func(i *Sandbox) { i.Agent, i.AgentError = AgentName, "" })
 			r.mu.Lock()
-			sb.agent = a
+			sb.agent, sb.initPid = a, c.Pid
 			r.mu.Unlock()
 			return
 		}

@@ -32,6 +32,13 @@ type ArtifactConfig struct {
 	// MaxTotalBytes bounds the artifacts of all sandboxes; the oldest go
 	// first.
 	MaxTotalBytes int64
+	// MaxWorkspaceBytes bounds the copy of /workspace the export diffs (a
+	// tar stream in the artifact directory while it runs): over it, no
+	// diff is kept and the manifest says why.
+	MaxWorkspaceBytes int64
+	// MaxCommandsBytes bounds a sandbox's commands.jsonl: records past it
+	// are kept in the audit store only, and the manifest says so.
+	MaxCommandsBytes int64
 }
 
 // Artifact defaults.
@@ -40,6 +47,8 @@ const (
 	DefaultArtifactSandboxBytes = 256 << 20
 	DefaultArtifactMaxAge       = 7 * 24 * time.Hour
 	DefaultArtifactTotalBytes   = 4 << 30
+	DefaultWorkspaceExportBytes = 1 << 30
+	DefaultCommandsBytes        = 64 << 20
 )
 
 // Artifact kinds (ArtifactFile.Kind).
@@ -93,6 +102,8 @@ func (c ArtifactConfig) withDefaults() ArtifactConfig {
 	c.MaxSandboxBytes = cmpOr(c.MaxSandboxBytes, DefaultArtifactSandboxBytes)
 	c.MaxAge = cmpOr(c.MaxAge, DefaultArtifactMaxAge)
 	c.MaxTotalBytes = cmpOr(c.MaxTotalBytes, DefaultArtifactTotalBytes)
+	c.MaxWorkspaceBytes = cmpOr(c.MaxWorkspaceBytes, DefaultWorkspaceExportBytes)
+	c.MaxCommandsBytes = cmpOr(c.MaxCommandsBytes, DefaultCommandsBytes)
 	return c
 }
 
@@ -150,7 +161,12 @@ func (x *exporter) workspace(ctx context.Context) error {
 	}
 	defer os.Remove(cur.Name())
 	defer cur.Close()
-	if err := x.readWorkspace(ctx, cur); err != nil {
+	limit := x.r.cfg.Artifacts.MaxWorkspaceBytes
+	bw := &boundedWriter{w: cur, left: limit}
+	if err := x.readWorkspace(ctx, bw); err != nil {
+		if bw.over {
+			return fmt.Errorf("/workspace is over the %d-byte bound of its export copy (artifacts.max_workspace_mb): no diff or changed files kept", limit)
+		}
 		return fmt.Errorf("read /workspace: %w", err)
 	}
 	old := map[string]entry{}
@@ -360,6 +376,10 @@ func (x *exporter) commands() error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(x.r.commandsPath(x.sb.ID) + cutSuffix); err == nil {
+		x.art.Skipped = append(x.art.Skipped, fmt.Sprintf("commands.jsonl: cut at its bound of %d bytes (artifacts.max_commands_mb); "+
+			"the later exec records are in the audit store only", x.r.cfg.Artifacts.MaxCommandsBytes))
 	}
 	return x.copyWithin("commands.jsonl", fi.Size(), f, x.budget)
 }

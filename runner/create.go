@@ -34,6 +34,9 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if r.isClosed() {
 		return Sandbox{}, ErrClosed
 	}
+	if info, ok, err := r.tryClaim(ctx, req, tmpl); ok {
+		return info, err
+	}
 	id := r.cfg.NewID()
 	now := r.cfg.Now().UTC()
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
@@ -143,7 +146,11 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) error {
 	id := sb.info.ID
 	w := req.Workspace
-	if w.HostDir != "" && w.Mode == WorkspaceCopy {
+	if a := r.agentOf(id); a != nil && sb.claimed && w.HostDir != "" && w.Mode == WorkspaceCopy {
+		if err := r.copyInAgent(ctx, a, w.HostDir); err != nil {
+			return err
+		}
+	} else if w.HostDir != "" && w.Mode == WorkspaceCopy {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarDir(w.HostDir, pw)) }()
 		if err := r.cfg.Engine.CopyIn(ctx, sb.info.ContainerID, WorkspaceDir, pr); err != nil {

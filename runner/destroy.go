@@ -21,6 +21,9 @@ func (r *Runner) Destroy(ctx context.Context, id string) error {
 func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	r.mu.Lock()
 	sb, ok := r.sandboxes[id]
+	if ok && sb.info.State == StatePooled { // not a sandbox yet: the pool recycles it
+		ok = false
+	}
 	if ok && sb.info.State == StateDestroying {
 		r.mu.Unlock()
 		return fmt.Errorf("sandbox %q is already being destroyed", id)

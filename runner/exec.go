@@ -39,6 +39,7 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
+	req.Env = r.claimEnv(id, req.Env)
 	res := ExecResult{ID: r.cfg.NewID()}
 	cwd := cmpOr(req.Cwd, WorkspaceDir)
 	if a := r.agentOf(sb.ID); a != nil {

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -59,47 +58,6 @@ func writableWhenRO(p string) bool {
 		}
 	}
 	return false
-}
-
-// Pause freezes every process of a sandbox. Rootless pause needs cgroup v2:
-// elsewhere it fails with an error wrapping ErrUnsupported.
-func (r *Runner) Pause(ctx context.Context, id string) error {
-	sb, err := r.running(id)
-	if err != nil {
-		return fmt.Errorf("pause: %w", err)
-	}
-	if err := r.cfg.Engine.Pause(ctx, sb.ContainerID); err != nil {
-		if errors.Is(err, ErrUnsupported) {
-			return fmt.Errorf("pause sandbox %s: rootless sandboxes can only be paused on hosts with cgroup v2 (this host has cgroup v1): %w", id, err)
-		}
-		return fmt.Errorf("pause sandbox %s: %w", id, err)
-	}
-	r.setState(id, StatePaused)
-	r.lifecycle(sb, "paused", "")
-	return nil
-}
-
-// Resume thaws a paused sandbox.
-func (r *Runner) Resume(ctx context.Context, id string) error {
-	r.mu.Lock()
-	s, ok := r.sandboxes[id]
-	var sb Sandbox
-	if ok {
-		sb = s.info
-	}
-	r.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("resume sandbox %q: %w", id, ErrNotFound)
-	}
-	if sb.State != StatePaused {
-		return fmt.Errorf("resume sandbox %s: it is %s, not paused: %w", id, sb.State, ErrInvalid)
-	}
-	if err := r.cfg.Engine.Resume(ctx, sb.ContainerID); err != nil {
-		return fmt.Errorf("resume sandbox %s: %w", id, err)
-	}
-	r.setState(id, StateRunning)
-	r.lifecycle(sb, "resumed", "")
-	return nil
 }
 
 // SnapshotRepo is the local image repository snapshots are committed to,

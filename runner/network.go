@@ -73,6 +73,9 @@ func (r *Runner) plumb(ctx context.Context, sb *sandbox) error {
 	if !c.Running || c.Pid <= 0 {
 		return fmt.Errorf("container is not running after start")
 	}
+	r.mu.Lock()
+	sb.initPid = c.Pid
+	r.mu.Unlock()
 	id, host := sb.info.ID, VethName(sb.info.ID)
 	mac := PeerMAC(sb.info.Address)
 	idx, err := r.net.AddVeth(host, peerName(id), r.vethAlias(id), mac)
@@ -80,8 +83,9 @@ func (r *Runner) plumb(ctx context.Context, sb *sandbox) error {
 		return fmt.Errorf("network: %w", err)
 	}
 	r.update(sb, func(i *Sandbox) { i.HostIf = host })
+	sb.ifindex = idx
 	n := SandboxNet{SandboxID: id, Policy: sb.info.Policy, HostIfName: host, HostIfIndex: idx,
-		Addr: sb.info.Address, MAC: mac, Gateway: sb.info.Gateway}
+		Addr: sb.info.Address, MAC: mac, Gateway: sb.info.Gateway, Unbound: sb.info.State == StatePooled}
 	detach, err := r.cfg.AttachNetwork(idx, n)
 	if err != nil {
 		return fmt.Errorf("network: attach the path to %s: %w", host, err)

@@ -57,10 +57,16 @@ func (r *Runner) known(id string) bool {
 }
 
 func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *ReconcileReport) error {
+	if _, claimed := r.loadClaim(c.Labels[LabelSandbox]); c.Labels[LabelPool] != "" && !claimed {
+		return r.removeStaleMember(ctx, c, rep)
+	}
 	sb, why := r.adoptable(ctx, c)
 	if why == "" {
 		if err := r.adopt(sb); err == nil {
 			rep.Adopted = append(rep.Adopted, sb.info.ID)
+			if r.pausedAtStart(sb.info.ID) { // its processes are still stopped, its block still pinned
+				r.setState(sb.info.ID, StatePaused)
+			}
 			r.connectAgent(ctx, sb, c.Labels)
 			r.lifecycle(sb.info, "adopted", "re-adopted after a restart; commands through "+sb.info.Agent)
 			if a := r.agentOf(sb.info.ID); a != nil {
@@ -109,19 +115,44 @@ func (r *Runner) adoptable(ctx context.Context, c Container) (*sandbox, string) 
 		}
 		return nil, "not running"
 	}
-	info := labelInfo(c, r.cfg.ExecTimeout)
+	sb := &sandbox{info: labelInfo(c, r.cfg.ExecTimeout)}
+	if cl, ok := r.loadClaim(id); ok && l[LabelPool] != "" { // a claimed warm member
+		applyClaim(sb, cl)
+	}
 	if r.pool == nil {
 		if l[LabelAddress] != "" {
 			return nil, "it has a network address but this runner has no network hook"
 		}
-		return &sandbox{info: info}, ""
+		return sb, ""
 	}
 	addr, err := netip.ParseAddr(l[LabelAddress])
 	if err != nil {
 		return nil, "no network address label"
 	}
-	info.Address, info.Gateway, info.HostIf = addr, r.pool.gw, VethName(id)
-	return &sandbox{info: info}, ""
+	sb.info.Address, sb.info.Gateway, sb.info.HostIf = addr, r.pool.gw, VethName(id)
+	return sb, ""
+}
+
+// removeStaleMember removes an unclaimed warm member a previous process
+// left: nothing ran in it, so nothing is exported; the pool makes a new
+// one.
+func (r *Runner) removeStaleMember(ctx context.Context, c Container, rep *ReconcileReport) error {
+	id := c.Labels[LabelSandbox]
+	if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
+		return fmt.Errorf("remove warm member %s: %w", c.Name, err)
+	}
+	rep.Removed = append(rep.Removed, c.Name)
+	info := labelInfo(c, r.cfg.ExecTimeout)
+	r.lifecycle(info, "recycled", "warm pool member removed unclaimed: left by a previous appliance, removed at restart")
+	if r.pool != nil && id != "" {
+		if err := r.net.DelLink(VethName(id)); err != nil {
+			return err
+		}
+	}
+	if validID(id) {
+		os.RemoveAll(filepath.Join(r.sandboxesDir(), id))
+	}
+	return nil
 }
 
 // labelInfo rebuilds what the labels of a sandbox's container say about it.
@@ -156,6 +187,7 @@ func (r *Runner) adopt(sb *sandbox) error {
 		if err != nil {
 			return fmt.Errorf("its veth is gone: %w", err)
 		}
+		sb.ifindex = idx
 		if err := r.pool.claim(sb.info.Address); err != nil {
 			return err
 		}

@@ -84,7 +84,14 @@ type Config struct {
 	Artifacts    ArtifactConfig
 	ArtifactHook ArtifactHook
 
-	hostNet hostNet // nil: netlink
+	// BlockNetwork cuts (on) or restores a sandbox's network in the kernel
+	// (serve: the path's per-sandbox block, BlockPause); Pause needs it when
+	// sandboxes have a network.
+	BlockNetwork func(sandbox string, on bool) error
+
+	hostNet     hostNet       // nil: netlink
+	freezer     freezer       // nil: procFreezer
+	newMemberID func() string // nil: random (tests)
 }
 
 // Runner creates and manages sandboxes. Its methods are safe for concurrent
@@ -107,6 +114,7 @@ type Runner struct {
 	// events say recovered.
 	recovering sync.Map
 	stopWatch  chan struct{} // closed by Close; nil until Watch
+	warm       *warmPools    // nil: no warm pools (StartWarm)
 }
 
 type sandbox struct {
@@ -116,6 +124,11 @@ type sandbox struct {
 	agent  Agent // nil: commands through the engine
 	// exported: the artifacts were written (by a destroy that then failed).
 	exported bool
+	ifindex  int               // host end of the veth
+	initPid  int               // host PID of its PID 1 when last seen (plumb, agent)
+	env      map[string]string // a claim's environment, added to every command
+	warmKey  string            // an unclaimed warm member's pool key
+	claimed  bool              // a warm member a create claimed: its workspace goes in through the agent
 }
 
 // New validates cfg and returns a Runner. It does not touch the engine; call
@@ -128,7 +141,8 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: StateDir %q and ArtifactDir %q must be absolute paths: %w", cfg.StateDir, cfg.ArtifactDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
-	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes")}
+	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
+		max: cfg.Artifacts.MaxCommandsBytes, log: cfg.Logger}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
 		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
 	if r.net == nil {
@@ -234,7 +248,7 @@ func (r *Runner) Get(id string) (Sandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb, ok := r.sandboxes[id]
-	if !ok {
+	if !ok || sb.info.State == StatePooled {
 		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
 	return sb.info, nil
@@ -245,7 +259,9 @@ func (r *Runner) List() []Sandbox {
 	r.mu.Lock()
 	out := make([]Sandbox, 0, len(r.sandboxes))
 	for _, sb := range r.sandboxes {
-		out = append(out, sb.info)
+		if sb.info.State != StatePooled {
+			out = append(out, sb.info)
+		}
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -257,9 +273,10 @@ func (r *Runner) List() []Sandbox {
 	return out
 }
 
-// Close stops lifetime timers. Sandboxes keep running: a new Runner adopts
+// Close stops lifetime timers and the warm pools' refill. Sandboxes keep running: a new Runner adopts
 // them with Reconcile. Close is safe to call more than once.
 func (r *Runner) Close() error {
+	r.stopWarm()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed && r.stopWatch != nil {
@@ -322,7 +339,8 @@ func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
 
 func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange) {
 	e := audit.New(audit.KindLifecycle, sb.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes,
+		ImageID: sb.ImageID, Template: sb.Template}
 	if sb.Address.IsValid() {
 		e.Lifecycle.Address = sb.Address.String()
 	}
@@ -332,7 +350,7 @@ func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit
 		level = slog.LevelWarn
 	}
 	r.log.Log(context.Background(), level, "sandbox "+stage, "sandbox", sb.ID, "image", sb.Image,
-		"policy", sb.Policy, "address", sb.Address, "detail", detail)
+		"image_id", sb.ImageID, "template", sb.Template, "policy", sb.Policy, "address", sb.Address, "detail", detail)
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {

@@ -292,19 +292,63 @@ func TestExecTimeoutAndTruncation(t *testing.T) {
 	}
 }
 
-func TestPauseUnsupportedIsClear(t *testing.T) {
-	h := newHarness(t, nil)
-	h.eng.pauseErr = fmt.Errorf("podman: can not pause containers on rootless containers with cgroup V1: %w", ErrUnsupported)
+// fakeFreezer records the stops and continues Pause and Resume ask for.
+type fakeFreezer struct {
+	t       *transcript
+	stopErr error
+}
+
+func (f *fakeFreezer) Stop(pid int) ([]int, error) {
+	f.t.add("freezer.Stop init=%d", pid)
+	return []int{7, 8}, f.stopErr
+}
+
+func (f *fakeFreezer) Cont(pids []int) error {
+	f.t.add("freezer.Cont %v", pids)
+	return nil
+}
+
+// TestPauseCutsAndStops: pause cuts the network in the kernel before it
+// stops the processes, refuses commands while paused, and resume undoes
+// both in reverse; a pause whose stop fails leaves the sandbox running
+// with its network back. Neither the engine nor its cgroup freeze is used.
+func TestPauseCutsAndStops(t *testing.T) {
+	var tr *transcript
+	fz := &fakeFreezer{}
+	h := newHarness(t, func(c *Config) {
+		c.freezer = fz
+		c.BlockNetwork = func(id string, on bool) error { tr.add("hook.Block %s %t", id, on); return nil }
+	})
+	tr, fz.t = h.t, h.t
+	h.eng.pauseErr = fmt.Errorf("cgroup v1: %w", ErrUnsupported)
 	sb, err := h.r.Create(context.Background(), CreateRequest{Image: "img", Policy: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = h.r.Pause(context.Background(), sb.ID)
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "cgroup v2") {
-		t.Errorf("Pause: %v", err)
+	mark := len(h.t.lines)
+	if err := h.r.Pause(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := h.r.Get(sb.ID); got.State != StateRunning {
-		t.Errorf("state after failed pause: %s", got.State)
+	if got, _ := h.r.Get(sb.ID); got.State != StatePaused {
+		t.Fatalf("state %s", got.State)
+	}
+	if _, err := h.r.Exec(context.Background(), sb.ID, ExecRequest{Argv: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("exec while paused: %v", err)
+	}
+	if err := h.r.Resume(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := "hook.Block 000000000001 true\nfreezer.Stop init=4242\nevent lifecycle sandbox=000000000001 paused 198.18.0.2\n" +
+		"freezer.Cont [7 8]\nhook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 resumed 198.18.0.2"
+	if got := strings.Join(h.t.lines[mark:], "\n"); got != want {
+		t.Errorf("pause and resume:\n%s\nwant:\n%s", got, want)
+	}
+	fz.stopErr = errors.New("processes kept appearing")
+	if err := h.r.Pause(context.Background(), sb.ID); err == nil {
+		t.Fatal("a pause whose stop failed succeeded")
+	}
+	if got, _ := h.r.Get(sb.ID); got.State != StateRunning || !strings.HasSuffix(h.t.String(), "hook.Block 000000000001 false\n") {
+		t.Errorf("after a failed pause: state %s\n%s", got.State, h.t)
 	}
 }
 

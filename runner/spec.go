@@ -164,6 +164,8 @@ type SpecInput struct {
 	// ImageID is the image's ID (its digest) and Template the template
 	// version it came from ("" for a plain image), recorded in labels.
 	ImageID, Template string
+	// Pool is a warm pool member's pool key (LabelPool); empty: none.
+	Pool string
 }
 
 // CgroupSupport says which cgroup limits the host enforces for rootless
@@ -268,6 +270,9 @@ func sandboxLabels(in SpecInput) map[string]string {
 	}
 	if in.Template != "" {
 		l[LabelTemplate] = in.Template
+	}
+	if in.Pool != "" {
+		l[LabelPool] = in.Pool
 	}
 	if len(in.Req.Outputs) > 0 {
 		b, _ := json.Marshal(in.Req.Outputs)

@@ -85,6 +85,10 @@ type CreateRequest struct {
 	// Template names a template version ("NAME" for the newest, or
 	// "NAME:vN"); its image replaces Image.
 	Template string
+	// OnID, when set, is called with the sandbox's id when a warm pool
+	// member is claimed (its id was drawn when it was made), before its
+	// network is bound or any command runs; an error fails the create.
+	OnID func(id string) error
 }
 
 // LimitReport says which limits are in force for a sandbox and why not.
@@ -136,6 +140,10 @@ type SandboxNet struct {
 	MAC         net.HardwareAddr // the sandbox end's MAC: PeerMAC(Addr)
 	Gateway     netip.Addr
 	Adopted     bool // re-attaching after a restart (reconcile)
+	// Unbound: a warm pool member. Attach the path with no identity (no
+	// policy, nothing registered): every packet is dropped until a claim
+	// calls the hook again for the same interface with the policy.
+	Unbound bool
 }
 
 // AttachFunc installs the sandbox's network path on the host end of its

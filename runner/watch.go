@@ -48,6 +48,7 @@ func (r *Runner) checkContainers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sbs := r.List() // before the engine's list: a sandbox made meanwhile is not judged by it
+	members := r.idleMembers()
 	cs, err := r.cfg.Engine.List(ctx, map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance})
 	if err != nil {
 		r.log.Warn("sandbox watch: list containers", "err", err)
@@ -71,6 +72,7 @@ func (r *Runner) checkContainers() {
 		}
 		go r.died(sb.ID, sb.ContainerID, why)
 	}
+	r.checkMembers(members, byID)
 }
 
 // died destroys sandbox id if it still runs in container cid and that

@@ -46,6 +46,9 @@ type Options struct {
 	Guard  bpf.GuardConfig
 	// JSONL overrides the config's stream destination (tests).
 	JSONL io.Writer
+	// AgentBinary is the airlock-init run as each sandbox's PID 1; empty:
+	// the one beside the executable (make build), if any.
+	AgentBinary string
 }
 
 // Appliance is a running `airlock serve`: audit pipeline, CA, policies,
@@ -120,6 +123,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 		{"proxy", a.startProxy},
 		{"container engine", a.startRunner},
 		{"reconcile", a.reconcile},
+		{"warm pool", a.startWarm},
 		{"lockdown", a.startLockdown},
 		{"drop events", func(context.Context) error { return a.startDrops(bg) }},
 	}
@@ -411,6 +415,8 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		TemplateDir:  filepath.Join(a.cfg.StateDir, "templates"),
 		Artifacts:    a.cfg.Artifacts.runner(),
 		ArtifactHook: a.writeReport,
+		AgentBinary:  a.opts.AgentBinary,
+		BlockNetwork: a.blockPause,
 	})
 	if err != nil {
 		return err
@@ -425,6 +431,13 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 // the sandbox's veth, and the sandbox in the registry so dnsd and the proxy
 // know it. It runs before the veth's peer moves into the sandbox.
 func (a *Appliance) attach(ifindex int, n runner.SandboxNet) (func() error, error) {
+	if n.Unbound { // a warm member: the path with no identity, nothing registered
+		h, err := a.path.AttachUnbound(ifindex, n.SandboxID)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return a.path.Detach(h) }, nil
+	}
 	ref, ok := a.policies.Get(n.Policy)
 	if !ok {
 		return nil, fmt.Errorf("policy %q is not loaded", n.Policy)

@@ -26,7 +26,8 @@ var _ ArtifactBackend = (*Appliance)(nil)
 
 func (c Artifacts) runner() runner.ArtifactConfig {
 	return runner.ArtifactConfig{MaxAge: c.MaxAge.Duration, MaxTotalBytes: c.MaxTotalMB << 20,
-		MaxSandboxBytes: c.MaxSandboxMB << 20, MaxFileBytes: c.MaxFileMB << 20}
+		MaxSandboxBytes: c.MaxSandboxMB << 20, MaxFileBytes: c.MaxFileMB << 20,
+		MaxWorkspaceBytes: c.MaxWorkspaceMB << 20, MaxCommandsBytes: c.MaxCommandsMB << 20}
 }
 
 // writeReport is the runner's artifact hook: the review report of the

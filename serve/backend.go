@@ -91,6 +91,15 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 		a.secrets.Forget(id)
 		return runner.Sandbox{}, err
 	}
+	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
+		a.secrets.Forget(id)
+		id = member
+		if _, err := a.secrets.SetTask(id, task, nil); err != nil {
+			return client.Errorf(client.CodeInvalid, "%v", err)
+		}
+		a.secrets.setPlaceholders(id, placeholders)
+		return nil
+	}
 	sb, err := a.runner.Create(ctx, rr)
 	a.ids.withdraw(claim)
 	if err != nil {
@@ -258,12 +267,12 @@ func (a *Appliance) CopyOut(ctx context.Context, id, path string, w io.Writer) e
 	return apiError(a.runner.CopyOut(ctx, id, path, w))
 }
 
-// Pause freezes a sandbox (cgroup v2 hosts only).
+// Pause stops a sandbox: its network cut in the kernel, its processes stopped.
 func (a *Appliance) Pause(ctx context.Context, id string) error {
 	return apiError(a.runner.Pause(ctx, id))
 }
 
-// Resume thaws a sandbox.
+// Resume continues a paused sandbox and restores its network.
 func (a *Appliance) Resume(ctx context.Context, id string) error {
 	return apiError(a.runner.Resume(ctx, id))
 }

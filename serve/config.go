@@ -48,6 +48,8 @@ type Config struct {
 	Approval Approval      `toml:"approvals"`
 	// Artifacts bounds what is kept of each sandbox after it ends.
 	Artifacts Artifacts `toml:"artifacts"`
+	// Pool is the warm pools (pool.go).
+	Pool PoolConfig `toml:"pool"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`
@@ -133,6 +135,10 @@ type Artifacts struct {
 	MaxTotalMB   int64    `toml:"max_total_mb"`   // all sandboxes; the oldest go first (default 4096)
 	MaxSandboxMB int64    `toml:"max_sandbox_mb"` // one sandbox (default 256)
 	MaxFileMB    int64    `toml:"max_file_mb"`    // one changed file or output (default 16)
+	// MaxWorkspaceMB bounds the copy of /workspace an export diffs (default 1024).
+	MaxWorkspaceMB int64 `toml:"max_workspace_mb"`
+	// MaxCommandsMB bounds one sandbox's commands.jsonl (default 64).
+	MaxCommandsMB int64 `toml:"max_commands_mb"`
 }
 
 // Approval configures held ("ask") requests.

@@ -63,16 +63,17 @@ func TestMain(m *testing.M) {
 type helperSpec struct {
 	config, instance, pinDir string
 	table                    int
+	agent                    string // airlock-init for the sandboxes; "": none
 }
 
 func (h helperSpec) String() string {
-	return strings.Join([]string{h.config, h.instance, h.pinDir, strconv.Itoa(h.table)}, "|")
+	return strings.Join([]string{h.config, h.instance, h.pinDir, strconv.Itoa(h.table), h.agent}, "|")
 }
 
 func parseHelper(s string) helperSpec {
 	p := strings.Split(s, "|")
 	n, _ := strconv.Atoi(p[3])
-	return helperSpec{config: p[0], instance: p[1], pinDir: p[2], table: n}
+	return helperSpec{config: p[0], instance: p[1], pinDir: p[2], table: n, agent: p[4]}
 }
 
 func (h helperSpec) guard() bpf.GuardConfig {
@@ -90,7 +91,7 @@ func runHelper(spec string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: "test", NewEngine: engineAt,
-		Instance: h.instance, PinDir: h.pinDir, Guard: h.guard()})
+		Instance: h.instance, PinDir: h.pinDir, Guard: h.guard(), AgentBinary: h.agent})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)
 		return 1
@@ -121,6 +122,7 @@ type lab struct {
 	pool    netip.Prefix
 	gw      netip.Addr
 	metrics string // loopback addr:port of the Prometheus endpoint
+	extra   string // appended to the appliance config (writeFiles)
 }
 
 func requireLab(t *testing.T) {
@@ -324,8 +326,8 @@ listen = "%s"
 exec_timeout = "2m"
 lifetime = "20m"
 max = 24
-`, state, runtime, filepath.Join(l.dir, "policies"), l.pool, l.gw, l.socket, l.w.DNSAddr(), l.w.Prefix,
-		l.w.CAFile, filepath.Join(l.dir, "events.jsonl"), sandboxUser, l.podman, l.metrics)
+%s`, state, runtime, filepath.Join(l.dir, "policies"), l.pool, l.gw, l.socket, l.w.DNSAddr(), l.w.Prefix,
+		l.w.CAFile, filepath.Join(l.dir, "events.jsonl"), sandboxUser, l.podman, l.metrics, l.extra)
 	for name, body := range map[string]string{"airlock.toml": cfg, "policies/lab.toml": l.testPolicy()} {
 		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(body), 0o600); err != nil {
 			l.t.Fatal(err)

@@ -23,10 +23,10 @@ func init() {
 	}
 	cmd.AddCommand(sandboxCreateCmd(), sandboxExecCmd(), sandboxCpCmd(), sandboxLsCmd(), sandboxDiffCmd(),
 		sandboxPsCmd(), sandboxKillCmd(), sandboxAttachCmd(), sandboxFilesCmd(),
-		sandboxSimpleCmd("pause", "Freeze every process in a sandbox (needs cgroup v2)", (*client.Client).Pause, "paused"),
-		sandboxSimpleCmd("resume", "Thaw a paused sandbox", (*client.Client).Resume, "resumed"),
+		sandboxSimpleCmd("pause", "Stop a sandbox: its network cut in the kernel, its processes stopped (SIGSTOP)", (*client.Client).Pause, "paused"),
+		sandboxSimpleCmd("resume", "Continue a paused sandbox and restore its network", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
-		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd())
+		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd(), sandboxReplayCmd())
 	for _, c := range cmd.Commands() {
 		addSocketFlag(c)
 	}
