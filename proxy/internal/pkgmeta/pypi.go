@@ -1,0 +1,242 @@
+package pkgmeta
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"airlock/policies"
+)
+
+// FileVersion is the version a PyPI distribution file name carries
+// ("pkg-1.0-py3-none-any.whl", "pkg-1.0.tar.gz"), "" when none.
+func FileVersion(filename string) string {
+	pkg, ok := policies.RecognizePackage("", "/packages/"+path.Base(filename))
+	if !ok {
+		return ""
+	}
+	return pkg.Version
+}
+
+type simpleFile struct {
+	Filename   string `json:"filename"`
+	UploadTime any    `json:"upload-time"`
+}
+
+// SimpleJSONVersions lists the versions of a PEP 691 project page, each
+// published at the earliest upload-time (PEP 700) of its files.
+func SimpleJSONVersions(doc []byte) ([]Version, error) {
+	var page struct {
+		Files []simpleFile `json:"files"`
+	}
+	if err := json.Unmarshal(doc, &page); err != nil {
+		return nil, fmt.Errorf("pypi simple json: %w", err)
+	}
+	acc := versionAcc{}
+	for _, f := range page.Files {
+		s, _ := f.UploadTime.(string)
+		acc.add(FileVersion(f.Filename), parseTime(s))
+	}
+	return acc.list(), nil
+}
+
+// versionAcc collects a version's earliest upload time.
+type versionAcc map[string]time.Time
+
+func (a versionAcc) add(v string, t time.Time) {
+	if v == "" {
+		return
+	}
+	old, seen := a[v]
+	if !seen || old.IsZero() || !t.IsZero() && t.Before(old) {
+		a[v] = t
+	}
+}
+
+func (a versionAcc) list() []Version {
+	out := make([]Version, 0, len(a))
+	for v, t := range a {
+		out = append(out, Version{Version: v, Published: t})
+	}
+	return out
+}
+
+// RewriteSimpleJSON removes the files of hidden versions from a PEP 691
+// project page, and the versions from its PEP 700 "versions" list.
+func RewriteSimpleJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
+		return nil, fmt.Errorf("pypi simple json: not a JSON object: %v", err)
+	}
+	var files []json.RawMessage
+	if raw, ok := top["files"]; ok {
+		if err := json.Unmarshal(raw, &files); err != nil {
+			return nil, fmt.Errorf("pypi simple json: files: %w", err)
+		}
+	}
+	kept := files[:0]
+	for _, raw := range files {
+		var f simpleFile
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, fmt.Errorf("pypi simple json: files: %w", err)
+		}
+		if !hidden[FileVersion(f.Filename)] {
+			kept = append(kept, raw)
+		}
+	}
+	var err error
+	if top["files"] != nil {
+		if top["files"], err = json.Marshal(kept); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top["versions"]; ok {
+		var vs []string
+		if err := json.Unmarshal(raw, &vs); err != nil {
+			return nil, fmt.Errorf("pypi simple json: versions: %w", err)
+		}
+		out := []string{}
+		for _, v := range vs {
+			if !hidden[v] {
+				out = append(out, v)
+			}
+		}
+		top["versions"], _ = json.Marshal(out)
+	}
+	return json.Marshal(top)
+}
+
+// RewriteSimpleHTML removes the links to files of hidden versions from a
+// PEP 503 project page; everything else is copied byte for byte.
+func RewriteSimpleHTML(doc []byte, hidden map[string]bool) ([]byte, error) {
+	z := html.NewTokenizer(bytes.NewReader(doc))
+	var out bytes.Buffer
+	skip := false
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			if errors.Is(z.Err(), io.EOF) {
+				return out.Bytes(), nil
+			}
+			return nil, fmt.Errorf("pypi simple html: %w", z.Err())
+		}
+		raw := z.Raw()
+		name, _ := z.TagName()
+		switch {
+		case tt == html.StartTagToken && string(name) == "a":
+			skip = hidden[FileVersion(hrefFile(z))]
+		case tt == html.EndTagToken && string(name) == "a" && skip:
+			skip = false
+			continue
+		}
+		if !skip {
+			out.Write(raw)
+		}
+	}
+}
+
+// hrefFile is the file name an anchor's href names (its last path
+// segment, without the fragment). It reads the tag's attributes, so the
+// caller must have copied Raw before.
+func hrefFile(z *html.Tokenizer) string {
+	for {
+		k, v, more := z.TagAttr()
+		if string(k) == "href" {
+			u, err := url.Parse(strings.TrimSpace(string(v)))
+			if err != nil {
+				return ""
+			}
+			return path.Base(u.Path)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+type pypiFile struct {
+	Filename   string `json:"filename"`
+	UploadTime any    `json:"upload_time_iso_8601"`
+}
+
+// PyPIJSONVersions lists the releases of a /pypi/NAME/json document,
+// each published at the earliest upload time of its files.
+func PyPIJSONVersions(doc []byte) ([]Version, error) {
+	var d struct {
+		Releases map[string][]pypiFile `json:"releases"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("pypi json: %w", err)
+	}
+	acc := versionAcc{}
+	for v, files := range d.Releases {
+		acc.add(v, time.Time{})
+		for _, f := range files {
+			s, _ := f.UploadTime.(string)
+			acc.add(v, parseTime(s))
+		}
+	}
+	return acc.list(), nil
+}
+
+// RewritePyPIJSON removes hidden releases from a /pypi/NAME/json
+// document; when info.version is hidden, it becomes the newest release
+// left and "urls" (that version's files) is emptied.
+func RewritePyPIJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
+		return nil, fmt.Errorf("pypi json: not a JSON object: %v", err)
+	}
+	rel := map[string]json.RawMessage{}
+	if raw, ok := top["releases"]; ok {
+		if err := json.Unmarshal(raw, &rel); err != nil {
+			return nil, fmt.Errorf("pypi json: releases: %w", err)
+		}
+		for v := range hidden {
+			delete(rel, v)
+		}
+		top["releases"], _ = json.Marshal(rel)
+	}
+	if raw, ok := top["info"]; ok {
+		var info map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &info); err != nil {
+			return nil, fmt.Errorf("pypi json: info: %w", err)
+		}
+		var cur string
+		_ = json.Unmarshal(info["version"], &cur)
+		if hidden[cur] {
+			info["version"], _ = json.Marshal(newest(rel, ""))
+			top["info"], _ = json.Marshal(info)
+			top["urls"] = json.RawMessage("[]")
+		}
+	}
+	return json.Marshal(top)
+}
+
+// SimpleHTMLVersions lists the versions of the files a PEP 503 project
+// page links to.
+func SimpleHTMLVersions(doc []byte) []string {
+	z := html.NewTokenizer(bytes.NewReader(doc))
+	seen := map[string]bool{}
+	var out []string
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return out
+		}
+		if name, _ := z.TagName(); tt == html.StartTagToken && string(name) == "a" {
+			if v := FileVersion(hrefFile(z)); v != "" && !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+	}
+}

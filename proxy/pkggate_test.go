@@ -1,0 +1,371 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"airlock/audit"
+	"airlock/certs"
+	"airlock/e2e/world/pkgreg"
+	"airlock/policies"
+)
+
+// The package gate's test world: a fake registry (pkgreg) on loopback
+// TLS under three names, each a registries category: enforce, audit and
+// fail-open. Versions have controlled ages: the gate is 72h.
+
+const day = 24 * time.Hour
+
+var gateNPM = []pkgreg.Package{
+	{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 10 * day}, {Version: "2.0.0", Age: time.Hour}}},
+	{Name: "gate-scripts", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day},
+		{Version: "1.1.0", Age: 10 * day, Script: "node -e \"require('fs').writeFileSync('SCRIPT-RAN','x')\""}}},
+	{Name: "gate-mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.0.1", Age: 20 * day}}},
+	{Name: "gate-evil", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}}},
+	{Name: "gate-exempt", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "3.0.0", Age: time.Hour}}},
+	{Name: "gate-notime", Versions: []pkgreg.Version{{Version: "1.0.0", NoTime: true}}},
+	{Name: "@scope/gate-scoped", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.0.1", Age: time.Minute}}},
+}
+
+var gatePy = []pkgreg.Package{
+	{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "2.0.0", Age: time.Hour}}},
+	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
+}
+
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test"}
+
+const gatePolicy = `version = 1
+
+[categories.registries]
+hosts = ["registry.example.test"]
+ports = [REGPORT]
+min_release_age = "72h"
+release_age_exempt = ["npm:gate-exempt"]
+install_scripts = "deny"
+
+[categories.audited]
+kind = "registries"
+mode = "audit"
+hosts = ["audit.example.test"]
+ports = [REGPORT]
+min_release_age = "3d"
+
+[categories.open]
+kind = "registries"
+hosts = ["open.example.test"]
+ports = [REGPORT]
+min_release_age = "72h"
+unknown_release_age = "allow"
+`
+
+type gateEnv struct {
+	*env
+	reg     *pkgreg.Registry
+	regPort uint16
+	dir     string
+}
+
+type advisoriesFunc func() *policies.Advisories
+
+func (f advisoriesFunc) Advisories() *policies.Advisories { return f() }
+
+// newGateEnv starts the registry and a proxy in front of it.
+func newGateEnv(t *testing.T) *gateEnv {
+	t.Helper()
+	_, caCert, caKey, caDER := testCA(t, "registry test CA")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	reg, err := pkgreg.New(fmt.Sprintf("https://registry.example.test:%d", port), gateNPM, gatePy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", reg)
+	mux.HandleFunc("/gate-corrupt", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		io.WriteString(rw, `{"name":"gate-corrupt","versions":{"1.0.0":`)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{leafFor(t, caCert, caKey, gateNames)}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+
+	parsed, err := policies.Parse("gate.toml", []byte(strings.ReplaceAll(gatePolicy, "REGPORT", fmt.Sprint(port))))
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	adv, err := policies.LoadOSV([]string{"testdata/osv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policies.Bind(parsed, worldOperator)
+	ca, err := certs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	res := fakeResolver{}
+	for _, n := range gateNames {
+		res[n] = []netip.Addr{lo}
+	}
+	e := &env{t: t, ca: ca, ev: &recorder{}, dials: &dialLog{}, policy: pol}
+	p, err := New(Config{
+		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{pemCert(caDER)}, RootCAs: x509.NewCertPool(),
+		Identify: IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
+			return Sandbox{ID: "sb1", Policy: pol}, a == lo
+		}),
+		Advisories: advisoriesFunc(func() *policies.Advisories { return adv }),
+		AskTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p = p
+	eln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.explicit = eln.Addr().String()
+	go p.ServeExplicit(eln)
+	t.Cleanup(func() { p.Close() })
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &gateEnv{env: e, reg: reg, regPort: port, dir: dir}
+}
+
+func (g *gateEnv) regURL(host, path string) string {
+	return fmt.Sprintf("https://%s:%d%s", host, g.regPort, path)
+}
+
+// get fetches through the explicit proxy.
+func (g *gateEnv) get(t *testing.T, url, accept string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := g.explicitClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// httpEvent is the last http event for a path.
+func (g *gateEnv) httpEvent(t *testing.T, path string) audit.Event {
+	t.Helper()
+	return g.ev.waitFor(t, "http event for "+path, func(e audit.Event) bool {
+		return e.Kind == audit.KindHTTP && e.HTTP != nil && e.HTTP.Path == path && e.HTTP.Status != 0
+	})
+}
+
+// hostEvent is the http event for a host and path.
+func (g *gateEnv) hostEvent(t *testing.T, host, path string) audit.Event {
+	t.Helper()
+	return g.ev.waitFor(t, "http event for "+host+path, func(e audit.Event) bool {
+		return e.Kind == audit.KindHTTP && e.HTTP != nil && e.HTTP.Host == host && e.HTTP.Path == path && e.HTTP.Status != 0
+	})
+}
+
+func gatedVersions(e audit.Event) map[string]string {
+	out := map[string]string{}
+	if e.HTTP.Package != nil {
+		for _, gv := range e.HTTP.Package.Gated {
+			out[gv.Version] = gv.Reason
+		}
+	}
+	return out
+}
+
+// TestPackageGateNPMPackument: the packument a client gets lists no
+// version younger than the gate, none with an install script, none an
+// advisory marks; latest moves to the newest mature version; the
+// proxy asked upstream for the full packument although the client
+// asked for the abbreviated one.
+func TestPackageGateNPMPackument(t *testing.T) {
+	g := newGateEnv(t)
+	resp, body := g.get(t, g.regURL("registry.example.test", "/gate-demo"), "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var doc struct {
+		DistTags map[string]string         `json:"dist-tags"`
+		Versions map[string]json.RawMessage `json:"versions"`
+		Time     map[string]string          `json:"time"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("rewritten packument is not JSON: %v\n%s", err, body)
+	}
+	if _, ok := doc.Versions["2.0.0"]; ok || len(doc.Versions) != 2 || doc.DistTags["latest"] != "1.1.0" {
+		t.Errorf("versions %v, dist-tags %v: want 1.0.0 and 1.1.0, latest 1.1.0", keys(doc.Versions), doc.DistTags)
+	}
+	if _, ok := doc.Time["2.0.0"]; ok {
+		t.Errorf("time still names 2.0.0: %v", doc.Time)
+	}
+	hits := g.reg.Hits()
+	if len(hits) == 0 || hits[len(hits)-1].Accept != "application/json" {
+		t.Errorf("upstream requests %+v: want the full packument asked for", hits)
+	}
+	e := g.httpEvent(t, "/gate-demo")
+	if why := gatedVersions(e)["2.0.0"]; !strings.HasPrefix(why, "package_too_new: gate-demo@2.0.0 was published ") {
+		t.Errorf("event gated %v: want 2.0.0 package_too_new", gatedVersions(e))
+	}
+	if e.Verdict != "allow" || !strings.Contains(e.Reason, "hid 1 of 3 versions") {
+		t.Errorf("event verdict %s reason %q", e.Verdict, e.Reason)
+	}
+	for name, want := range map[string]string{"/gate-scripts": "install_script: ", "/gate-mal": "osv:MAL-2026-0001: "} {
+		resp, body := g.get(t, g.regURL("registry.example.test", name), "")
+		if resp.StatusCode != 200 || strings.Contains(body, `"1.1.0"`) || strings.Contains(body, `"1.0.1"`) {
+			t.Errorf("%s: status %d body %s", name, resp.StatusCode, body)
+		}
+		found := false
+		for _, why := range gatedVersions(g.httpEvent(t, name)) {
+			found = found || strings.HasPrefix(why, want)
+		}
+		if !found {
+			t.Errorf("%s: event gated %v, want a reason %q", name, gatedVersions(g.httpEvent(t, name)), want)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestPackageGateDownloadDenied: a direct download of a version the gate
+// hides is refused with the reason, naming the publish time.
+func TestPackageGateDownloadDenied(t *testing.T) {
+	g := newGateEnv(t)
+	published := g.reg.Published(gateNPM[0].Versions[2]).Format(time.RFC3339)
+	cases := []struct {
+		name, path, rule, reason string
+	}{
+		{"npm too new", "/gate-demo/-/gate-demo-2.0.0.tgz", "categories.registries.min_release_age", "package_too_new: gate-demo@2.0.0 was published " + published},
+		{"npm scoped too new", "/@scope/gate-scoped/-/gate-scoped-1.0.1.tgz", "categories.registries.min_release_age", "package_too_new: @scope/gate-scoped@1.0.1"},
+		{"npm install script", "/gate-scripts/-/gate-scripts-1.1.0.tgz", "categories.registries.install_scripts", "install_script: gate-scripts@1.1.0"},
+		{"npm malicious", "/gate-mal/-/gate-mal-1.0.1.tgz", "packages.osv", "osv:MAL-2026-0001: Malicious code in gate-mal"},
+		{"npm no publish time", "/gate-notime/-/gate-notime-1.0.0.tgz", "categories.registries.unknown_release_age", "no_publish_time: "},
+		{"pypi too new", "/packages/" + pkgreg.WheelName("gate-demo", "2.0.0"), "categories.registries.min_release_age", "package_too_new: gate-demo@2.0.0 was published " + published},
+		{"pypi malicious", "/packages/" + pkgreg.WheelName("gate_mal", "1.1.0"), "packages.osv", "osv:MAL-2026-0002"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := g.get(t, g.regURL("registry.example.test", c.path), "")
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, c.reason) || resp.Header.Get(HeaderRule) != c.rule {
+				t.Fatalf("status %d rule %q body %q: want 403 by %s with %q", resp.StatusCode, resp.Header.Get(HeaderRule), body, c.rule, c.reason)
+			}
+			e := g.httpEvent(t, c.path)
+			if e.Verdict != "deny" || e.Rule == "" || !strings.HasPrefix(e.Rule, c.rule) || !strings.Contains(e.Reason, c.reason) {
+				t.Errorf("event verdict %s rule %s reason %q", e.Verdict, e.Rule, e.Reason)
+			}
+		})
+	}
+	for _, ok := range []string{"/gate-demo/-/gate-demo-1.1.0.tgz", "/gate-exempt/-/gate-exempt-3.0.0.tgz", "/packages/" + pkgreg.WheelName("gate-demo", "1.0.0")} {
+		if resp, body := g.get(t, g.regURL("registry.example.test", ok), ""); resp.StatusCode != 200 {
+			t.Errorf("%s: status %d %s", ok, resp.StatusCode, body)
+		}
+	}
+	if e := g.httpEvent(t, "/gate-demo/-/gate-demo-1.1.0.tgz"); e.HTTP.Package.Published != g.reg.Published(gateNPM[0].Versions[1]).Format(time.RFC3339) {
+		t.Errorf("allowed download's event: published %q", e.HTTP.Package.Published)
+	}
+}
+
+// TestPackageGateAuditMode: an audit category changes nothing on the
+// wire and records what enforce would have hidden or denied.
+func TestPackageGateAuditMode(t *testing.T) {
+	g := newGateEnv(t)
+	resp, body := g.get(t, g.regURL("audit.example.test", "/gate-demo"), "")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"2.0.0"`) {
+		t.Fatalf("audit mode changed the packument: %d %s", resp.StatusCode, body)
+	}
+	e := g.httpEvent(t, "/gate-demo")
+	if e.Verdict != "audit" || !e.WouldDeny || !strings.HasPrefix(gatedVersions(e)["2.0.0"], "package_too_new") {
+		t.Errorf("event verdict %s would_deny %v gated %v", e.Verdict, e.WouldDeny, gatedVersions(e))
+	}
+	resp, _ = g.get(t, g.regURL("audit.example.test", "/gate-demo/-/gate-demo-2.0.0.tgz"), "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("audit mode denied the download: %d", resp.StatusCode)
+	}
+	e = g.httpEvent(t, "/gate-demo/-/gate-demo-2.0.0.tgz")
+	if e.Verdict != "audit" || !e.WouldDeny || !strings.HasPrefix(e.Reason, "package_too_new") || e.Rule != "categories.audited.min_release_age (gate.toml:15:1)" {
+		t.Errorf("event verdict %s would_deny %v rule %q reason %q", e.Verdict, e.WouldDeny, e.Rule, e.Reason)
+	}
+}
+
+// TestPackageGateNoPublishTime: without a publish time the category
+// decides: fail closed (hidden) by default, open with a warning.
+func TestPackageGateNoPublishTime(t *testing.T) {
+	g := newGateEnv(t)
+	_, body := g.get(t, g.regURL("registry.example.test", "/gate-notime"), "")
+	if strings.Contains(body, `"1.0.0"`) {
+		t.Errorf("fail-closed category kept a version without a publish time: %s", body)
+	}
+	_, body = g.get(t, g.regURL("open.example.test", "/gate-notime"), "")
+	if !strings.Contains(body, `"1.0.0"`) {
+		t.Errorf("fail-open category hid it: %s", body)
+	}
+	if e := g.hostEvent(t, "open.example.test", "/gate-notime"); !strings.HasPrefix(e.HTTP.Package.Warning, "no_publish_time: 1 versions") {
+		t.Errorf("fail-open event warning %q", e.HTTP.Package.Warning)
+	}
+	resp, _ := g.get(t, g.regURL("open.example.test", "/gate-notime/-/gate-notime-1.0.0.tgz"), "")
+	if resp.StatusCode != 200 {
+		t.Errorf("fail-open download: %d", resp.StatusCode)
+	}
+}
+
+// TestPackageGatePyPIIndex: the simple page (HTML and PEP 691 JSON) and
+// the JSON API list no hidden version.
+func TestPackageGatePyPIIndex(t *testing.T) {
+	g := newGateEnv(t)
+	for _, accept := range []string{"text/html", "application/vnd.pypi.simple.v1+json"} {
+		resp, body := g.get(t, g.regURL("registry.example.test", "/simple/gate-demo/"), accept)
+		if resp.StatusCode != 200 || strings.Contains(body, "2.0.0") || !strings.Contains(body, "gate_demo-1.0.0") {
+			t.Errorf("%s: status %d body %s", accept, resp.StatusCode, body)
+		}
+	}
+	resp, body := g.get(t, g.regURL("registry.example.test", "/simple/gate-mal/"), "text/html")
+	if resp.StatusCode != 200 || strings.Contains(body, "1.1.0") || !strings.Contains(body, "gate_mal-1.0.0") {
+		t.Errorf("html with an advisory: status %d body %s", resp.StatusCode, body)
+	}
+	_, body = g.get(t, g.regURL("registry.example.test", "/pypi/gate-demo/json"), "")
+	var doc struct {
+		Info     map[string]any             `json:"info"`
+		Releases map[string]json.RawMessage `json:"releases"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || doc.Info["version"] != "1.0.0" || len(doc.Releases) != 1 {
+		t.Errorf("pypi json: %v %s", err, body)
+	}
+}
+
+// TestPackageGateCorruptMetadata: metadata the gate cannot read is
+// refused, not passed on unfiltered.
+func TestPackageGateCorruptMetadata(t *testing.T) {
+	g := newGateEnv(t)
+	resp, body := g.get(t, g.regURL("registry.example.test", "/gate-corrupt"), "")
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(HeaderRule) != rulePackageMeta || !strings.Contains(body, "npm packument") {
+		t.Errorf("status %d rule %q body %q", resp.StatusCode, resp.Header.Get(HeaderRule), body)
+	}
+}
