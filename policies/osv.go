@@ -294,4 +294,3 @@ func (a *Advisories) Summary() []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -208,7 +208,7 @@ func TestPackageGateNPMPackument(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	var doc struct {
-		DistTags map[string]string         `json:"dist-tags"`
+		DistTags map[string]string          `json:"dist-tags"`
 		Versions map[string]json.RawMessage `json:"versions"`
 		Time     map[string]string          `json:"time"`
 	}
