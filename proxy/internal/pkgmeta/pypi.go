@@ -131,6 +131,10 @@ func RewriteSimpleHTML(doc []byte, hidden map[string]bool) ([]byte, error) {
 		raw := z.Raw()
 		name, _ := z.TagName()
 		switch {
+		case tt == html.SelfClosingTagToken && string(name) == "a":
+			if hidden[FileVersion(hrefFile(z))] {
+				continue
+			}
 		case tt == html.StartTagToken && string(name) == "a":
 			skip = hidden[FileVersion(hrefFile(z))]
 		case tt == html.EndTagToken && string(name) == "a" && skip:
@@ -232,7 +236,7 @@ func SimpleHTMLVersions(doc []byte) []string {
 		if tt == html.ErrorToken {
 			return out
 		}
-		if name, _ := z.TagName(); tt == html.StartTagToken && string(name) == "a" {
+		if name, _ := z.TagName(); (tt == html.StartTagToken || tt == html.SelfClosingTagToken) && string(name) == "a" {
 			if v := FileVersion(hrefFile(z)); v != "" && !seen[v] {
 				seen[v] = true
 				out = append(out, v)
