@@ -131,6 +131,9 @@ func parseAge(s string) (time.Duration, error) {
 		if rest, err = time.ParseDuration(s); err != nil {
 			return 0, fmt.Errorf("want a duration such as \"72h\" or \"3d\": %w", err)
 		}
+		if rest < 0 {
+			return 0, fmt.Errorf("out of range (0 to 3650d)")
+		}
 	}
 	d := time.Duration(days)*24*time.Hour + rest
 	if d < 0 || d > 3650*24*time.Hour {

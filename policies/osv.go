@@ -95,6 +95,11 @@ func (af *affected) matches(v string) bool {
 	return false
 }
 
+// unbounded: every version ("introduced": "0" and no end).
+func (r osvRange) unbounded() bool {
+	return (r.introduced == "" || r.introduced == "0") && r.fixed == "" && r.lastAffected == ""
+}
+
 func (r osvRange) contains(v string) bool {
 	if r.introduced != "" && r.introduced != "0" && compareVersions(v, r.introduced) < 0 {
 		return false
@@ -210,6 +215,9 @@ func (a *Advisories) add(file string, data []byte) error {
 			e.ranges = append(e.ranges, rg...)
 		}
 		e.all = len(af.Versions) == 0 && len(af.Ranges) == 0
+		for _, r := range e.ranges {
+			e.all = e.all || r.unbounded()
+		}
 		key := eco + "|" + matchName(eco, af.Package.Name)
 		a.byPkg[key] = append(a.byPkg[key], e)
 	}
@@ -263,7 +271,8 @@ func jsonPlace(file string, data []byte, err error) string {
 		return file
 	}
 	line := 1 + bytes.Count(data[:off], []byte{'\n'})
-	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+	col := int(off) - bytes.LastIndexByte(data[:off], '\n') - 1 // the offset is just past the bad byte
+	col = max(col, 1)
 	return fmt.Sprintf("%s:%d:%d", file, line, col)
 }
 
