@@ -57,7 +57,7 @@ func TestRewriteNPM(t *testing.T) {
 				t.Fatal(err)
 			}
 			var doc struct {
-				DistTags map[string]string         `json:"dist-tags"`
+				DistTags map[string]string          `json:"dist-tags"`
 				Versions map[string]json.RawMessage `json:"versions"`
 				Time     map[string]any             `json:"time"`
 				Name     string
