@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -189,6 +190,10 @@ func (a *Advisories) add(file string, data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		return fmt.Errorf("%s: %w", jsonPlace(file, data, err), err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		off := dec.InputOffset()
+		return fmt.Errorf("%s: data after the advisory's object", jsonPlace(file, data, &json.SyntaxError{Offset: off}))
 	}
 	if doc.ID == "" {
 		return fmt.Errorf("%s:1: id: missing", file)

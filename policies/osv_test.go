@@ -60,6 +60,7 @@ func TestOSVErrors(t *testing.T) {
 		"testdata/osv/bad/syntax.json:5:27: invalid character ']'",
 		"testdata/osv/bad/noname.json:3: MAL-2026-0201 affected[0].package: want an ecosystem and a name",
 		"testdata/osv/bad/fixed-first.json:3: MAL-2026-0202 affected[0].ranges[0]: events[0]: fixed without introduced",
+		"testdata/osv/bad/trailing.json:2:1: data after the advisory's object",
 		"testdata/osv/bad/type.json:1:8: json: cannot unmarshal number into Go struct field osvDoc.id of type string",
 	} {
 		if !strings.Contains(err.Error(), want) {

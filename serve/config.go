@@ -48,6 +48,9 @@ type Config struct {
 	Approval Approval      `toml:"approvals"`
 	// Artifacts bounds what is kept of each sandbox after it ends.
 	Artifacts Artifacts `toml:"artifacts"`
+	// Packages is package governance that is the appliance's, not a
+	// policy's: the malicious-package denylist.
+	Packages PackagesConfig `toml:"packages"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`
