@@ -64,4 +64,3 @@ func TestReportPackageGate(t *testing.T) {
 		}
 	}
 }
-
