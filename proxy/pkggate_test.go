@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +46,7 @@ var gatePy = []pkgreg.Package{
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test"}
 
 const gatePolicy = `version = 1
 
@@ -68,6 +70,12 @@ hosts = ["open.example.test"]
 ports = [REGPORT]
 min_release_age = "72h"
 unknown_release_age = "allow"
+
+[categories.scripts]
+kind = "registries"
+hosts = ["scripts.example.test"]
+ports = [REGPORT]
+install_scripts = "ask"
 `
 
 type gateEnv struct {
@@ -75,6 +83,7 @@ type gateEnv struct {
 	reg     *pkgreg.Registry
 	regPort uint16
 	dir     string
+	approve atomic.Bool // what the approver answers
 }
 
 type advisoriesFunc func() *policies.Advisories
@@ -124,6 +133,7 @@ func newGateEnv(t *testing.T) *gateEnv {
 		res[n] = []netip.Addr{lo}
 	}
 	e := &env{t: t, ca: ca, ev: &recorder{}, dials: &dialLog{}, policy: pol}
+	g := &gateEnv{env: e, reg: reg, regPort: port}
 	p, err := New(Config{
 		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{pemCert(caDER)}, RootCAs: x509.NewCertPool(),
 		Identify: IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
@@ -131,6 +141,9 @@ func newGateEnv(t *testing.T) *gateEnv {
 		}),
 		Advisories: advisoriesFunc(func() *policies.Advisories { return adv }),
 		AskTimeout: 300 * time.Millisecond,
+		Approver: ApproverFunc(func(context.Context, Hold) (bool, error) {
+			return g.approve.Load(), nil
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +160,8 @@ func newGateEnv(t *testing.T) *gateEnv {
 	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &gateEnv{env: e, reg: reg, regPort: port, dir: dir}
+	g.dir = dir
+	return g
 }
 
 func (g *gateEnv) regURL(host, path string) string {
@@ -367,5 +381,34 @@ func TestPackageGateCorruptMetadata(t *testing.T) {
 	resp, body := g.get(t, g.regURL("registry.example.test", "/gate-corrupt"), "")
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(HeaderRule) != rulePackageMeta || !strings.Contains(body, "npm packument") {
 		t.Errorf("status %d rule %q body %q", resp.StatusCode, resp.Header.Get(HeaderRule), body)
+	}
+}
+
+// TestPackageGateInstallScriptsAsk: with install_scripts = "ask" a
+// version with an install script stays listed and its download waits for
+// a human: approved, it is fetched; not, it is refused.
+func TestPackageGateInstallScriptsAsk(t *testing.T) {
+	g := newGateEnv(t)
+	_, body := g.get(t, g.regURL("scripts.example.test", "/gate-scripts"), "")
+	if !strings.Contains(body, `"1.1.0"`) {
+		t.Fatalf("ask hid the version: %s", body)
+	}
+	path := "/gate-scripts/-/gate-scripts-1.1.0.tgz"
+	resp, body := g.get(t, g.regURL("scripts.example.test", path), "")
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderRule) != ruleAsk {
+		t.Fatalf("unapproved: status %d rule %q %s", resp.StatusCode, resp.Header.Get(HeaderRule), body)
+	}
+	held := g.ev.waitFor(t, "approval held", func(e audit.Event) bool {
+		return e.Kind == audit.KindApproval && strings.HasPrefix(e.Reason, "install_script: gate-scripts@1.1.0")
+	})
+	if held.Rule != "categories.scripts.install_scripts (gate.toml:28:1)" {
+		t.Errorf("held by %q", held.Rule)
+	}
+	g.approve.Store(true)
+	if resp, body = g.get(t, g.regURL("scripts.example.test", path), ""); resp.StatusCode != 200 {
+		t.Errorf("approved: status %d %s", resp.StatusCode, body)
+	}
+	if resp, _ = g.get(t, g.regURL("scripts.example.test", "/gate-scripts/-/gate-scripts-1.0.0.tgz"), ""); resp.StatusCode != 200 {
+		t.Errorf("a version without a script: %d", resp.StatusCode)
 	}
 }
