@@ -204,3 +204,53 @@ func (l *loader) pkgList(m map[string]any, key, path string) []pkgPattern {
 	}
 	return out
 }
+
+// gateNotes are what Explain says of the package gate on an allowed
+// registries request: which versions the proxy hides from the metadata
+// (or, for a download, when it refuses the version) and by which rule.
+func gateNotes(v Verdict) []Consideration {
+	g := v.Cat.Gate()
+	pkg := v.Package
+	if g == nil || !v.Action.Allows() || pkg.Ecosystem == "" {
+		return nil
+	}
+	what := "hides from this metadata"
+	if pkg.Version != "" {
+		what = "refuses this download of"
+	}
+	var out []Consideration
+	if g.MinAge > 0 && (pkg.Ecosystem == "npm" || pkg.Ecosystem == "pypi") {
+		if pp := firstMatch(g.exempt, &pkg); pp != nil {
+			out = append(out, Consideration{Rule: pp.rule, Outcome: pkg.Name + " is exempt from min_release_age"})
+		} else {
+			out = append(out, Consideration{Rule: g.ageRule, Outcome: "the proxy " + what + " versions published less than " +
+				fmtAge(g.MinAge) + " ago (" + CodeTooNew + ")"})
+			unknown := "hidden (" + CodeNoPublishTime + ", fail closed)"
+			if g.unknownAllow {
+				unknown = "allowed with a warning (fail open)"
+			}
+			out = append(out, Consideration{Rule: g.unknownRule, Outcome: "versions without a publish time are " + unknown})
+		}
+	}
+	if g.scripts != ActionAllow && pkg.Ecosystem == "npm" {
+		if pp := firstMatch(g.scriptsAllow, &pkg); pp != nil {
+			out = append(out, Consideration{Rule: pp.rule, Outcome: pkg.Name + "'s install scripts are allowed"})
+		} else {
+			how := "hidden and denied"
+			if g.scripts == ActionAsk {
+				how = "listed, their downloads held for approval"
+			}
+			out = append(out, Consideration{Rule: g.scriptsRule, Outcome: "versions with install scripts are " + how + " (" + CodeInstallScript + ")"})
+		}
+	}
+	return out
+}
+
+func firstMatch(list []pkgPattern, pkg *Package) *pkgPattern {
+	for i := range list {
+		if list[i].match(pkg) {
+			return &list[i]
+		}
+	}
+	return nil
+}

@@ -115,3 +115,42 @@ func TestParseAge(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainGate: explain says what the package gate does to a
+// registries request, and by which rule.
+func TestExplainGate(t *testing.T) {
+	p, err := Parse("g.toml", []byte(`version = 1
+[categories.registries]
+hosts = ["registry.example.test"]
+min_release_age = "72h"
+release_age_exempt = ["npm:@acme/*"]
+install_scripts = "ask"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := func(path string) string {
+		ex := p.Explain(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: "registry.example.test", Port: 443, Path: path})
+		var s []string
+		for _, c := range ex.Considered {
+			s = append(s, c.Rule.String()+": "+c.Outcome)
+		}
+		return strings.Join(s, "\n")
+	}
+	got := outcomes("/left-pad")
+	for _, want := range []string{
+		"categories.registries.min_release_age (g.toml:4:1): the proxy hides from this metadata versions published less than 3d ago (package_too_new)",
+		"categories.registries.unknown_release_age (g.toml:2:1): versions without a publish time are hidden (no_publish_time, fail closed)",
+		"categories.registries.install_scripts (g.toml:6:1): versions with install scripts are listed, their downloads held for approval (install_script)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain lacks %q:\n%s", want, got)
+		}
+	}
+	if got := outcomes("/left-pad/-/left-pad-2.0.0.tgz"); !strings.Contains(got, "refuses this download of versions published less than 3d ago") {
+		t.Errorf("download:\n%s", got)
+	}
+	if got := outcomes("/@acme/ui"); !strings.Contains(got, "release_age_exempt[0] (g.toml:5:23): @acme/ui is exempt from min_release_age") {
+		t.Errorf("exempt:\n%s", got)
+	}
+}
