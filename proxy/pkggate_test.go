@@ -105,6 +105,8 @@ func newGateEnv(t *testing.T) *gateEnv {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", reg)
+	mux.Handle("/api/npm/npm-remote/", http.StripPrefix("/api/npm/npm-remote", reg))
+	mux.Handle("/repository/pypi-proxy/", http.StripPrefix("/repository/pypi-proxy", reg))
 	mux.HandleFunc("/gate-corrupt", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"name":"gate-corrupt","versions":{"1.0.0":`)
@@ -410,5 +412,48 @@ func TestPackageGateInstallScriptsAsk(t *testing.T) {
 	}
 	if resp, _ = g.get(t, g.regURL("scripts.example.test", "/gate-scripts/-/gate-scripts-1.0.0.tgz"), ""); resp.StatusCode != 200 {
 		t.Errorf("a version without a script: %d", resp.StatusCode)
+	}
+}
+
+// TestPackageGateMirrorLayouts: the gate works for a registry under an
+// Artifactory-style /api/npm/REPO/ or a Nexus-style /repository/REPO/
+// prefix: the metadata there is rewritten, and a download's publish
+// time is looked up under the same prefix.
+func TestPackageGateMirrorLayouts(t *testing.T) {
+	g := newGateEnv(t)
+	_, body := g.get(t, g.regURL("registry.example.test", "/api/npm/npm-remote/gate-demo"), "")
+	if strings.Contains(body, `"2.0.0"`) || !strings.Contains(body, `"1.1.0"`) {
+		t.Errorf("artifactory packument: %s", body)
+	}
+	_, body = g.get(t, g.regURL("registry.example.test", "/repository/pypi-proxy/simple/gate-demo/"), "text/html")
+	if strings.Contains(body, "2.0.0") || !strings.Contains(body, "gate_demo-1.0.0") {
+		t.Errorf("nexus simple page: %s", body)
+	}
+	// A fresh proxy: no metadata seen yet, so the download's check
+	// fetches it under the prefix.
+	g = newGateEnv(t)
+	for _, p := range []string{"/api/npm/npm-remote/gate-demo/-/gate-demo-2.0.0.tgz", "/repository/pypi-proxy/packages/" + pkgreg.WheelName("gate-demo", "2.0.0")} {
+		resp, body := g.get(t, g.regURL("registry.example.test", p), "")
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "package_too_new: gate-demo@2.0.0 was published") {
+			t.Errorf("%s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	resp, body := g.get(t, g.regURL("registry.example.test", "/api/npm/npm-remote/gate-demo/-/gate-demo-1.1.0.tgz"), "")
+	if resp.StatusCode != 200 {
+		t.Errorf("mature download under a prefix: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestPackageGateEveryVersionMalicious: an advisory for every version
+// leaves a packument with no version to install.
+func TestPackageGateEveryVersionMalicious(t *testing.T) {
+	g := newGateEnv(t)
+	_, body := g.get(t, g.regURL("registry.example.test", "/gate-evil"), "")
+	var doc struct {
+		DistTags map[string]string         `json:"dist-tags"`
+		Versions map[string]json.RawMessage `json:"versions"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Versions) != 0 || len(doc.DistTags) != 0 {
+		t.Errorf("%v %s", err, body)
 	}
 }
