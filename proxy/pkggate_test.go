@@ -450,7 +450,7 @@ func TestPackageGateEveryVersionMalicious(t *testing.T) {
 	g := newGateEnv(t)
 	_, body := g.get(t, g.regURL("registry.example.test", "/gate-evil"), "")
 	var doc struct {
-		DistTags map[string]string         `json:"dist-tags"`
+		DistTags map[string]string          `json:"dist-tags"`
 		Versions map[string]json.RawMessage `json:"versions"`
 	}
 	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Versions) != 0 || len(doc.DistTags) != 0 {
