@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -29,33 +30,37 @@ type npmVersion struct {
 }
 
 // NPMVersions lists the versions of a packument (full or abbreviated)
-// with their publish times (from "time") and install scripts.
+// with their publish times (from "time") and install scripts, in one
+// pass over the document.
 func NPMVersions(doc []byte) ([]Version, error) {
-	top, versions, err := npmParse(doc)
-	if err != nil {
-		return nil, err
+	if !isObject(doc) {
+		return nil, errors.New("npm packument: not a JSON object")
 	}
-	times := map[string]string{}
-	if raw, ok := top["time"]; ok {
-		var t map[string]any
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, fmt.Errorf("npm packument: time: %w", err)
-		}
-		for k, v := range t {
-			if s, ok := v.(string); ok {
-				times[k] = s
-			}
-		}
+	var d struct {
+		Versions map[string]npmVersion `json:"versions"`
+		Time     map[string]any        `json:"time"`
 	}
-	out := make([]Version, 0, len(versions))
-	for v, raw := range versions {
-		var nv npmVersion
-		if err := json.Unmarshal(raw, &nv); err != nil {
-			return nil, fmt.Errorf("npm packument: versions[%q]: %w", v, err)
-		}
-		out = append(out, Version{Version: v, Published: parseTime(times[v]), InstallScript: nv.installs()})
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("npm packument: %w", err)
+	}
+	out := make([]Version, 0, len(d.Versions))
+	for v, nv := range d.Versions {
+		s, _ := d.Time[v].(string)
+		out = append(out, Version{Version: v, Published: parseTime(s), InstallScript: nv.installs()})
 	}
 	return out, nil
+}
+
+// isObject: the document's first byte (after white space) opens an object.
+func isObject(doc []byte) bool {
+	for _, c := range doc {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
 
 func (nv *npmVersion) installs() bool {
@@ -100,9 +105,7 @@ func RewriteNPM(doc []byte, hidden map[string]bool) ([]byte, error) {
 		delete(versions, v)
 	}
 	if top["versions"] != nil {
-		if top["versions"], err = json.Marshal(versions); err != nil {
-			return nil, err
-		}
+		top["versions"] = marshalRaw(versions)
 	}
 	if err := npmTimes(top, hidden); err != nil {
 		return nil, err
@@ -110,7 +113,35 @@ func RewriteNPM(doc []byte, hidden map[string]bool) ([]byte, error) {
 	if err := npmTags(top, versions, hidden); err != nil {
 		return nil, err
 	}
-	return json.Marshal(top)
+	return marshalRaw(top), nil
+}
+
+// marshalRaw writes an object of values that are valid JSON already
+// (they come from Unmarshal), without encoding/json compacting each
+// again; keys are sorted.
+func marshalRaw(m map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(m))
+	n := 2
+	for k, v := range m {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 8
+	}
+	sort.Strings(keys)
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, _ := json.Marshal(k) // a string always marshals
+		b = append(append(b, kb...), ':')
+		if v := m[k]; v != nil {
+			b = append(b, v...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	return append(b, '}')
 }
 
 func npmTimes(top map[string]json.RawMessage, hidden map[string]bool) error {
