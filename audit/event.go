@@ -137,6 +137,9 @@ type Package struct {
 	// Published is the version's publish time (RFC 3339) when the
 	// package gate looked it up.
 	Published string `json:"published,omitempty"`
+	// Integrity is the digest the registry's metadata gives for the
+	// artifact ("sha512-…"), which the download was checked against.
+	Integrity string `json:"integrity,omitempty"`
 	// Gated are the versions the package gate hid from the metadata (or,
 	// in audit mode, would have hidden), at most MaxGated of them;
 	// GatedTotal counts them all.

@@ -153,6 +153,7 @@ func appendHTTP(b []byte, h *HTTP) []byte {
 
 func appendPackageGate(b []byte, p *Package) []byte {
 	b = optString(b, `,"published":`, p.Published)
+	b = optString(b, `,"integrity":`, p.Integrity)
 	if len(p.Gated) > 0 {
 		b = append(b, `,"gated":[`...)
 		for i, g := range p.Gated {

@@ -36,6 +36,7 @@ type exch struct {
 	pkg        policies.Package // the package the request fetches
 	evPkg      audit.Package    // its event's copy
 	gate       *gateState       // a metadata response the package gate rewrites
+	verify     *verifySpec      // a download checked against its registry digest
 }
 
 var _ goproxy.RoundTripper = (*exch)(nil)
@@ -328,6 +329,11 @@ func (p *Proxy) respond(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respon
 	x.status = resp.StatusCode
 	if x.gate != nil {
 		if resp = p.gateResponse(x, resp, ctx.Req); x.ev.refused {
+			return resp
+		}
+	}
+	if x.verify != nil {
+		if resp = p.verifyResponse(x, resp); x.ev.refused {
 			return resp
 		}
 	}

@@ -109,7 +109,8 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	if gs.g == nil || !ageGated(pkg.Ecosystem) {
 		return nil
 	}
-	vi := p.versionInfo(x, req, gs)
+	ver := p.versionInfo(x, req, gs)
+	vi := info(ver)
 	x.evPkg.Published = fmtTime(vi.Published)
 	gv := gs.g.Check(pkg, vi, time.Now())
 	if gv.Warning != "" {
@@ -117,6 +118,7 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 		p.log.Warn("proxy: package gate failed open", "id", x.ev.e.ID, "sandbox", x.ev.e.Sandbox, "package", pkg.Name, "version", pkg.Version, "rule", gv.Rule.Name)
 	}
 	if gv.Action == policies.ActionAllow {
+		p.expectIntegrity(x, req, ver)
 		return nil
 	}
 	v := x.v
@@ -154,7 +156,7 @@ func (p *Proxy) gateVerdict(x *exch, req *http.Request, v policies.Verdict) *htt
 // versionInfo is what the registry says of the requested version: from
 // metadata the gate saw lately, else fetched from the same registry
 // (the packument, or PyPI's JSON API and then the JSON simple page).
-func (p *Proxy) versionInfo(x *exch, req *http.Request, gs *gateState) policies.VersionInfo {
+func (p *Proxy) versionInfo(x *exch, req *http.Request, gs *gateState) pkgmeta.Version {
 	if vs, ok := p.times.get(gs.key); ok {
 		return vs[x.pkg.Version]
 	}
@@ -172,7 +174,7 @@ func (p *Proxy) versionInfo(x *exch, req *http.Request, gs *gateState) policies.
 		m := p.times.put(gs.key, vs)
 		return m[x.pkg.Version]
 	}
-	return policies.VersionInfo{}
+	return pkgmeta.Version{}
 }
 
 type metaFetch struct {

@@ -38,11 +38,14 @@ var gateNPM = []pkgreg.Package{
 	{Name: "gate-evil", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}}},
 	{Name: "gate-exempt", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "3.0.0", Age: time.Hour}}},
 	{Name: "gate-notime", Versions: []pkgreg.Version{{Version: "1.0.0", NoTime: true}}},
+	{Name: "gate-tampered", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Tamper: true}}},
+	{Name: "gate-tampered-big", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Tamper: true, Pad: 2 << 20}}},
 	{Name: "@scope/gate-scoped", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.0.1", Age: time.Minute}}},
 }
 
 var gatePy = []pkgreg.Package{
 	{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "2.0.0", Age: time.Hour}}},
+	{Name: "gate-tampered", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Tamper: true}}},
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
@@ -455,5 +458,57 @@ func TestPackageGateEveryVersionMalicious(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Versions) != 0 || len(doc.DistTags) != 0 {
 		t.Errorf("%v %s", err, body)
+	}
+}
+
+// TestPackageGateTamperedArtifact: an artifact whose bytes do not match
+// the digest the registry's metadata gives is never delivered whole: the
+// download is cut before its last byte, and the event says why. With
+// and without the metadata seen first, npm and PyPI (HTML and JSON
+// digests).
+func TestPackageGateTamperedArtifact(t *testing.T) {
+	g := newGateEnv(t)
+	tgz := "/gate-tampered/-/gate-tampered-1.0.0.tgz"
+	whl := "/packages/" + pkgreg.WheelName("gate-tampered", "1.0.0")
+	for _, c := range []struct {
+		name, meta, accept, path string
+		inBody                   bool // big enough that the head is sent before the cut
+	}{
+		{"npm, metadata fetched by the gate", "", "", tgz, false},
+		{"npm, after the packument", "/gate-tampered", "", tgz, false},
+		{"npm, 2 MiB: cut in the body", "/gate-tampered-big", "", "/gate-tampered-big/-/gate-tampered-big-1.0.0.tgz", true},
+		{"pypi, metadata fetched by the gate", "", "", whl, false},
+		{"pypi, after the html page", "/simple/gate-tampered/", "text/html", whl, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newGateEnv(t)
+			if c.meta != "" {
+				g.get(t, g.regURL("registry.example.test", c.meta), c.accept)
+			}
+			req, _ := http.NewRequest(http.MethodGet, g.regURL("registry.example.test", c.path), nil)
+			// Either the response breaks off before its head or in its
+			// body; it never ends as if complete.
+			resp, err := g.explicitClient().Do(req)
+			if err == nil {
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil {
+					t.Fatalf("the tampered artifact arrived whole (%d bytes, status %d)", len(body), resp.StatusCode)
+				}
+				t.Logf("cut after %d bytes: %v", len(body), err)
+			} else if c.inBody {
+				t.Errorf("the response broke off before its head: %v", err)
+			}
+			e := g.httpEvent(t, c.path)
+			if e.Verdict != "deny" || e.Rule != ruleIntegrity || !strings.HasPrefix(e.Reason, "integrity_mismatch: gate-tampered") || !strings.Contains(e.Reason, "@1.0.0 does not match the registry's sha") {
+				t.Errorf("event verdict %s rule %s reason %q", e.Verdict, e.Rule, e.Reason)
+			}
+		})
+	}
+	// An untampered artifact is checked and delivered whole.
+	resp, body := g.get(t, g.regURL("registry.example.test", "/gate-demo/-/gate-demo-1.1.0.tgz"), "")
+	e := g.httpEvent(t, "/gate-demo/-/gate-demo-1.1.0.tgz")
+	if resp.StatusCode != 200 || len(body) == 0 || !strings.HasPrefix(e.HTTP.Package.Integrity, "sha512-") || e.Verdict != "allow" {
+		t.Errorf("status %d, %d bytes, event %s integrity %q", resp.StatusCode, len(body), e.Verdict, e.HTTP.Package.Integrity)
 	}
 }

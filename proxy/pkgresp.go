@@ -96,15 +96,32 @@ func withHTMLFiles(vs []pkgmeta.Version, page []byte) []pkgmeta.Version {
 			vs = append(vs, pkgmeta.Version{Version: v})
 		}
 	}
+	at := make(map[string]int, len(vs))
+	for i := range vs {
+		at[vs[i].Version] = i
+	}
+	for f, sri := range pkgmeta.SimpleHTMLFiles(page) {
+		i, ok := at[pkgmeta.FileVersion(f)]
+		if !ok {
+			continue
+		}
+		if vs[i].Files == nil {
+			vs[i].Files = map[string]string{}
+		}
+		if _, known := vs[i].Files[f]; !known {
+			vs[i].Files[f] = sri
+		}
+	}
 	return vs
 }
 
 // judgeAll decides every version, records the gated ones in the event
 // and returns the ones to hide.
-func (p *Proxy) judgeAll(x *exch, gs *gateState, vs map[string]policies.VersionInfo) map[string]bool {
+func (p *Proxy) judgeAll(x *exch, gs *gateState, vs map[string]pkgmeta.Version) map[string]bool {
 	hidden, now := map[string]bool{}, time.Now()
 	would, warned := 0, 0
-	for v, vi := range vs {
+	for v, ver := range vs {
+		vi := info(ver)
 		pkg := x.pkg
 		pkg.Version = v
 		gv, gated := gs.judge(pkg, vi, now)

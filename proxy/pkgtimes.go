@@ -26,10 +26,10 @@ type versionCache struct {
 
 type versionEntry struct {
 	at time.Time
-	vs map[string]policies.VersionInfo
+	vs map[string]pkgmeta.Version
 }
 
-func (c *versionCache) get(key string) (map[string]policies.VersionInfo, bool) {
+func (c *versionCache) get(key string) (map[string]pkgmeta.Version, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
@@ -39,10 +39,10 @@ func (c *versionCache) get(key string) (map[string]policies.VersionInfo, bool) {
 	return e.vs, true
 }
 
-func (c *versionCache) put(key string, vs []pkgmeta.Version) map[string]policies.VersionInfo {
-	m := make(map[string]policies.VersionInfo, len(vs))
+func (c *versionCache) put(key string, vs []pkgmeta.Version) map[string]pkgmeta.Version {
+	m := make(map[string]pkgmeta.Version, len(vs))
 	for _, v := range vs {
-		m[v.Version] = policies.VersionInfo{Published: v.Published, InstallScript: v.InstallScript}
+		m[v.Version] = v
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -51,4 +51,9 @@ func (c *versionCache) put(key string, vs []pkgmeta.Version) map[string]policies
 	}
 	c.m[key] = versionEntry{at: time.Now(), vs: m}
 	return m
+}
+
+// info is what the gate decides a version on.
+func info(v pkgmeta.Version) policies.VersionInfo {
+	return policies.VersionInfo{Published: v.Published, InstallScript: v.InstallScript}
 }

@@ -78,7 +78,7 @@ func npmTarball(name string, v Version) ([]byte, error) {
 	for _, f := range []struct {
 		name string
 		body []byte
-	}{{"package/package.json", pjb}, {"package/index.js", fmt.Appendf(nil, "module.exports = %q;\n", name+"@"+v.Version)}} {
+	}{{"package/package.json", pjb}, {"package/index.js", fmt.Appendf(nil, "module.exports = %q;\n", name+"@"+v.Version)}, {"package/pad.bin", padding(v.Pad)}} {
 		h := &tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Unix(1700000000, 0), Typeflag: tar.TypeReg}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("pkgreg: tarball %s: %w", name, err)
@@ -133,4 +133,17 @@ func wheel(name, version string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// padding is n bytes that do not compress (a fixed pseudo-random stream).
+func padding(n int) []byte {
+	b := make([]byte, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return b
 }

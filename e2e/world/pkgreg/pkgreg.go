@@ -24,6 +24,8 @@ type Version struct {
 	NoTime  bool              // the metadata gives no publish time
 	Script  string            // npm: a postinstall script
 	Deps    map[string]string // npm dependencies
+	Tamper  bool              // the artifact served is not the one the metadata's digests are of
+	Pad     int               // npm: bytes of incompressible padding in the tarball
 }
 
 // Package is a package and its versions; Latest is npm's dist-tags.latest
@@ -40,7 +42,8 @@ type Registry struct {
 	built  time.Time
 	npm    map[string]*Package
 	py     map[string]*Package
-	files  map[string][]byte // path -> tarball or wheel
+	files  map[string][]byte // path -> tarball or wheel, as served
+	orig   map[string][]byte // path -> the artifact the metadata's digests are of
 	mu     sync.Mutex
 	served []Hit
 }
@@ -53,7 +56,7 @@ type Hit struct {
 // New builds a registry served at baseURL ("https://registry.example.test:8443").
 func New(baseURL string, npm, py []Package) (*Registry, error) {
 	r := &Registry{base: strings.TrimSuffix(baseURL, "/"), built: time.Now().UTC(), npm: map[string]*Package{},
-		py: map[string]*Package{}, files: map[string][]byte{}}
+		py: map[string]*Package{}, files: map[string][]byte{}, orig: map[string][]byte{}}
 	for i := range npm {
 		p := &npm[i]
 		r.npm[p.Name] = p
@@ -62,7 +65,7 @@ func New(baseURL string, npm, py []Package) (*Registry, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.files[npmTarballPath(p.Name, v.Version)] = tgz
+			r.add(npmTarballPath(p.Name, v.Version), tgz, v.Tamper)
 		}
 	}
 	for i := range py {
@@ -73,10 +76,20 @@ func New(baseURL string, npm, py []Package) (*Registry, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.files["/packages/"+WheelName(p.Name, v.Version)] = whl
+			r.add("/packages/"+WheelName(p.Name, v.Version), whl, v.Tamper)
 		}
 	}
 	return r, nil
+}
+
+func (r *Registry) add(p string, b []byte, tamper bool) {
+	r.orig[p] = b
+	if tamper {
+		t := append([]byte(nil), b...)
+		t[len(t)/2] ^= 0xff
+		b = t
+	}
+	r.files[p] = b
 }
 
 // Published is when v was published.
@@ -137,7 +150,7 @@ func writeJSON(rw http.ResponseWriter, ctype string, v any) {
 func (r *Registry) packument(rw http.ResponseWriter, p *Package, abbreviated bool) {
 	versions, times := map[string]any{}, map[string]string{}
 	for _, v := range p.Versions {
-		tgz := r.files[npmTarballPath(p.Name, v.Version)]
+		tgz := r.orig[npmTarballPath(p.Name, v.Version)]
 		ver := npmVersionDoc(p.Name, v, r.base+npmTarballPath(p.Name, v.Version), tgz, abbreviated)
 		versions[v.Version] = ver
 		if !v.NoTime {
@@ -167,7 +180,7 @@ func (r *Registry) simple(rw http.ResponseWriter, name, accept string) {
 		var vs []string
 		for _, v := range p.Versions {
 			fn := WheelName(p.Name, v.Version)
-			f := map[string]any{"filename": fn, "url": "/packages/" + fn, "hashes": map[string]string{"sha256": sha256Hex(r.files["/packages/"+fn])}}
+			f := map[string]any{"filename": fn, "url": "/packages/" + fn, "hashes": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
 			if !v.NoTime {
 				f["upload-time"] = r.Published(v).Format(time.RFC3339)
 			}
@@ -182,7 +195,7 @@ func (r *Registry) simple(rw http.ResponseWriter, name, accept string) {
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.0\"><title>Links for %s</title></head><body>\n<h1>Links for %s</h1>\n", name, name)
 	for _, v := range p.Versions {
 		fn := WheelName(p.Name, v.Version)
-		fmt.Fprintf(&b, "<a href=\"/packages/%s#sha256=%s\">%s</a><br/>\n", fn, sha256Hex(r.files["/packages/"+fn]), fn)
+		fmt.Fprintf(&b, "<a href=\"/packages/%s#sha256=%s\">%s</a><br/>\n", fn, sha256Hex(r.orig["/packages/"+fn]), fn)
 	}
 	b.WriteString("</body></html>\n")
 	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -199,7 +212,7 @@ func (r *Registry) pypiJSON(rw http.ResponseWriter, name string) {
 	var urls []map[string]any
 	for _, v := range p.Versions {
 		fn := WheelName(p.Name, v.Version)
-		f := map[string]any{"filename": fn, "url": r.base + "/packages/" + fn, "digests": map[string]string{"sha256": sha256Hex(r.files["/packages/"+fn])}}
+		f := map[string]any{"filename": fn, "url": r.base + "/packages/" + fn, "digests": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
 		if !v.NoTime {
 			f["upload_time_iso_8601"] = r.Published(v).Format(time.RFC3339)
 		}

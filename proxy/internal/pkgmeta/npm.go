@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,11 @@ type Version struct {
 	Version       string
 	Published     time.Time // zero when the metadata gives none
 	InstallScript bool      // npm: hasInstallScript or an install-time script
+	// Integrity is the version's artifact digest in Subresource Integrity
+	// form ("sha512-BASE64"), "" when unknown (npm).
+	Integrity string
+	// Files are the digests of a PyPI version's files, by file name.
+	Files map[string]string
 }
 
 // installScripts are the npm lifecycle scripts that run on install.
@@ -27,6 +33,31 @@ var installScripts = []string{"preinstall", "install", "postinstall"}
 type npmVersion struct {
 	HasInstallScript any            `json:"hasInstallScript"`
 	Scripts          map[string]any `json:"scripts"`
+	Dist             struct {
+		Integrity any `json:"integrity"`
+		Shasum    any `json:"shasum"`
+	} `json:"dist"`
+}
+
+// integrity is the strongest digest dist names: integrity (the first
+// sha512, sha384 or sha256 of its list), else the sha1 shasum.
+func (nv *npmVersion) integrity() string {
+	if s, ok := nv.Dist.Integrity.(string); ok {
+		best := ""
+		for f := range strings.FieldsSeq(s) {
+			alg, _, _ := strings.Cut(f, "-")
+			if rank(alg) > rank(algOf(best)) {
+				best = f
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	if s, ok := nv.Dist.Shasum.(string); ok {
+		return HexSRI("sha1", s)
+	}
+	return ""
 }
 
 // NPMVersions lists the versions of a packument (full or abbreviated)
@@ -46,7 +77,7 @@ func NPMVersions(doc []byte) ([]Version, error) {
 	out := make([]Version, 0, len(d.Versions))
 	for v, nv := range d.Versions {
 		s, _ := d.Time[v].(string)
-		out = append(out, Version{Version: v, Published: parseTime(s), InstallScript: nv.installs()})
+		out = append(out, Version{Version: v, Published: parseTime(s), InstallScript: nv.installs(), Integrity: nv.integrity()})
 	}
 	return out, nil
 }

@@ -27,8 +27,14 @@ func FileVersion(filename string) string {
 }
 
 type simpleFile struct {
-	Filename   string `json:"filename"`
-	UploadTime any    `json:"upload-time"`
+	Filename   string         `json:"filename"`
+	UploadTime any            `json:"upload-time"`
+	Hashes     map[string]any `json:"hashes"`
+}
+
+func sha256Of(hashes map[string]any) string {
+	s, _ := hashes["sha256"].(string)
+	return HexSRI("sha256", s)
 }
 
 // SimpleJSONVersions lists the versions of a PEP 691 project page, each
@@ -44,27 +50,45 @@ func SimpleJSONVersions(doc []byte) ([]Version, error) {
 	for _, f := range page.Files {
 		s, _ := f.UploadTime.(string)
 		acc.add(FileVersion(f.Filename), parseTime(s))
+		acc.file(f.Filename, sha256Of(f.Hashes))
 	}
 	return acc.list(), nil
 }
 
-// versionAcc collects a version's earliest upload time.
-type versionAcc map[string]time.Time
+// versionAcc collects a version's earliest upload time and its files'
+// digests.
+type versionAcc map[string]*Version
 
 func (a versionAcc) add(v string, t time.Time) {
 	if v == "" {
 		return
 	}
-	old, seen := a[v]
-	if !seen || old.IsZero() || !t.IsZero() && t.Before(old) {
-		a[v] = t
+	old := a[v]
+	if old == nil {
+		a[v] = &Version{Version: v, Published: t}
+		return
 	}
+	if old.Published.IsZero() || !t.IsZero() && t.Before(old.Published) {
+		old.Published = t
+	}
+}
+
+// file records a file's digest under its version (added first).
+func (a versionAcc) file(name, sri string) {
+	v := a[FileVersion(name)]
+	if v == nil || sri == "" {
+		return
+	}
+	if v.Files == nil {
+		v.Files = map[string]string{}
+	}
+	v.Files[path.Base(name)] = sri
 }
 
 func (a versionAcc) list() []Version {
 	out := make([]Version, 0, len(a))
-	for v, t := range a {
-		out = append(out, Version{Version: v, Published: t})
+	for _, v := range a {
+		out = append(out, *v)
 	}
 	return out
 }
@@ -151,24 +175,32 @@ func RewriteSimpleHTML(doc []byte, hidden map[string]bool) ([]byte, error) {
 // segment, without the fragment). It reads the tag's attributes, so the
 // caller must have copied Raw before.
 func hrefFile(z *html.Tokenizer) string {
+	if u := hrefURL(z); u != nil {
+		return path.Base(u.Path)
+	}
+	return ""
+}
+
+func hrefURL(z *html.Tokenizer) *url.URL {
 	for {
 		k, v, more := z.TagAttr()
 		if string(k) == "href" {
 			u, err := url.Parse(strings.TrimSpace(string(v)))
 			if err != nil {
-				return ""
+				return nil
 			}
-			return path.Base(u.Path)
+			return u
 		}
 		if !more {
-			return ""
+			return nil
 		}
 	}
 }
 
 type pypiFile struct {
-	Filename   string `json:"filename"`
-	UploadTime any    `json:"upload_time_iso_8601"`
+	Filename   string         `json:"filename"`
+	UploadTime any            `json:"upload_time_iso_8601"`
+	Digests    map[string]any `json:"digests"`
 }
 
 // PyPIJSONVersions lists the releases of a /pypi/NAME/json document,
@@ -186,6 +218,9 @@ func PyPIJSONVersions(doc []byte) ([]Version, error) {
 		for _, f := range files {
 			s, _ := f.UploadTime.(string)
 			acc.add(v, parseTime(s))
+			if FileVersion(f.Filename) == v {
+				acc.file(f.Filename, sha256Of(f.Digests))
+			}
 		}
 	}
 	return acc.list(), nil
@@ -240,6 +275,30 @@ func SimpleHTMLVersions(doc []byte) []string {
 			if v := FileVersion(hrefFile(z)); v != "" && !seen[v] {
 				seen[v] = true
 				out = append(out, v)
+			}
+		}
+	}
+}
+
+// SimpleHTMLFiles are the sha256 digests (SRI form) a PEP 503 page's
+// links carry in their "#sha256=" fragments, by file name.
+func SimpleHTMLFiles(doc []byte) map[string]string {
+	z := html.NewTokenizer(bytes.NewReader(doc))
+	out := map[string]string{}
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return out
+		}
+		name, _ := z.TagName()
+		if (tt != html.StartTagToken && tt != html.SelfClosingTagToken) || string(name) != "a" {
+			continue
+		}
+		if u := hrefURL(z); u != nil {
+			if h, ok := strings.CutPrefix(u.Fragment, "sha256="); ok {
+				if sri := HexSRI("sha256", h); sri != "" {
+					out[path.Base(u.Path)] = sri
+				}
 			}
 		}
 	}

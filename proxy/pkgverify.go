@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"airlock/policies"
+	"airlock/proxy/internal/pkgmeta"
+)
+
+// A download the package gate allowed is checked against the digest the
+// registry's metadata gives for it (npm dist.integrity or shasum, PyPI
+// sha256): the last byte is held back until the whole artifact hashed
+// right, so a tampered artifact never reaches the sandbox whole.
+
+// ruleIntegrity names a download cut because its bytes did not match.
+const ruleIntegrity = "proxy.integrity"
+
+// codeIntegrity starts the reason of a cut download.
+const codeIntegrity = "integrity_mismatch"
+
+var errIntegrity = errors.New("proxy: package integrity mismatch")
+
+// expectIntegrity arms the check for the version's artifact, when the
+// metadata names its digest.
+func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version) {
+	sri := ver.Integrity
+	if x.pkg.Ecosystem == "pypi" {
+		sri = ver.Files[path.Base(x.ev.e.HTTP.Path)]
+	}
+	if sri == "" || strings.HasSuffix(x.ev.e.HTTP.Path, "/json") {
+		return
+	}
+	h, want, err := pkgmeta.ParseSRI(sri)
+	if err != nil {
+		return
+	}
+	x.evPkg.Integrity = sri
+	x.verify = &verifySpec{h: h, want: want, sri: sri}
+	req.Header.Set("Accept-Encoding", "identity") // the digest is of the bytes as published
+}
+
+type verifySpec struct {
+	h    hash.Hash
+	want []byte
+	sri  string
+}
+
+// verifyResponse wraps a download's body in the check.
+func (p *Proxy) verifyResponse(x *exch, resp *http.Response) *http.Response {
+	if resp.StatusCode != http.StatusOK || !hasBody(resp, resp.Request) && resp.Request != nil {
+		return resp
+	}
+	if enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+		resp.Body.Close()
+		v := internalDeny(ruleIntegrity, codeIntegrity+": the registry sent the artifact with Content-Encoding "+enc+": its digest cannot be checked")
+		v.Category, v.Kind = x.v.Category, x.v.Kind
+		return p.refuse(&x.ev, resp.Request, http.StatusBadGateway, v)
+	}
+	resp.Body = &verifyBody{p: p, x: x, rc: resp.Body, spec: x.verify}
+	return resp
+}
+
+// verifyBody passes the artifact on but its last byte, which it sends
+// only once the whole artifact matched the digest.
+type verifyBody struct {
+	p       *Proxy
+	x       *exch
+	rc      io.ReadCloser
+	spec    *verifySpec
+	buf     []byte
+	held    byte // the last byte read, not yet passed on
+	hasHeld bool
+	done    bool // upstream ended and the digest matched
+	err     error
+}
+
+func (b *verifyBody) Read(p []byte) (int, error) {
+	if b.err != nil || len(p) == 0 {
+		return 0, b.err
+	}
+	if b.done {
+		b.err = io.EOF
+		if b.hasHeld {
+			p[0], b.hasHeld = b.held, false
+			return 1, nil
+		}
+		return 0, io.EOF
+	}
+	if cap(b.buf) < len(p)+1 {
+		b.buf = make([]byte, len(p)+1)
+	}
+	buf, start := b.buf[:len(p)+1], 0
+	if b.hasHeld {
+		buf[0], start = b.held, 1
+	}
+	n, err := b.rc.Read(buf[start : start+len(p)])
+	b.spec.h.Write(buf[start : start+n])
+	total := start + n
+	b.hasHeld = total > 0
+	if b.hasHeld {
+		total--
+		b.held = buf[total]
+	}
+	switch {
+	case err == io.EOF:
+		if !bytes.Equal(b.spec.h.Sum(nil), b.spec.want) {
+			b.mismatch()
+			return 0, b.err
+		}
+		b.done = true
+	case err != nil:
+		b.err = err
+		return 0, err
+	}
+	return copy(p, buf[:total]), nil
+}
+
+// mismatch records the cut in the request's event: a denial naming the
+// digest the metadata gave.
+func (b *verifyBody) mismatch() {
+	x := b.x
+	v := x.v
+	v.Action, v.WouldDeny = policies.ActionDeny, false
+	v.Rule = policies.Rule{Name: ruleIntegrity}
+	v.Reason = fmt.Sprintf("%s: %s@%s does not match the registry's %s; the download was cut before its last byte",
+		codeIntegrity, x.pkg.Name, x.pkg.Version, b.spec.sri)
+	x.ev.setVerdict(v)
+	b.p.log.Warn("proxy: package integrity mismatch", "id", x.ev.e.ID, "sandbox", x.ev.e.Sandbox, "package", x.pkg.Name, "version", x.pkg.Version)
+	b.err = errIntegrity
+	x.ev.cut = true
+}
+
+func (b *verifyBody) Close() error { return b.rc.Close() }
