@@ -40,6 +40,7 @@ const (
 type gateState struct {
 	g    *policies.PackageGate // nil: only the denylist applies
 	adv  *policies.Advisories
+	lock *policies.LockSet // the category's lockfiles, nil when none
 	kind gateKind
 	mode policies.Mode
 	key  string // the version cache key: category|ecosystem|name
@@ -58,9 +59,9 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 	if cat == nil || cat.Kind != policies.KindRegistries || pkg.Ecosystem == "" || req.Method != http.MethodGet {
 		return nil
 	}
-	gs := &gateState{g: cat.Gate(), adv: p.advisories(), mode: cat.Mode,
+	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), mode: cat.Mode,
 		key: cat.Name + "|" + pkg.Ecosystem + "|" + pkg.Name}
-	if gs.g == nil && gs.adv.Len() == 0 {
+	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) {
 		return nil
 	}
 	switch {
@@ -106,7 +107,9 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	if a, ok := gs.adv.Match(pkg); ok {
 		return p.gateVerdict(x, req, gs.advVerdict(x.v, a))
 	}
+	locked := gs.lock.Digests(pkg)
 	if gs.g == nil || !ageGated(pkg.Ecosystem) {
+		p.expectIntegrity(x, req, pkgmeta.Version{}, locked)
 		return nil
 	}
 	ver := p.versionInfo(x, req, gs)
@@ -118,7 +121,7 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 		p.log.Warn("proxy: package gate failed open", "id", x.ev.e.ID, "sandbox", x.ev.e.Sandbox, "package", pkg.Name, "version", pkg.Version, "rule", gv.Rule.Name)
 	}
 	if gv.Action == policies.ActionAllow {
-		p.expectIntegrity(x, req, ver)
+		p.expectIntegrity(x, req, ver, locked)
 		return nil
 	}
 	v := x.v
@@ -238,6 +241,13 @@ func fmtTime(t time.Time) string {
 
 // gated is one version the gate judged on a metadata response.
 func (gs *gateState) judge(pkg policies.Package, vi policies.VersionInfo, now time.Time) (policies.GateVerdict, bool) {
+	if !gs.lock.Allows(pkg) {
+		gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: gs.lock.Rule(), Code: policies.CodeNotInLockfile, Reason: gs.lock.Reason(pkg)}
+		if gs.mode == policies.ModeAudit {
+			gv.Action, gv.WouldDeny = policies.ActionAudit, true
+		}
+		return gv, true
+	}
 	if a, ok := gs.adv.Match(pkg); ok {
 		gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: policies.Rule{Name: "packages.osv", Pos: policies.Position{File: a.File}},
 			Code: a.Code(), Reason: a.Code() + ": " + a.Summary}

@@ -49,7 +49,7 @@ var gatePy = []pkgreg.Package{
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test"}
 
 const gatePolicy = `version = 1
 

@@ -27,29 +27,83 @@ const codeIntegrity = "integrity_mismatch"
 
 var errIntegrity = errors.New("proxy: package integrity mismatch")
 
-// expectIntegrity arms the check for the version's artifact, when the
-// metadata names its digest.
-func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version) {
-	sri := ver.Integrity
-	if x.pkg.Ecosystem == "pypi" {
-		sri = ver.Files[path.Base(x.ev.e.HTTP.Path)]
-	}
-	if sri == "" || strings.HasSuffix(x.ev.e.HTTP.Path, "/json") {
+// expectIntegrity arms the check for the version's artifact: against
+// the lockfiles' digests when they list it, else the one the registry's
+// metadata names.
+func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version, locked []string) {
+	if strings.HasSuffix(x.ev.e.HTTP.Path, "/json") {
 		return
 	}
-	h, want, err := pkgmeta.ParseSRI(sri)
-	if err != nil {
+	sris := locked
+	if len(sris) == 0 {
+		sri := ver.Integrity
+		if x.pkg.Ecosystem == "pypi" {
+			sri = ver.Files[path.Base(x.ev.e.HTTP.Path)]
+		}
+		if sri != "" {
+			sris = []string{sri}
+		}
+	}
+	spec := newVerifySpec(sris)
+	if spec == nil {
 		return
 	}
-	x.evPkg.Integrity = sri
-	x.verify = &verifySpec{h: h, want: want, sri: sri}
+	x.evPkg.Integrity = spec.sri
+	x.verify = spec
 	req.Header.Set("Accept-Encoding", "identity") // the digest is of the bytes as published
 }
 
+// verifySpec is the digests an artifact may have (any one matches).
 type verifySpec struct {
-	h    hash.Hash
-	want []byte
-	sri  string
+	hashes map[string]hash.Hash
+	wants  []sriWant
+	sri    string // the digests, for the event
+}
+
+type sriWant struct {
+	alg string
+	sum []byte
+}
+
+func newVerifySpec(sris []string) *verifySpec {
+	spec := &verifySpec{hashes: map[string]hash.Hash{}}
+	var ok []string
+	for _, sri := range sris {
+		h, want, err := pkgmeta.ParseSRI(sri)
+		if err != nil {
+			continue
+		}
+		alg, _, _ := strings.Cut(sri, "-")
+		if spec.hashes[alg] == nil {
+			spec.hashes[alg] = h
+		}
+		spec.wants = append(spec.wants, sriWant{alg, want})
+		ok = append(ok, sri)
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	spec.sri = strings.Join(ok, " ")
+	return spec
+}
+
+func (s *verifySpec) write(b []byte) {
+	for _, h := range s.hashes {
+		h.Write(b)
+	}
+}
+
+func (s *verifySpec) matches() bool {
+	sums := map[string][]byte{}
+	for alg, h := range s.hashes {
+		sums[alg] = h.Sum(nil)
+	}
+	for _, w := range s.wants {
+		if bytes.Equal(sums[w.alg], w.sum) {
+			return true
+		}
+	}
+	return false
 }
 
 // verifyResponse wraps a download's body in the check.
@@ -101,7 +155,7 @@ func (b *verifyBody) Read(p []byte) (int, error) {
 		buf[0], start = b.held, 1
 	}
 	n, err := b.rc.Read(buf[start : start+len(p)])
-	b.spec.h.Write(buf[start : start+n])
+	b.spec.write(buf[start : start+n])
 	total := start + n
 	b.hasHeld = total > 0
 	if b.hasHeld {
@@ -110,7 +164,7 @@ func (b *verifyBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		if !bytes.Equal(b.spec.h.Sum(nil), b.spec.want) {
+		if !b.spec.matches() {
 			b.mismatch()
 			return 0, b.err
 		}

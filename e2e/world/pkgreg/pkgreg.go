@@ -92,6 +92,13 @@ func (r *Registry) add(p string, b []byte, tamper bool) {
 	r.files[p] = b
 }
 
+// Artifact is the artifact at path as the metadata's digests describe
+// it (before any Tamper), nil when there is none.
+func (r *Registry) Artifact(path string) []byte { return r.orig[path] }
+
+// NPMTarballPath is the path of an npm version's tarball.
+func NPMTarballPath(name, version string) string { return npmTarballPath(name, version) }
+
 // Published is when v was published.
 func (r *Registry) Published(v Version) time.Time { return r.built.Add(-v.Age).Truncate(time.Second) }
 
