@@ -209,16 +209,26 @@ func (l *loader) pkgList(m map[string]any, key, path string) []pkgPattern {
 // registries request: which versions the proxy hides from the metadata
 // (or, for a download, when it refuses the version) and by which rule.
 func gateNotes(v Verdict) []Consideration {
-	g := v.Cat.Gate()
 	pkg := v.Package
-	if g == nil || !v.Action.Allows() || pkg.Ecosystem == "" {
+	if v.Cat == nil || !v.Action.Allows() || pkg.Ecosystem == "" {
 		return nil
+	}
+	var out []Consideration
+	if lk := v.Cat.Lock(); lk.Locks(pkg.Ecosystem) {
+		if pkg.Version == "" {
+			out = append(out, Consideration{Rule: lk.rule, Outcome: "the proxy hides from this metadata the versions the lockfiles do not list (" + CodeNotInLockfile + ")"})
+		} else if d := lk.Digests(pkg); len(d) > 0 {
+			out = append(out, Consideration{Rule: lk.rule, Outcome: "the artifact must match the lockfiles' digest " + d[0] + " (integrity_mismatch)"})
+		}
+	}
+	g := v.Cat.Gate()
+	if g == nil {
+		return out
 	}
 	what := "hides from this metadata"
 	if pkg.Version != "" {
 		what = "refuses this download of"
 	}
-	var out []Consideration
 	if g.MinAge > 0 && (pkg.Ecosystem == "npm" || pkg.Ecosystem == "pypi") {
 		if pp := firstMatch(g.exempt, &pkg); pp != nil {
 			out = append(out, Consideration{Rule: pp.rule, Outcome: pkg.Name + " is exempt from min_release_age"})

@@ -44,6 +44,10 @@ func TestLockfileDecide(t *testing.T) {
 			t.Errorf("%s%s: %v by %s: %q", c.host, c.path, v.Action, v.Rule, v.Reason)
 		}
 	}
+	ex := p.Explain(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: "registry.example.test", Port: 443, Path: "/left-pad"})
+	if last := ex.Considered[len(ex.Considered)-1]; last.Rule.Name != "categories.registries.lockfiles" || !strings.Contains(last.Outcome, "not_in_lockfile") {
+		t.Errorf("explain: %+v", ex.Considered)
+	}
 	lk := p.Categories()[0].Lock()
 	if d := lk.Digests(Package{"pypi", "REQUESTS", "2.31.0"}); len(d) != 2 || !strings.HasPrefix(d[0], "sha256-") {
 		t.Errorf("requests digests %v", d)
