@@ -49,7 +49,7 @@ var gatePy = []pkgreg.Package{
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test"}
 
 const gatePolicy = `version = 1
 
@@ -79,6 +79,13 @@ kind = "registries"
 hosts = ["scripts.example.test"]
 ports = [REGPORT]
 install_scripts = "ask"
+
+[categories.routed]
+kind = "registries"
+hosts = ["routed.example.test"]
+ports = [REGPORT]
+routes = [{ methods = ["GET"], path = "/gate-demo/-/*" }]
+min_release_age = "72h"
 `
 
 type gateEnv struct {
@@ -510,5 +517,24 @@ func TestPackageGateTamperedArtifact(t *testing.T) {
 	e := g.httpEvent(t, "/gate-demo/-/gate-demo-1.1.0.tgz")
 	if resp.StatusCode != 200 || len(body) == 0 || !strings.HasPrefix(e.HTTP.Package.Integrity, "sha512-") || e.Verdict != "allow" {
 		t.Errorf("status %d, %d bytes, event %s integrity %q", resp.StatusCode, len(body), e.Verdict, e.HTTP.Package.Integrity)
+	}
+}
+
+// TestPackageGateLookupObeysPolicy: the metadata the gate fetches for a
+// download is decided by the sandbox's policy like the sandbox's own
+// requests: here the policy does not allow the packument, so no publish
+// time is known and the category fails closed.
+func TestPackageGateLookupObeysPolicy(t *testing.T) {
+	g := newGateEnv(t)
+	if resp, _ := g.get(t, g.regURL("routed.example.test", "/gate-demo"), ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the packument is allowed (%d): the test proves nothing", resp.StatusCode)
+	}
+	before := len(g.reg.Hits())
+	resp, body := g.get(t, g.regURL("routed.example.test", "/gate-demo/-/gate-demo-1.1.0.tgz"), "")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "no_publish_time: ") {
+		t.Errorf("status %d %s", resp.StatusCode, body)
+	}
+	if hits := g.reg.Hits()[before:]; len(hits) != 0 {
+		t.Errorf("the gate fetched what the policy denies: %+v", hits)
 	}
 }

@@ -199,6 +199,13 @@ func readMeta(resp *http.Response) ([]byte, error) {
 // the sandbox's upstream to the addresses checked for the request, with
 // the request's credentials.
 func (p *Proxy) sideFetch(x *exch, req *http.Request, path, accept string) ([]byte, string, error) {
+	// The sandbox's policy decides this request as if the sandbox sent
+	// it: the gate never reaches a path the sandbox could not.
+	v := x.sc.f.sb.Policy.Decide(policies.Request{Stage: policies.StageHTTP, Host: x.host, Port: x.port, Method: http.MethodGet,
+		Scheme: x.sc.scheme, Path: path, Accept: accept})
+	if !v.Action.Allows() {
+		return nil, "", fmt.Errorf("the policy denies it (%s: %s)", v.Rule.Name, v.Reason)
+	}
 	u, err := url.Parse(req.URL.Scheme + "://" + req.URL.Host + path)
 	if err != nil {
 		return nil, "", err
