@@ -563,6 +563,10 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 		host, _ := splitHostPort(r.Host)
 		pkg, ok, meta = c.readPackage(host, path)
 	}
+	if v := c.sdistDeny(pkg, path); ok && v != nil {
+		tr.add(v.Rule, "a source distribution the category refuses")
+		return *v, rankRuleDeny, true
+	}
 	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 && c.r.lock == nil || meta {
 		return Verdict{Package: pkg}, 0, false
 	}

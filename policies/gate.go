@@ -13,10 +13,11 @@ const (
 	CodeTooNew        = "package_too_new"
 	CodeNoPublishTime = "no_publish_time"
 	CodeInstallScript = "install_script"
+	CodeSdist         = "sdist"
 )
 
 // gateKeys are the registries keys of the package gate.
-var gateKeys = []string{"min_release_age", "release_age_exempt", "unknown_release_age", "install_scripts", "install_scripts_allow"}
+var gateKeys = []string{"min_release_age", "release_age_exempt", "unknown_release_age", "install_scripts", "install_scripts_allow", "sdists", "sdists_allow"}
 
 // PackageGate is a registries category's per-version rules: the release
 // age, what to do without a publish time, and npm install scripts. The
@@ -31,6 +32,9 @@ type PackageGate struct {
 	scripts      Action // ActionAllow, ActionDeny or ActionAsk
 	scriptsRule  Rule
 	scriptsAllow []pkgPattern
+	denySdists   bool // PyPI source distributions refused
+	sdistsRule   Rule
+	sdistsAllow  []pkgPattern
 	mode         Mode
 }
 
@@ -186,6 +190,17 @@ func (l *loader) gateKeys(c *Category, m map[string]any) {
 		}
 	}
 	g.scriptsAllow = l.pkgList(m, "install_scripts_allow", path)
+	g.sdistsRule = l.rule(joinPath(path, "sdists"))
+	if s, ok := l.str(m, "sdists", path); ok {
+		switch s {
+		case "allow":
+		case "deny":
+			g.denySdists = true
+		default:
+			l.errf(joinPath(path, "sdists"), "%q: want \"allow\" (the default) or \"deny\"", s)
+		}
+	}
+	g.sdistsAllow = l.pkgList(m, "sdists_allow", path)
 	c.r.gate = g
 }
 
@@ -263,4 +278,37 @@ func firstMatch(list []pkgPattern, pkg *Package) *pkgPattern {
 		}
 	}
 	return nil
+}
+
+// IsSdist reports whether a PyPI file name is a source distribution
+// (built, and its code run, on install): .tar.gz, .tar.bz2, .tgz, .zip.
+func IsSdist(filename string) bool {
+	for _, ext := range []string{".tar.gz", ".tar.bz2", ".tgz", ".zip"} {
+		if strings.HasSuffix(strings.ToLower(filename), ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeniesSdists reports whether the gate refuses pkg's source
+// distributions (sdists = "deny" and pkg not in sdists_allow).
+func (g *PackageGate) DeniesSdists(pkg Package) bool {
+	return g != nil && g.denySdists && pkg.Ecosystem == "pypi" && !matchAny(g.sdistsAllow, &pkg)
+}
+
+// SdistsRule is the rule that refuses source distributions.
+func (g *PackageGate) SdistsRule() Rule { return g.sdistsRule }
+
+// sdistDeny is the verdict on a PyPI download of a source distribution
+// the category refuses, nil when it does not.
+func (c *Category) sdistDeny(pkg Package, p string) *Verdict {
+	g := c.r.gate
+	if pkg.Version == "" || !g.DeniesSdists(pkg) || !IsSdist(p) {
+		return nil
+	}
+	v := catVerdict(c, ActionDeny, g.sdistsRule, CodeSdist+": "+pkg.Name+"@"+pkg.Version+" is a source distribution, built on install; "+
+		c.r.path+".sdists refuses them (list the package in sdists_allow, or use a wheel)")
+	v.Package = pkg
+	return &v
 }

@@ -154,3 +154,31 @@ install_scripts = "ask"
 		t.Errorf("exempt:\n%s", got)
 	}
 }
+
+func TestSdists(t *testing.T) {
+	p, err := Parse("g.toml", []byte(`version = 1
+[categories.registries]
+hosts = ["pypi.pkg.example.test"]
+sdists = "deny"
+sdists_allow = ["pypi:Legacy_Tool"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]Action{
+		"/packages/aa/demo-1.0.tar.gz":                    ActionDeny,
+		"/packages/aa/demo-1.0.zip":                       ActionDeny,
+		"/packages/aa/demo-1.0-py3-none-any.whl":          ActionAllow,
+		"/packages/aa/legacy-tool-2.0.tar.gz":             ActionAllow,
+		"/simple/demo/":                                   ActionAllow,
+		"/packages/aa/demo-1.0-py3-none-any.whl.metadata": ActionAllow,
+	} {
+		v := p.Decide(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: "pypi.pkg.example.test", Port: 443, Path: path})
+		if v.Action != want || want == ActionDeny && (v.Rule.Name != "categories.registries.sdists" || !strings.HasPrefix(v.Reason, "sdist: demo@1.0 is a source distribution")) {
+			t.Errorf("%s: %v by %s: %q", path, v.Action, v.Rule, v.Reason)
+		}
+	}
+	if _, err := Parse("g.toml", []byte("version = 1\n[categories.registries]\nhosts = [\"r.example.test\"]\nsdists = \"never\"\n")); err == nil || !strings.Contains(err.Error(), `categories.registries.sdists: "never": want "allow"`) {
+		t.Errorf("bad sdists: %v", err)
+	}
+}

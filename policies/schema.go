@@ -97,6 +97,8 @@ var keyTypes = map[string]map[string]schema{
 		"release_age_exempt":    strList("registries: packages (eco:name[constraint]) the release-age gate does not apply to"),
 		"unknown_release_age":   enum("registries: a version without a publish time is allowed (with a warning) or denied (default)", []string{"allow", "deny"}),
 		"install_scripts":       enum("registries: npm versions with install scripts are allowed (default), denied or held for approval", []string{"allow", "ask", "deny"}),
+		"sdists":                enum("registries: PyPI source distributions (built on install) are allowed (default) or hidden and denied", []string{"allow", "deny"}),
+		"sdists_allow":          strList("registries: packages (pypi:name[constraint]) whose source distributions are allowed"),
 		"lockfiles":             strList("registries: package-lock.json or requirements.txt (with --hash) files, relative to the policy; versions they do not list are denied (not_in_lockfile) and artifacts must match their digests"),
 		"install_scripts_allow": strList("registries: packages (eco:name[constraint]) whose install scripts are allowed"),
 		"paths":                 strList("webhooks: the exact URL paths hooks are posted to"),

@@ -46,10 +46,11 @@ var gateNPM = []pkgreg.Package{
 var gatePy = []pkgreg.Package{
 	{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "2.0.0", Age: time.Hour}}},
 	{Name: "gate-tampered", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Tamper: true}}},
+	{Name: "gate-src", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Sdist: true}, {Version: "1.1.0", Age: 10 * day, Sdist: true, NoWheel: true}}},
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test", "sdist.example.test"}
 
 const gatePolicy = `version = 1
 
@@ -86,6 +87,12 @@ hosts = ["routed.example.test"]
 ports = [REGPORT]
 routes = [{ methods = ["GET"], path = "/gate-demo/-/*" }]
 min_release_age = "72h"
+
+[categories.sdists]
+kind = "registries"
+hosts = ["sdist.example.test"]
+ports = [REGPORT]
+sdists = "deny"
 `
 
 type gateEnv struct {
@@ -536,5 +543,41 @@ func TestPackageGateLookupObeysPolicy(t *testing.T) {
 	}
 	if hits := g.reg.Hits()[before:]; len(hits) != 0 {
 		t.Errorf("the gate fetched what the policy denies: %+v", hits)
+	}
+}
+
+// TestPackageGateSdists: with sdists = "deny" the index lists no source
+// distribution and a download of one is refused; pip installs the
+// newest version that has a wheel.
+func TestPackageGateSdists(t *testing.T) {
+	g := newGateEnv(t)
+	for _, accept := range []string{"text/html", "application/vnd.pypi.simple.v1+json"} {
+		_, body := g.get(t, g.regURL("sdist.example.test", "/simple/gate-src/"), accept)
+		if strings.Contains(body, ".tar.gz") || !strings.Contains(body, pkgreg.WheelName("gate-src", "1.0.0")) {
+			t.Errorf("%s: %s", accept, body)
+		}
+	}
+	if e := g.hostEvent(t, "sdist.example.test", "/simple/gate-src/"); !strings.HasPrefix(gatedVersions(e)["1.1.0"], "sdist: gate-src-1.1.0.tar.gz") {
+		t.Errorf("gated %v", gatedVersions(e))
+	}
+	_, body := g.get(t, g.regURL("sdist.example.test", "/pypi/gate-src/json"), "")
+	if strings.Contains(body, ".tar.gz") {
+		t.Errorf("pypi json: %s", body)
+	}
+	p := "/packages/" + pkgreg.SdistName("gate-src", "1.1.0")
+	resp, body := g.get(t, g.regURL("sdist.example.test", p), "")
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderRule) != "categories.sdists.sdists" || !strings.Contains(body, "sdist: gate-src@1.1.0 is a source distribution") {
+		t.Errorf("sdist download: %d %q %s", resp.StatusCode, resp.Header.Get(HeaderRule), body)
+	}
+	requireTool(t, "python3", "-m", "pip", "--version")
+	target := filepath.Join(g.dir, "py")
+	out, err := g.run(t, g.dir, "python3", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
+		"--target", target, "--index-url", g.regURL("sdist.example.test", "/simple/"), "--proxy", "http://"+g.explicit,
+		"--cert", filepath.Join(g.dir, "ca.pem"), "gate-src")
+	if err != nil {
+		t.Fatalf("pip install: %v\n%s", err, out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(target, "gate_src-1.0.0.dist-info")); len(m) != 1 {
+		t.Errorf("pip did not install gate-src 1.0.0 from its wheel:\n%s", out)
 	}
 }

@@ -40,8 +40,25 @@ func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *h
 		return p.metaRefusal(x, req, err)
 	}
 	hidden := p.judgeAll(x, gs, p.times.put(gs.key, vs))
-	if len(hidden) > 0 {
-		if body, err = rewriteMeta(gs.kind, ctype, body, hidden); err != nil {
+	sdists := gs.kind != gateNPMMeta && gs.g.DeniesSdists(x.pkg)
+	if len(hidden) > 0 || sdists {
+		seen := map[string]bool{}
+		hideFile := func(f string) bool {
+			if hidden[pkgmeta.FileVersion(f)] {
+				return true
+			}
+			if sdists && policies.IsSdist(f) {
+				if seen[f] {
+					return true
+				}
+				seen[f] = true
+				recordGated(&x.evPkg, pkgmeta.FileVersion(f), policies.VersionInfo{}, policies.GateVerdict{Rule: gs.g.SdistsRule(),
+					Reason: policies.CodeSdist + ": " + f + " is a source distribution (sdists = \"deny\")"})
+				return true
+			}
+			return false
+		}
+		if body, err = rewriteMeta(gs.kind, ctype, body, hidden, hideFile); err != nil {
 			return p.metaRefusal(x, req, err)
 		}
 		resp.Header.Del("ETag")
@@ -151,16 +168,16 @@ func (p *Proxy) judgeAll(x *exch, gs *gateState, vs map[string]pkgmeta.Version) 
 	return hidden
 }
 
-func rewriteMeta(kind gateKind, ctype string, body []byte, hidden map[string]bool) ([]byte, error) {
+func rewriteMeta(kind gateKind, ctype string, body []byte, hidden map[string]bool, hideFile func(string) bool) ([]byte, error) {
 	switch {
 	case kind == gateNPMMeta:
 		return pkgmeta.RewriteNPM(body, hidden)
 	case kind == gatePyJSON:
-		return pkgmeta.RewritePyPIJSON(body, hidden)
+		return pkgmeta.RewritePyPIJSONFiles(body, hidden, hideFile)
 	case isSimpleJSON(ctype):
-		return pkgmeta.RewriteSimpleJSON(body, hidden)
+		return pkgmeta.RewriteSimpleJSONFiles(body, hidden, hideFile)
 	}
-	return pkgmeta.RewriteSimpleHTML(body, hidden)
+	return pkgmeta.RewriteSimpleHTMLFiles(body, hideFile)
 }
 
 func (p *Proxy) metaRefusal(x *exch, req *http.Request, err error) *http.Response {

@@ -27,6 +27,9 @@ func WheelName(name, version string) string {
 	return strings.ReplaceAll(Normalize(name), "-", "_") + "-" + version + "-py3-none-any.whl"
 }
 
+// SdistName is the source distribution file name of a project's version.
+func SdistName(name, version string) string { return Normalize(name) + "-" + version + ".tar.gz" }
+
 // Module is the module a project's wheel installs.
 func Module(name string) string { return strings.ReplaceAll(Normalize(name), "-", "_") }
 

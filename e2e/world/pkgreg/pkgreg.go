@@ -26,6 +26,20 @@ type Version struct {
 	Deps    map[string]string // npm dependencies
 	Tamper  bool              // the artifact served is not the one the metadata's digests are of
 	Pad     int               // npm: bytes of incompressible padding in the tarball
+	Sdist   bool              // PyPI: a source distribution (NAME-VER.tar.gz) besides the wheel
+	NoWheel bool              // PyPI: no wheel (with Sdist: a source-only release)
+}
+
+// pyFiles are the file names of a PyPI version.
+func pyFiles(name string, v Version) []string {
+	var out []string
+	if !v.NoWheel {
+		out = append(out, WheelName(name, v.Version))
+	}
+	if v.Sdist {
+		out = append(out, SdistName(name, v.Version))
+	}
+	return out
 }
 
 // Package is a package and its versions; Latest is npm's dist-tags.latest
@@ -76,7 +90,12 @@ func New(baseURL string, npm, py []Package) (*Registry, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.add("/packages/"+WheelName(p.Name, v.Version), whl, v.Tamper)
+			if !v.NoWheel {
+				r.add("/packages/"+WheelName(p.Name, v.Version), whl, v.Tamper)
+			}
+			if v.Sdist {
+				r.add("/packages/"+SdistName(p.Name, v.Version), append([]byte("sdist of "), whl...), v.Tamper)
+			}
 		}
 	}
 	return r, nil
@@ -186,12 +205,13 @@ func (r *Registry) simple(rw http.ResponseWriter, name, accept string) {
 		var files []map[string]any
 		var vs []string
 		for _, v := range p.Versions {
-			fn := WheelName(p.Name, v.Version)
-			f := map[string]any{"filename": fn, "url": "/packages/" + fn, "hashes": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
-			if !v.NoTime {
-				f["upload-time"] = r.Published(v).Format(time.RFC3339)
+			for _, fn := range pyFiles(p.Name, v) {
+				f := map[string]any{"filename": fn, "url": "/packages/" + fn, "hashes": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
+				if !v.NoTime {
+					f["upload-time"] = r.Published(v).Format(time.RFC3339)
+				}
+				files = append(files, f)
 			}
-			files = append(files, f)
 			vs = append(vs, v.Version)
 		}
 		writeJSON(rw, "application/vnd.pypi.simple.v1+json", map[string]any{"meta": map[string]string{"api-version": "1.1"},
@@ -201,8 +221,9 @@ func (r *Registry) simple(rw http.ResponseWriter, name, accept string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.0\"><title>Links for %s</title></head><body>\n<h1>Links for %s</h1>\n", name, name)
 	for _, v := range p.Versions {
-		fn := WheelName(p.Name, v.Version)
-		fmt.Fprintf(&b, "<a href=\"/packages/%s#sha256=%s\">%s</a><br/>\n", fn, sha256Hex(r.orig["/packages/"+fn]), fn)
+		for _, fn := range pyFiles(p.Name, v) {
+			fmt.Fprintf(&b, "<a href=\"/packages/%s#sha256=%s\">%s</a><br/>\n", fn, sha256Hex(r.orig["/packages/"+fn]), fn)
+		}
 	}
 	b.WriteString("</body></html>\n")
 	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -218,14 +239,17 @@ func (r *Registry) pypiJSON(rw http.ResponseWriter, name string) {
 	releases := map[string]any{}
 	var urls []map[string]any
 	for _, v := range p.Versions {
-		fn := WheelName(p.Name, v.Version)
-		f := map[string]any{"filename": fn, "url": r.base + "/packages/" + fn, "digests": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
-		if !v.NoTime {
-			f["upload_time_iso_8601"] = r.Published(v).Format(time.RFC3339)
+		var files []map[string]any
+		for _, fn := range pyFiles(p.Name, v) {
+			f := map[string]any{"filename": fn, "url": r.base + "/packages/" + fn, "digests": map[string]string{"sha256": sha256Hex(r.orig["/packages/"+fn])}}
+			if !v.NoTime {
+				f["upload_time_iso_8601"] = r.Published(v).Format(time.RFC3339)
+			}
+			files = append(files, f)
 		}
-		releases[v.Version] = []map[string]any{f}
+		releases[v.Version] = files
 		if v.Version == r.latest(p) {
-			urls = []map[string]any{f}
+			urls = files
 		}
 	}
 	writeJSON(rw, "application/json", map[string]any{"info": map[string]any{"name": p.Name, "version": r.latest(p)},

@@ -96,6 +96,17 @@ func (a versionAcc) list() []Version {
 // RewriteSimpleJSON removes the files of hidden versions from a PEP 691
 // project page, and the versions from its PEP 700 "versions" list.
 func RewriteSimpleJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
+	return RewriteSimpleJSONFiles(doc, hidden, byVersion(hidden))
+}
+
+// byVersion hides the files of hidden versions.
+func byVersion(hidden map[string]bool) func(string) bool {
+	return func(f string) bool { return hidden[FileVersion(f)] }
+}
+
+// RewriteSimpleJSONFiles removes the files hideFile names and the
+// hidden versions from a PEP 691 project page.
+func RewriteSimpleJSONFiles(doc []byte, hidden map[string]bool, hideFile func(string) bool) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
 		return nil, fmt.Errorf("pypi simple json: not a JSON object: %v", err)
@@ -112,7 +123,7 @@ func RewriteSimpleJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
 		if err := json.Unmarshal(raw, &f); err != nil {
 			return nil, fmt.Errorf("pypi simple json: files: %w", err)
 		}
-		if !hidden[FileVersion(f.Filename)] {
+		if !hideFile(f.Filename) {
 			kept = append(kept, raw)
 		}
 	}
@@ -141,6 +152,11 @@ func RewriteSimpleJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
 // RewriteSimpleHTML removes the links to files of hidden versions from a
 // PEP 503 project page; everything else is copied byte for byte.
 func RewriteSimpleHTML(doc []byte, hidden map[string]bool) ([]byte, error) {
+	return RewriteSimpleHTMLFiles(doc, byVersion(hidden))
+}
+
+// RewriteSimpleHTMLFiles removes the links to the files hideFile names.
+func RewriteSimpleHTMLFiles(doc []byte, hideFile func(string) bool) ([]byte, error) {
 	z := html.NewTokenizer(bytes.NewReader(doc))
 	var out bytes.Buffer
 	skip := false
@@ -156,11 +172,11 @@ func RewriteSimpleHTML(doc []byte, hidden map[string]bool) ([]byte, error) {
 		name, _ := z.TagName()
 		switch {
 		case tt == html.SelfClosingTagToken && string(name) == "a":
-			if hidden[FileVersion(hrefFile(z))] {
+			if hideFile(hrefFile(z)) {
 				continue
 			}
 		case tt == html.StartTagToken && string(name) == "a":
-			skip = hidden[FileVersion(hrefFile(z))]
+			skip = hideFile(hrefFile(z))
 		case tt == html.EndTagToken && string(name) == "a" && skip:
 			skip = false
 			continue
@@ -230,6 +246,12 @@ func PyPIJSONVersions(doc []byte) ([]Version, error) {
 // document; when info.version is hidden, it becomes the newest release
 // left and "urls" (that version's files) is emptied.
 func RewritePyPIJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
+	return RewritePyPIJSONFiles(doc, hidden, nil)
+}
+
+// RewritePyPIJSONFiles is RewritePyPIJSON that also removes the files
+// hideFile names (nil: none) from every release and from "urls".
+func RewritePyPIJSONFiles(doc []byte, hidden map[string]bool, hideFile func(string) bool) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
 		return nil, fmt.Errorf("pypi json: not a JSON object: %v", err)
@@ -242,7 +264,23 @@ func RewritePyPIJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
 		for v := range hidden {
 			delete(rel, v)
 		}
+		if hideFile != nil {
+			for v, raw := range rel {
+				kept, err := filterFiles(raw, hideFile)
+				if err != nil {
+					return nil, fmt.Errorf("pypi json: releases[%q]: %w", v, err)
+				}
+				rel[v] = kept
+			}
+		}
 		top["releases"], _ = json.Marshal(rel)
+	}
+	if raw, ok := top["urls"]; ok && hideFile != nil {
+		kept, err := filterFiles(raw, hideFile)
+		if err != nil {
+			return nil, fmt.Errorf("pypi json: urls: %w", err)
+		}
+		top["urls"] = kept
 	}
 	if raw, ok := top["info"]; ok {
 		var info map[string]json.RawMessage
@@ -302,4 +340,24 @@ func SimpleHTMLFiles(doc []byte) map[string]string {
 			}
 		}
 	}
+}
+
+// filterFiles removes the files hideFile names from a JSON list of
+// {"filename": …} objects.
+func filterFiles(raw json.RawMessage, hideFile func(string) bool) (json.RawMessage, error) {
+	var files []json.RawMessage
+	if err := json.Unmarshal(raw, &files); err != nil {
+		return nil, err
+	}
+	kept := []json.RawMessage{}
+	for _, f := range files {
+		var pf pypiFile
+		if err := json.Unmarshal(f, &pf); err != nil {
+			return nil, err
+		}
+		if !hideFile(pf.Filename) {
+			kept = append(kept, f)
+		}
+	}
+	return json.Marshal(kept)
 }
