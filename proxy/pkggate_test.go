@@ -581,3 +581,21 @@ func TestPackageGateSdists(t *testing.T) {
 		t.Errorf("pip did not install gate-src 1.0.0 from its wheel:\n%s", out)
 	}
 }
+
+// TestPackageGateRangeNotVerifiable: a checked download is asked for
+// whole (the client's Range is dropped), and a partial answer the
+// digest cannot cover is refused.
+func TestPackageGateRangeNotVerifiable(t *testing.T) {
+	g := newGateEnv(t)
+	req, _ := http.NewRequest(http.MethodGet, g.regURL("registry.example.test", "/gate-demo/-/gate-demo-1.1.0.tgz"), nil)
+	req.Header.Set("Range", "bytes=0-9")
+	resp, err := g.explicitClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := g.reg.Artifact(pkgreg.NPMTarballPath("gate-demo", "1.1.0")); resp.StatusCode != 200 || len(body) != len(want) {
+		t.Errorf("status %d, %d bytes: want the whole, checked artifact (%d bytes)", resp.StatusCode, len(body), len(want))
+	}
+}

@@ -51,6 +51,8 @@ func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version,
 	x.evPkg.Integrity = spec.sri
 	x.verify = spec
 	req.Header.Set("Accept-Encoding", "identity") // the digest is of the bytes as published
+	req.Header.Del("Range")                       // and of all of them
+	req.Header.Del("If-Range")
 }
 
 // verifySpec is the digests an artifact may have (any one matches).
@@ -108,6 +110,12 @@ func (s *verifySpec) matches() bool {
 
 // verifyResponse wraps a download's body in the check.
 func (p *Proxy) verifyResponse(x *exch, resp *http.Response) *http.Response {
+	if resp.StatusCode/100 == 2 && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		v := internalDeny(ruleIntegrity, fmt.Sprintf("%s: the registry answered %d, not the whole artifact: its digest cannot be checked", codeIntegrity, resp.StatusCode))
+		v.Category, v.Kind = x.v.Category, x.v.Kind
+		return p.refuse(&x.ev, resp.Request, http.StatusBadGateway, v)
+	}
 	if resp.StatusCode != http.StatusOK || !hasBody(resp, resp.Request) && resp.Request != nil {
 		return resp
 	}

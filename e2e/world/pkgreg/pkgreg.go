@@ -7,6 +7,7 @@
 package pkgreg
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -142,7 +143,8 @@ func (r *Registry) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	switch {
 	case r.files[p] != nil:
 		rw.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = rw.Write(r.files[p])
+		http.ServeContent(rw, req, path.Base(p), r.built, bytes.NewReader(r.files[p])) // Range honoured
+
 	case strings.HasPrefix(p, "/simple/"):
 		r.simple(rw, Normalize(strings.TrimPrefix(p, "/simple/")), accept)
 	case strings.HasPrefix(p, "/pypi/") && strings.HasSuffix(p, "/json"):
