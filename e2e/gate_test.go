@@ -34,6 +34,20 @@ func (s *scenario) gateSteps(npmReg, pypi string) {
 			return expect(strings.Contains(r.stdout, "package_too_new: gate-demo@2.0.0 was published "), "the refusal does not name package_too_new and the publish time",
 				len(got) == 0, "the registry served the too-new tarball:\n"+records(got))
 		})
+	s.step("npm install skips the version the appliance's malicious-package advisory names",
+		"cd /tmp/gateproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-mal && node -e 'console.log(require(\"gate-mal\"))'",
+		func(r result) []string {
+			return expect(r.code == 0, "npm install failed",
+				strings.Contains(r.stdout, "gate-mal@1.0.0"), "npm did not install gate-mal@1.0.0 (1.0.1 is "+world.GatedAdvisoryID+")")
+		})
+	s.refusal("a direct download of a malicious version is refused naming the advisory",
+		"curl -sS -m 20 "+npmReg+"gate-mal/-/gate-mal-1.0.1.tgz",
+		[]string{"osv:" + world.GatedAdvisoryID},
+		func(r result, wmark uint64) []string {
+			got := s.w.Since(wmark, world.ByRole(world.RoleNPM), world.Containing("gate-mal-1.0.1.tgz"))
+			return expect(strings.Contains(r.stdout, "osv:"+world.GatedAdvisoryID), "the refusal does not name the advisory",
+				len(got) == 0, "the registry served the malicious tarball:\n"+records(got))
+		})
 	if r, _ := s.sb.run(context.Background(), "python3 -m pip --version", nil); r.code != 0 {
 		return // the pip steps above already skipped with the reason
 	}

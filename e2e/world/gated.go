@@ -16,6 +16,7 @@ var (
 	GatedNPM = []pkgreg.Package{
 		{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * 24 * time.Hour},
 			{Version: "1.1.0", Age: 10 * 24 * time.Hour}, {Version: "2.0.0", Age: time.Hour}}},
+		{Name: "gate-mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * 24 * time.Hour}, {Version: "1.0.1", Age: 20 * 24 * time.Hour}}},
 	}
 	GatedPy = []pkgreg.Package{
 		{Name: "gate-demo", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * 24 * time.Hour}, {Version: "2.0.0", Age: time.Hour}}},
@@ -37,3 +38,13 @@ func withGated(h http.Handler, baseURL string, npm, py []pkgreg.Package) (http.H
 		h.ServeHTTP(rw, r)
 	}), nil
 }
+
+// GatedAdvisoryID is the malicious-package advisory the e2e appliance
+// loads ([packages] osv): it names gate-mal 1.0.1. A test fixture in the
+// shape of the OpenSSF malicious-packages records.
+const GatedAdvisoryID = "MAL-2026-0900"
+
+// GatedAdvisory is its OSV record.
+const GatedAdvisory = `{"schema_version": "1.5.0", "id": "MAL-2026-0900", "summary": "Malicious code in gate-mal (npm)",
+ "affected": [{"package": {"ecosystem": "npm", "name": "gate-mal"}, "versions": ["1.0.1"]}]}
+`
