@@ -61,22 +61,33 @@ func (nv *npmVersion) integrity() string {
 }
 
 // NPMVersions lists the versions of a packument (full or abbreviated)
-// with their publish times (from "time") and install scripts, in one
-// pass over the document.
+// with their publish times (from "time"), install scripts and digests.
+// Top-level keys match exactly, as npm reads them. Only the values it
+// reads are checked to be valid JSON (RewriteNPM checks the whole).
 func NPMVersions(doc []byte) ([]Version, error) {
 	if !isObject(doc) {
 		return nil, errors.New("npm packument: not a JSON object")
 	}
-	var d struct {
-		Versions map[string]npmVersion `json:"versions"`
-		Time     map[string]any        `json:"time"`
-	}
-	if err := json.Unmarshal(doc, &d); err != nil {
+	top, _, err := members(doc, skipSpace(doc, 0))
+	if err != nil {
 		return nil, fmt.Errorf("npm packument: %w", err)
 	}
-	out := make([]Version, 0, len(d.Versions))
-	for v, nv := range d.Versions {
-		s, _ := d.Time[v].(string)
+	versions, times := map[string]npmVersion{}, map[string]any{}
+	for _, m := range top {
+		var err error
+		switch m.key {
+		case "versions":
+			err = json.Unmarshal(doc[m.valStart:m.end], &versions)
+		case "time":
+			err = json.Unmarshal(doc[m.valStart:m.end], &times)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("npm packument: %s: %w", m.key, err)
+		}
+	}
+	out := make([]Version, 0, len(versions))
+	for v, nv := range versions {
+		s, _ := times[v].(string)
 		out = append(out, Version{Version: v, Published: parseTime(s), InstallScript: nv.installs(), Integrity: nv.integrity()})
 	}
 	return out, nil
@@ -106,106 +117,132 @@ func (nv *npmVersion) installs() bool {
 	return false
 }
 
-func npmParse(doc []byte) (map[string]json.RawMessage, map[string]json.RawMessage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &top); err != nil {
-		return nil, nil, fmt.Errorf("npm packument: %w", err)
-	}
-	if top == nil {
-		return nil, nil, errors.New("npm packument: not a JSON object")
-	}
-	var versions map[string]json.RawMessage
-	if raw, ok := top["versions"]; ok {
-		if err := json.Unmarshal(raw, &versions); err != nil {
-			return nil, nil, fmt.Errorf("npm packument: versions: %w", err)
-		}
-	}
-	return top, versions, nil
-}
-
 // RewriteNPM removes the hidden versions from a packument: from
 // "versions" and "time", and from "dist-tags", where "latest" moves to
 // the newest version left that is not a pre-release (else the newest
-// left) and any other tag naming a hidden version is dropped.
+// left) and any other tag naming a hidden version is dropped. Everything
+// else is copied byte for byte.
 func RewriteNPM(doc []byte, hidden map[string]bool) ([]byte, error) {
-	top, versions, err := npmParse(doc)
+	if !isObject(doc) || !json.Valid(doc) {
+		return nil, errors.New("npm packument: not a JSON object")
+	}
+	top, _, err := members(doc, skipSpace(doc, 0))
+	if err != nil {
+		return nil, fmt.Errorf("npm packument: %w", err)
+	}
+	drop := func(k string) bool { return hidden[k] }
+	var edits []edit
+	left := map[string]json.RawMessage{}
+	var tags *member
+	for i := range top {
+		m := &top[i]
+		switch m.key {
+		case "versions", "time":
+			e, kept, err := dropIn(doc, m, drop)
+			if err != nil {
+				return nil, fmt.Errorf("npm packument: %s: %w", m.key, err)
+			}
+			if e != nil {
+				edits = append(edits, *e)
+			}
+			if m.key == "versions" {
+				for _, k := range kept {
+					left[k] = nil
+				}
+			}
+		case "dist-tags":
+			tags = m
+		}
+	}
+	var raw json.RawMessage
+	if tags != nil {
+		raw = doc[tags.valStart:tags.end]
+	}
+	newTags, err := npmTags(raw, left, hidden)
 	if err != nil {
 		return nil, err
 	}
-	for v := range hidden {
-		delete(versions, v)
+	if tags != nil {
+		edits = append(edits, edit{tags.valStart, tags.end, newTags})
+	} else {
+		end := len(doc) - len(trimSpaceRight(doc))
+		at := len(doc) - end - 1 // the closing brace
+		sep := ","
+		if len(top) == 0 {
+			sep = ""
+		}
+		edits = append(edits, edit{at, at, append([]byte(sep+`"dist-tags":`), newTags...)})
 	}
-	if top["versions"] != nil {
-		top["versions"] = marshalRaw(versions)
-	}
-	if err := npmTimes(top, hidden); err != nil {
-		return nil, err
-	}
-	if err := npmTags(top, versions, hidden); err != nil {
-		return nil, err
-	}
-	return marshalRaw(top), nil
+	return applyEdits(doc, edits), nil
 }
 
-// marshalRaw writes an object of values that are valid JSON already
-// (they come from Unmarshal), without encoding/json compacting each
-// again; keys are sorted.
-func marshalRaw(m map[string]json.RawMessage) []byte {
-	keys := make([]string, 0, len(m))
-	n := 2
-	for k, v := range m {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 8
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// dropIn rewrites the object value of m without the members drop names;
+// it returns no edit when nothing is dropped (or the value is null), and
+// the keys kept.
+func dropIn(doc []byte, m *member, drop func(string) bool) (*edit, []string, error) {
+	if string(doc[m.valStart:m.end]) == "null" {
+		return nil, nil, nil
 	}
-	sort.Strings(keys)
-	b := make([]byte, 0, n)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		kb, _ := json.Marshal(k) // a string always marshals
-		b = append(append(b, kb...), ':')
-		if v := m[k]; v != nil {
-			b = append(b, v...)
+	ms, _, err := members(doc, m.valStart)
+	if err != nil {
+		return nil, nil, err
+	}
+	var kept []string
+	dropped := false
+	for _, x := range ms {
+		if drop(x.key) {
+			dropped = true
 		} else {
-			b = append(b, "null"...)
+			kept = append(kept, x.key)
 		}
 	}
-	return append(b, '}')
+	if !dropped {
+		return nil, kept, nil
+	}
+	return &edit{m.valStart, m.end, dropMembers(doc, ms, drop)}, kept, nil
 }
 
-func npmTimes(top map[string]json.RawMessage, hidden map[string]bool) error {
-	raw, ok := top["time"]
-	if !ok {
-		return nil
+func applyEdits(doc []byte, edits []edit) []byte {
+	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	out := make([]byte, 0, len(doc))
+	at := 0
+	for _, e := range edits {
+		out = append(append(out, doc[at:e.start]...), e.repl...)
+		at = e.end
 	}
-	var t map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return fmt.Errorf("npm packument: time: %w", err)
-	}
-	for v := range hidden {
-		delete(t, v)
-	}
-	var err error
-	top["time"], err = json.Marshal(t)
-	return err
+	return append(out, doc[at:]...)
 }
 
-func npmTags(top, versions map[string]json.RawMessage, hidden map[string]bool) error {
+func trimSpaceRight(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// npmTags fixes dist-tags (raw, nil when absent) for the versions left.
+func npmTags(raw json.RawMessage, versions map[string]json.RawMessage, hidden map[string]bool) ([]byte, error) {
 	tags := map[string]json.RawMessage{}
-	if raw, ok := top["dist-tags"]; ok {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &tags); err != nil {
-			return fmt.Errorf("npm packument: dist-tags: %w", err)
+			return nil, fmt.Errorf("npm packument: dist-tags: %w", err)
+		}
+		if tags == nil {
+			tags = map[string]json.RawMessage{}
 		}
 	}
 	var was string
-	if raw, ok := tags["latest"]; ok {
-		_ = json.Unmarshal(raw, &was)
+	if r, ok := tags["latest"]; ok {
+		_ = json.Unmarshal(r, &was)
 	}
-	for tag, raw := range tags {
+	for tag, r := range tags {
 		var v string
-		if json.Unmarshal(raw, &v) != nil || hidden[v] {
+		if json.Unmarshal(r, &v) != nil || hidden[v] {
 			delete(tags, tag)
 		}
 	}
@@ -214,9 +251,7 @@ func npmTags(top, versions map[string]json.RawMessage, hidden map[string]bool) e
 			tags["latest"], _ = json.Marshal(best)
 		}
 	}
-	var err error
-	top["dist-tags"], err = json.Marshal(tags)
-	return err
+	return json.Marshal(tags)
 }
 
 // newest is the highest version that is not a pre-release and not above
