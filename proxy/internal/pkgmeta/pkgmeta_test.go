@@ -189,3 +189,18 @@ func TestCompareSemver(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteNPMInPlace: members are found past strings holding quotes
+// and braces, duplicates are all rewritten, the rest is kept byte for
+// byte, and a missing dist-tags is added.
+func TestRewriteNPMInPlace(t *testing.T) {
+	doc := `{ "readme" : "a \"}{\" b\\" , "versions":{"1.0.0":{"d":"}"},"2.0.0":{}} ,"versions":{"2.0.0":[1,{"x":"]"}]},"n":[true,false,null,-1.5e3]}`
+	out, err := RewriteNPM([]byte(doc), map[string]bool{"2.0.0": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{ "readme" : "a \"}{\" b\\" , "versions":{"1.0.0":{"d":"}"}} ,"versions":{},"n":[true,false,null,-1.5e3],"dist-tags":{"latest":"1.0.0"}}`
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
