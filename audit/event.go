@@ -134,6 +134,30 @@ type Package struct {
 	Ecosystem string `json:"ecosystem"`
 	Name      string `json:"name"`
 	Version   string `json:"version,omitempty"`
+	// Published is the version's publish time (RFC 3339) when the
+	// package gate looked it up.
+	Published string `json:"published,omitempty"`
+	// Integrity is the digest the registry's metadata gives for the
+	// artifact ("sha512-…"), which the download was checked against.
+	Integrity string `json:"integrity,omitempty"`
+	// Gated are the versions the package gate hid from the metadata (or,
+	// in audit mode, would have hidden), at most MaxGated of them;
+	// GatedTotal counts them all.
+	Gated      []GatedVersion `json:"gated,omitempty"`
+	GatedTotal int            `json:"gated_total,omitempty"`
+	// Warning is a gate that failed open (no publish time known).
+	Warning string `json:"warning,omitempty"`
+}
+
+// MaxGated bounds Package.Gated.
+const MaxGated = 50
+
+// GatedVersion is one version the package gate hid, and why.
+type GatedVersion struct {
+	Version   string `json:"version"`
+	Reason    string `json:"reason"` // starts with its code: package_too_new, osv:MAL-…, install_script
+	Rule      string `json:"rule"`
+	Published string `json:"published,omitempty"`
 }
 
 // Drop is the payload of a drop event (from the kernel path).

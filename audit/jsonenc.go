@@ -144,10 +144,32 @@ func appendHTTP(b []byte, h *HTTP) []byte {
 		b = appendString(append(b, `,"package":{"ecosystem":`...), p.Ecosystem)
 		b = appendString(append(b, `,"name":`...), p.Name)
 		b = optString(b, `,"version":`, p.Version)
+		b = appendPackageGate(b, p)
 		b = append(b, '}')
 	}
 	b = optString(b, `,"upgrade":`, h.Upgrade)
 	return append(b, '}')
+}
+
+func appendPackageGate(b []byte, p *Package) []byte {
+	b = optString(b, `,"published":`, p.Published)
+	b = optString(b, `,"integrity":`, p.Integrity)
+	if len(p.Gated) > 0 {
+		b = append(b, `,"gated":[`...)
+		for i, g := range p.Gated {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(append(b, `{"version":`...), g.Version)
+			b = appendString(append(b, `,"reason":`...), g.Reason)
+			b = appendString(append(b, `,"rule":`...), g.Rule)
+			b = optString(b, `,"published":`, g.Published)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = optInt(b, `,"gated_total":`, int64(p.GatedTotal))
+	return optString(b, `,"warning":`, p.Warning)
 }
 
 func appendDrop(b []byte, d *Drop) []byte {

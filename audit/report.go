@@ -116,9 +116,15 @@ type SecretUse struct {
 	Count int
 }
 
-// PackageUse is a package download the proxy recognized.
+// PackageUse is a package download or metadata request the proxy
+// recognized: Reason says why it was denied (package_too_new,
+// osv:MAL-…, install_script, …), Gated lists the versions the package
+// gate hid from its metadata ("2.0.0: package_too_new …").
 type PackageUse struct {
 	Ecosystem, Name, Version, Host, Verdict string
+	Reason                                  string
+	Published                               string
+	Gated                                   []string
 }
 
 // Anchor is the sandbox's place in the hash chain.
@@ -327,6 +333,9 @@ func (b *reportBuilder) network(e *Event) {
 	}
 	if e.Verdict == "deny" {
 		b.denial(b.denied, e, host)
+		if e.HTTP != nil && e.HTTP.Package != nil {
+			b.packageRow(e, host)
+		}
 		return
 	}
 	if e.WouldDeny {
@@ -410,13 +419,34 @@ func (b *reportBuilder) httpExtras(e *Event, host string) {
 		}
 		b.secrets[key].Count++
 	}
-	if p := e.HTTP.Package; p != nil {
-		key := p.Ecosystem + "|" + p.Name + "|" + p.Version
-		if !b.pkgs[key] {
-			b.pkgs[key] = true
-			b.r.Packages = append(b.r.Packages, PackageUse{p.Ecosystem, p.Name, p.Version, host, verdictLabel(e)})
-		}
+	if e.HTTP.Package != nil {
+		b.packageRow(e, host)
 	}
+}
+
+// packageRow adds a package's first request to the package table, a
+// denied one too: the table says what was refused and why.
+func (b *reportBuilder) packageRow(e *Event, host string) {
+	p := e.HTTP.Package
+	key := p.Ecosystem + "|" + p.Name + "|" + p.Version
+	if !b.pkgs[key] {
+		b.pkgs[key] = true
+		b.r.Packages = append(b.r.Packages, packageUse(e, p, host))
+	}
+}
+
+func packageUse(e *Event, p *Package, host string) PackageUse {
+	u := PackageUse{Ecosystem: p.Ecosystem, Name: p.Name, Version: p.Version, Host: host, Verdict: verdictLabel(e), Published: p.Published}
+	if e.Verdict == "deny" || e.WouldDeny {
+		u.Reason = e.Reason
+	}
+	for _, g := range p.Gated {
+		u.Gated = append(u.Gated, g.Version+": "+g.Reason)
+	}
+	if n := p.GatedTotal - len(p.Gated); n > 0 {
+		u.Gated = append(u.Gated, fmt.Sprintf("and %d more", n))
+	}
+	return u
 }
 
 func verdictLabel(e *Event) string {

@@ -249,7 +249,7 @@ func (a *appliance) writeFiles() error {
 	a.config = filepath.Join(a.dir, "airlock.toml")
 	a.ports.proxy, a.ports.explicit = 15001, 3128
 	a.ports.control, a.ports.metrics = freePort(), freePort()
-	for _, d := range []string{"state", "policies"} {
+	for _, d := range []string{"state", "policies", "osv"} {
 		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o700); err != nil {
 			return err
 		}
@@ -259,9 +259,10 @@ func (a *appliance) writeFiles() error {
 		return err
 	}
 	files := map[string]string{
-		"policies/" + PolicyName + ".toml": string(pol),
-		"secrets":                          "staging-token=" + a.w.APIToken + "\n",
-		"token":                            "e2e-control-token-" + a.w.ID + "\n",
+		"policies/" + PolicyName + ".toml":       string(pol),
+		"secrets":                                "staging-token=" + a.w.APIToken + "\n",
+		"osv/" + world.GatedAdvisoryID + ".json": world.GatedAdvisory,
+		"token":                                  "e2e-control-token-" + a.w.ID + "\n",
 		"airlock.toml": fmt.Sprintf(`version = 1
 state_dir = %q
 policy_dir = %q
@@ -304,10 +305,13 @@ image = %q
 exec_timeout = "3m"
 lifetime = "30m"
 max = 8
+
+[packages]
+osv = [%q]
 `, filepath.Join(a.dir, "state"), filepath.Join(a.dir, "policies"), PolicyName,
 			a.pool, a.gateway, a.ports.proxy, a.ports.explicit, a.socket, a.ports.control,
 			filepath.Join(a.dir, "token"), a.w.DNSAddr(), strings.Join(a.upstreamAllow(), `", "`), a.w.CAFile,
-			filepath.Join(a.dir, "secrets"), filepath.Join(a.dir, "events.jsonl"), a.ports.metrics, debianImage),
+			filepath.Join(a.dir, "secrets"), filepath.Join(a.dir, "events.jsonl"), a.ports.metrics, debianImage, filepath.Join(a.dir, "osv")),
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(a.dir, name), []byte(body), 0o600); err != nil {

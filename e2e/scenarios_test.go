@@ -78,6 +78,8 @@ func TestAgentScenarios(t *testing.T) {
 			})
 	}
 
+	sc.gateSteps(npmReg, pypi)
+
 	api := "https://" + w.Name(world.RoleAPI)
 	sc.step("the internal API answers a GET with the injected credential", "curl -sS -f -m 20 "+api+"/v1/items/42",
 		func(r result) []string {

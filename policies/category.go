@@ -33,6 +33,8 @@ type catRules struct {
 	pkgAllowEco  map[string]Rule // ecosystems with an allow list
 	pkgRule      Rule            // categories.NAME.packages: an unrecognized path
 	prefixes     []string        // path_prefix: where packages sit on the registry
+	gate         *PackageGate    // release age and install scripts, nil when none
+	lock         *LockSet        // lockfiles: the versions allowed, nil when none
 	unrecognized string          // the reason an unrecognized path is denied
 	allowDoH     bool
 	allowDoHRule Rule
@@ -76,7 +78,7 @@ var (
 
 var kindKeys = map[Kind][]string{
 	KindGit:        {"push", "repos"},
-	KindRegistries: {"packages", "publish", "path_prefix"},
+	KindRegistries: append([]string{"packages", "publish", "path_prefix", "lockfiles"}, gateKeys...),
 	KindWebhooks:   {"paths", "max_body", "rate"},
 }
 
@@ -148,6 +150,8 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 		l.gitKeys(c, m)
 	case KindRegistries:
 		l.registryKeys(c, m)
+		l.gateKeys(c, m)
+		l.lockfiles(c, m)
 	case KindWebhooks:
 		l.webhookKeys(c, m)
 	case KindInternalAPI:

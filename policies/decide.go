@@ -563,7 +563,11 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 		host, _ := splitHostPort(r.Host)
 		pkg, ok, meta = c.readPackage(host, path)
 	}
-	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 || meta {
+	if v := c.sdistDeny(pkg, path); ok && v != nil {
+		tr.add(v.Rule, "a source distribution the category refuses")
+		return *v, rankRuleDeny, true
+	}
+	if len(c.r.pkgAllow)+len(c.r.pkgDeny) == 0 && c.r.lock == nil || meta {
 		return Verdict{Package: pkg}, 0, false
 	}
 	if !ok {
@@ -577,6 +581,12 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 			v.Package = pkg
 			return v, rankRuleDeny, true
 		}
+	}
+	if lk := c.r.lock; pkg.Version != "" && !lk.Allows(pkg) {
+		tr.add(lk.rule, "the version is not in the lockfiles")
+		v := catVerdict(c, ActionDeny, lk.rule, lk.Reason(pkg))
+		v.Package = pkg
+		return v, rankRuleDeny, true
 	}
 	allowRule, listed := c.r.pkgAllowEco[pkg.Ecosystem]
 	if !listed {

@@ -62,6 +62,7 @@ var tomlBlock = regexp.MustCompile("(?s)```toml\n(.*?)```")
 // starts with "# warns" must load with warnings, any other must load
 // without (it passes check --strict); a block that
 // is a fragment (no version line) is checked with "version = 1" added.
+// Lockfiles the examples name are in testdata/docs/locks.
 func TestDocExamples(t *testing.T) {
 	data, err := os.ReadFile("../docs/policy.md")
 	if err != nil {
@@ -78,7 +79,9 @@ func TestDocExamples(t *testing.T) {
 		if !strings.Contains(src, "version =") {
 			src = "version = 1\n" + src
 		}
-		p, err := Parse("policy.md", []byte(src))
+		// Named under testdata/docs, so that the lockfiles an example
+		// names are read from there.
+		p, err := Parse("testdata/docs/policy.md", []byte(src))
 		switch {
 		case invalid && err == nil:
 			t.Errorf("example %d is marked invalid but parses:\n%s", i+1, src)

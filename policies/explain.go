@@ -52,6 +52,7 @@ func (p *Policy) Explain(r Request) Explanation {
 	if !decided {
 		ex.Considered = append(ex.Considered, Consideration{Rule: v.Rule, Outcome: v.Reason + " — decided"})
 	}
+	ex.Considered = append(ex.Considered, gateNotes(v)...)
 	name := explainName(r)
 	if name == "" {
 		return ex

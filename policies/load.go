@@ -83,6 +83,12 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 		hash: hex.EncodeToString(sum[:]),
 	}
 	l.policy(p, tree)
+	if len(l.lockSums) > 0 {
+		h := sha256.New()
+		h.Write(data)
+		h.Write(l.lockSums)
+		p.hash = hex.EncodeToString(h.Sum(nil))
+	}
 	if len(l.errs) == 0 {
 		p.warnings = l.lint(p, tree, data)
 	}

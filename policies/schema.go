@@ -93,10 +93,18 @@ var keyTypes = map[string]map[string]schema{
 		"publish":          boolean("registries: allow publishing packages"),
 		"path_prefix": withDesc(schema{"anyOf": []schema{{"type": "string"}, {"type": "array", "items": schema{"type": "string"}}}},
 			"registries: path prefixes the registry sits under, such as \"/api/npm/npm-remote/\""),
-		"paths":         strList("webhooks: the exact URL paths hooks are posted to"),
-		"max_body":      withDesc(schema{"anyOf": []schema{{"type": "integer", "minimum": 0}, {"type": "string", "pattern": sizePattern}}}, "webhooks: largest request body (bytes, or \"64KiB\", \"1MB\")"),
-		"rate":          withDesc(schema{"type": "string", "pattern": ratePattern}, "webhooks: request rate, such as \"10/min\""),
-		HatchRiskyCIDRs: boolean("accept cidrs that reach the host, the metadata service or everything (see docs/policy.md)"),
+		"min_release_age":       withDesc(schema{"type": "string", "pattern": agePattern}, "registries: versions younger than this (\"72h\", \"3d\") are hidden from metadata and their downloads denied"),
+		"release_age_exempt":    strList("registries: packages (eco:name[constraint]) the release-age gate does not apply to"),
+		"unknown_release_age":   enum("registries: a version without a publish time is allowed (with a warning) or denied (default)", []string{"allow", "deny"}),
+		"install_scripts":       enum("registries: npm versions with install scripts are allowed (default), denied or held for approval", []string{"allow", "ask", "deny"}),
+		"sdists":                enum("registries: PyPI source distributions (built on install) are allowed (default) or hidden and denied", []string{"allow", "deny"}),
+		"sdists_allow":          strList("registries: packages (pypi:name[constraint]) whose source distributions are allowed"),
+		"lockfiles":             strList("registries: package-lock.json or requirements.txt (with --hash) files, relative to the policy; versions they do not list are denied (not_in_lockfile) and artifacts must match their digests"),
+		"install_scripts_allow": strList("registries: packages (eco:name[constraint]) whose install scripts are allowed"),
+		"paths":                 strList("webhooks: the exact URL paths hooks are posted to"),
+		"max_body":              withDesc(schema{"anyOf": []schema{{"type": "integer", "minimum": 0}, {"type": "string", "pattern": sizePattern}}}, "webhooks: largest request body (bytes, or \"64KiB\", \"1MB\")"),
+		"rate":                  withDesc(schema{"type": "string", "pattern": ratePattern}, "webhooks: request rate, such as \"10/min\""),
+		HatchRiskyCIDRs:         boolean("accept cidrs that reach the host, the metadata service or everything (see docs/policy.md)"),
 	},
 	"route":    {"methods": strList("methods (\"*\" for any)"), "path": str("path pattern, such as /v2/** ")},
 	"inject":   {"header": str("header to set"), "secret": str("secret name in the appliance's store"), "format": str("header value; {} is the secret (default \"{}\")")},
@@ -112,6 +120,7 @@ var keyTypes = map[string]map[string]schema{
 }
 
 const (
+	agePattern  = `^\s*([0-9]+d)?([0-9.]+(ns|us|µs|ms|s|m|h))*\s*$`
 	sizePattern = `^\s*[0-9]+\s*(KiB|MiB|GiB|KB|MB|GB|B)$`
 	ratePattern = `^\s*[0-9]+\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$`
 )

@@ -13,6 +13,9 @@ type loader struct {
 	file string
 	ix   *posIndex
 	errs ErrorList
+	// lockSums are the names and digests of the lockfiles read: part of
+	// the policy's hash, so a reload sees a changed lockfile.
+	lockSums []byte
 }
 
 func (l *loader) pos(path string) Position { return l.ix.lookup(l.file, path) }

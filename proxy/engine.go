@@ -35,6 +35,8 @@ type exch struct {
 	status     int
 	pkg        policies.Package // the package the request fetches
 	evPkg      audit.Package    // its event's copy
+	gate       *gateState       // a metadata response the package gate rewrites
+	verify     *verifySpec      // a download checked against its registry digest
 }
 
 var _ goproxy.RoundTripper = (*exch)(nil)
@@ -170,7 +172,11 @@ func (p *Proxy) serveRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Re
 	if resp := p.limit(&x.ev, req, x.v); resp != nil {
 		return req, resp
 	}
-	return p.prepare(x, req)
+	req, resp := p.prepare(x, req)
+	if resp == nil {
+		resp = p.gateRequest(x, req)
+	}
+	return req, resp
 }
 
 // checkTarget works out where the request goes and refuses what may
@@ -321,6 +327,16 @@ func (p *Proxy) respond(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respon
 		resp.Header.Set("Upgrade", x.upgrade)
 	}
 	x.status = resp.StatusCode
+	if x.gate != nil {
+		if resp = p.gateResponse(x, resp, ctx.Req); x.ev.refused {
+			return resp
+		}
+	}
+	if x.verify != nil {
+		if resp = p.verifyResponse(x, resp); x.ev.refused {
+			return resp
+		}
+	}
 	if x.ev.inj != nil {
 		return p.guardResponse(x, resp, ctx.Req)
 	}

@@ -100,7 +100,7 @@ func (p *Proxy) exchange(ctx context.Context, sc *scope, c net.Conn, br *bufio.R
 	w := h1.GetWriter(c, br, req, p.cfg.IdleTimeout, dl.wr, x)
 	defer h1.PutWriter(w)
 	p.engine.ServeHTTP(w, xreq)
-	if x.ev.inj.cutOff() {
+	if x.ev.cutOff() {
 		w.Abort()
 	}
 	more, err := w.Finish()

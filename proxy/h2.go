@@ -40,7 +40,7 @@ func (p *Proxy) h2Request(sc *scope, w http.ResponseWriter, r *http.Request) {
 	hw := &h2Writer{ResponseWriter: w}
 	p.engine.ServeHTTP(hw, xreq)
 	p.finish(&x.ev, hw.status, x.up.n, hw.n)
-	if x.ev.inj.cutOff() {
+	if x.ev.cutOff() {
 		// The body was cut off (reflect.go): reset the stream, so the
 		// client never takes the part it got for the whole.
 		panic(http.ErrAbortHandler)

@@ -136,6 +136,10 @@ type reqEvent struct {
 	start   time.Time
 	done    bool
 	refused bool // the response is the proxy's refusal
+	// cut: the response body was cut off (a package artifact that did not
+	// match its digest); the front end breaks the response so the client
+	// never takes the part it got for the whole.
+	cut bool
 	// inj are the secret values put into the request: its response is
 	// scanned for them (reflect.go); nil on the plain path, which so pays
 	// one pointer for it.
@@ -161,6 +165,9 @@ func packageOf(pkg policies.Package) audit.Package {
 }
 
 func (r *reqEvent) setVerdict(v policies.Verdict) { verdictFields(&r.e, v) }
+
+// cutOff reports whether the response must be broken off.
+func (r *reqEvent) cutOff() bool { return r.cut || r.inj.cutOff() }
 
 // setVerdictRule is setVerdict with the rule's text already known.
 func (r *reqEvent) setVerdictRule(v policies.Verdict, rule string) {

@@ -104,6 +104,9 @@ type Config struct {
 	// their proxy credentials (Proxy-Authorization: Basic) when Identify
 	// does not know their source address. Nil: such clients are denied.
 	ProxyAuth ProxyAuthenticator
+	// Advisories is the malicious-package denylist the package gate
+	// applies to every registries category. Nil: none.
+	Advisories Advisories
 
 	// Own are the appliance's own listener addresses: a connection whose
 	// original destination is one of them is a loop and is refused. (Which
@@ -151,6 +154,7 @@ type Proxy struct {
 	// engine is the goproxy server every HTTP request goes through.
 	engine   *goproxy.ProxyHttpServer
 	limiters limiters
+	times    versionCache // package versions the gate read lately
 
 	// testDial replaces the upstream dialer in tests (records every dial).
 	testDial func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -75,6 +75,7 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
+	advisory  *advisories // [packages] osv, reloaded with the policies
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -335,6 +336,12 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 		tl.Close()
 		return err
 	}
+	a.advisory = &advisories{dirs: a.cfg.Packages.OSV, log: a.log}
+	if err := a.advisory.load(); err != nil {
+		tl.Close()
+		el.Close()
+		return err
+	}
 	p, err := proxy.New(proxy.Config{
 		CA: a.ca, Identify: a.registry.ProxyIdentifier(), Resolver: a.resolver(), Emitter: a.tap,
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
@@ -346,6 +353,7 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 		},
 		ExtraCAPEM: extra,
 		AskTimeout: a.cfg.Approval.Timeout.Duration,
+		Advisories: a.advisory,
 	})
 	if err != nil {
 		tl.Close()

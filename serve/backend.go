@@ -338,6 +338,7 @@ func (a *Appliance) Policies(context.Context) ([]client.PolicyInfo, error) {
 // now denied are closed (inspected tunnels decide each request anyway).
 func (a *Appliance) ReloadPolicies(_ context.Context, by string) (client.ReloadResult, error) {
 	res, err := a.policies.Reload(by)
+	a.reloadAdvisories(&res)
 	if err != nil || len(res.Reloaded) == 0 || a.proxy == nil {
 		return res, err
 	}

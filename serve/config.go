@@ -50,6 +50,9 @@ type Config struct {
 	Artifacts Artifacts `toml:"artifacts"`
 	// Pool is the warm pools (pool.go).
 	Pool PoolConfig `toml:"pool"`
+	// Packages is package governance that is the appliance's, not a
+	// policy's: the malicious-package denylist.
+	Packages PackagesConfig `toml:"packages"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`

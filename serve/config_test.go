@@ -106,6 +106,10 @@ func TestInvalid(t *testing.T) {
 			[]string{"c.toml:7:1: upstream.allow[0]: 0.0.0.0/0 allows every address"}},
 		{"too many sandboxes", minimal + "[sandbox]\nmax = 1000\n",
 			[]string{"c.toml:8:1: sandbox.max 1000 does not fit the pool"}},
+		{"relative osv dir", minimal + "[packages]\nosv = [\"advisories\"]\n",
+			[]string{`c.toml:8:1: packages.osv[0]: must be an absolute path, not "advisories"`}},
+		{"unknown packages key", minimal + "[packages]\nosvs = [\"/x\"]\n",
+			[]string{`c.toml:8:1: unknown key "packages.osvs"`}},
 		{"negative artifact bound", minimal + "[artifacts]\nmax_file_mb = -1\nmax_age = \"2d\"\n",
 			[]string{"c.toml:8:1: artifacts.max_file_mb must be between 0 (the default) and 1073741824, not -1"}},
 	}

@@ -33,6 +33,11 @@ func (c *Config) validate(loc locator) Errors {
 	c.Listen.validate(add)
 	c.Control.validate(add)
 	c.Upstream.validate(add)
+	for i, d := range c.Packages.OSV {
+		if !filepath.IsAbs(d) {
+			add("packages.osv", "packages.osv[%d]: must be an absolute path, not %q", i, d)
+		}
+	}
 	if c.Secrets.File != "" {
 		checkAbs(add, "secrets.file", c.Secrets.File)
 	}

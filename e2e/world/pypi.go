@@ -41,12 +41,13 @@ func (p PyPackage) WheelName() string {
 
 type pyIndex struct {
 	pages map[string][]byte // normalized name → project page
+	json  map[string][]byte // normalized name → PEP 691 page with PEP 700 upload times
 	files map[string][]byte // file name → wheel
 	root  []byte
 }
 
 func newPyIndex() (*pyIndex, error) {
-	ix := &pyIndex{pages: map[string][]byte{}, files: map[string][]byte{}}
+	ix := &pyIndex{pages: map[string][]byte{}, json: map[string][]byte{}, files: map[string][]byte{}}
 	var names []string
 	for _, p := range PyPackages {
 		whl, err := wheel(p)
@@ -62,6 +63,8 @@ func newPyIndex() (*pyIndex, error) {
 			"<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.0\"><title>Links for %s</title></head><body>\n"+
 				"<h1>Links for %s</h1>\n<a href=\"/packages/%s#sha256=%s\">%s</a><br/>\n</body></html>\n",
 			html.EscapeString(n), html.EscapeString(n), fn, hex.EncodeToString(sum[:]), fn)
+		ix.json[n] = fmt.Appendf(nil, `{"meta":{"api-version":"1.1"},"name":%q,"versions":[%q],"files":[{"filename":%q,"url":"/packages/%s","hashes":{"sha256":%q},"upload-time":%q}]}`,
+			n, p.Version, fn, fn, hex.EncodeToString(sum[:]), time.Unix(1700000000, 0).UTC().Format(time.RFC3339))
 	}
 	sort.Strings(names)
 	var b bytes.Buffer
@@ -130,6 +133,11 @@ func (ix *pyIndex) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		if !strings.HasSuffix(p, "/") {
 			http.Redirect(rw, r, p+"/", http.StatusMovedPermanently)
+			return
+		}
+		if strings.Contains(r.Header.Get("Accept"), "application/vnd.pypi.simple.v1+json") {
+			rw.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
+			_, _ = rw.Write(ix.json[name])
 			return
 		}
 		writeHTML(rw, page)

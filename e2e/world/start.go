@@ -53,14 +53,22 @@ func (w *World) sites(ctx context.Context) ([]site, error) {
 	if err != nil {
 		return nil, err
 	}
+	npmH, err := withGated(npm, w.URL(RoleNPM), GatedNPM, nil)
+	if err != nil {
+		return nil, err
+	}
+	pyH, err := withGated(py, w.URL(RolePyPI), nil, GatedPy)
+	if err != nil {
+		return nil, err
+	}
 	git, err := w.gitHandler(ctx)
 	if err != nil {
 		return nil, err
 	}
 	https := []uint16{443}
 	return []site{
-		{role: RoleNPM, handler: npm, tlsPorts: https},
-		{role: RolePyPI, handler: py, tlsPorts: https},
+		{role: RoleNPM, handler: npmH, tlsPorts: https},
+		{role: RolePyPI, handler: pyH, tlsPorts: https},
 		{role: RoleGit, handler: git, tlsPorts: https},
 		{role: RoleAPI, handler: w.apiHandler(), tlsPorts: https},
 		{role: RoleHooks, handler: hooksHandler(), tlsPorts: https},

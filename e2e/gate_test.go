@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+
+	"airlock/e2e/world"
+)
+
+// gateSteps: the registries category's min_release_age = "72h" holds for
+// the clients in the sandbox, whatever their own settings: npm and pip
+// install the newest version older than the gate, a pinned younger one
+// is not installable, and its direct download is refused naming its
+// publish time.
+func (s *scenario) gateSteps(npmReg, pypi string) {
+	s.step("npm install takes the newest version older than the release-age gate",
+		"mkdir -p /tmp/gateproj && cd /tmp/gateproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-demo && node -e 'console.log(require(\"gate-demo\"))'",
+		func(r result) []string {
+			return expect(r.code == 0, "npm install failed",
+				strings.Contains(r.stdout, "gate-demo@1.1.0"), "npm did not install gate-demo@1.1.0, the newest version older than 72h")
+		})
+	s.step("npm install of a version younger than the gate fails",
+		"cd /tmp/gateproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-demo@2.0.0",
+		func(r result) []string {
+			got := s.w.Since(0, world.ByRole(world.RoleNPM), world.Containing("gate-demo-2.0.0.tgz"))
+			return expect(r.code != 0, "npm installed gate-demo@2.0.0",
+				len(got) == 0, "the registry served the too-new tarball:\n"+records(got))
+		})
+	s.refusal("a direct download of a version younger than the gate is refused with its publish time",
+		"curl -sS -m 20 "+npmReg+"gate-demo/-/gate-demo-2.0.0.tgz",
+		[]string{"package_too_new"},
+		func(r result, wmark uint64) []string {
+			got := s.w.Since(wmark, world.ByRole(world.RoleNPM), world.Containing("gate-demo-2.0.0.tgz"))
+			return expect(strings.Contains(r.stdout, "package_too_new: gate-demo@2.0.0 was published "), "the refusal does not name package_too_new and the publish time",
+				len(got) == 0, "the registry served the too-new tarball:\n"+records(got))
+		})
+	s.step("npm install skips the version the appliance's malicious-package advisory names",
+		"cd /tmp/gateproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-mal && node -e 'console.log(require(\"gate-mal\"))'",
+		func(r result) []string {
+			return expect(r.code == 0, "npm install failed",
+				strings.Contains(r.stdout, "gate-mal@1.0.0"), "npm did not install gate-mal@1.0.0 (1.0.1 is "+world.GatedAdvisoryID+")")
+		})
+	s.refusal("a direct download of a malicious version is refused naming the advisory",
+		"curl -sS -m 20 "+npmReg+"gate-mal/-/gate-mal-1.0.1.tgz",
+		[]string{"osv:" + world.GatedAdvisoryID},
+		func(r result, wmark uint64) []string {
+			got := s.w.Since(wmark, world.ByRole(world.RoleNPM), world.Containing("gate-mal-1.0.1.tgz"))
+			return expect(strings.Contains(r.stdout, "osv:"+world.GatedAdvisoryID), "the refusal does not name the advisory",
+				len(got) == 0, "the registry served the malicious tarball:\n"+records(got))
+		})
+	if r, _ := s.sb.run(context.Background(), "python3 -m pip --version", nil); r.code != 0 {
+		return // the pip steps above already skipped with the reason
+	}
+	s.step("pip install takes the newest version older than the release-age gate",
+		"python3 -m pip install -q --disable-pip-version-check --no-cache-dir --target /tmp/gatepy --index-url "+pypi+" gate-demo && PYTHONPATH=/tmp/gatepy python3 -c 'import gate_demo; print(gate_demo.VALUE)'",
+		func(r result) []string {
+			return expect(r.code == 0, "pip install failed", strings.Contains(r.stdout, "gate-demo==1.0.0"), "pip did not install gate-demo 1.0.0")
+		})
+}

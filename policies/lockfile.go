@@ -1,0 +1,313 @@
+package policies
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"airlock/internal/safefile"
+)
+
+// CodeNotInLockfile starts the reason of a package the lockfiles do not
+// list.
+const CodeNotInLockfile = "not_in_lockfile"
+
+// maxLockfile bounds one lockfile.
+const maxLockfile = 16 << 20
+
+// LockSet is the packages a category's lockfiles allow: {ecosystem,
+// name, version} with the digests the artifact must have. An ecosystem
+// with no lockfile is not restricted by it.
+type LockSet struct {
+	pkgs  map[string]map[string][]string // "eco|name" (match form) -> version -> SRI digests
+	ecos  map[string]string              // ecosystem -> the lockfile(s) that list it
+	rule  Rule
+	files []string
+}
+
+// Locks reports whether the set restricts the package's ecosystem.
+func (s *LockSet) Locks(eco string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.ecos[eco]
+	return ok
+}
+
+// Allows reports whether the lockfiles list pkg's version (a package of
+// an ecosystem no lockfile names is allowed).
+func (s *LockSet) Allows(pkg Package) bool {
+	if !s.Locks(pkg.Ecosystem) {
+		return true
+	}
+	_, ok := s.pkgs[pkg.Ecosystem+"|"+matchName(pkg.Ecosystem, pkg.Name)][pkg.Version]
+	return ok
+}
+
+// Digests are the digests (Subresource Integrity form, "sha512-…") the
+// lockfiles give for pkg's version: its artifact must match one.
+func (s *LockSet) Digests(pkg Package) []string {
+	if s == nil {
+		return nil
+	}
+	return s.pkgs[pkg.Ecosystem+"|"+matchName(pkg.Ecosystem, pkg.Name)][pkg.Version]
+}
+
+// Rule is the lockfiles rule that denies what they do not list.
+func (s *LockSet) Rule() Rule { return s.rule }
+
+// Reason is the denial reason for pkg.
+func (s *LockSet) Reason(pkg Package) string {
+	return CodeNotInLockfile + ": " + pkg.Ecosystem + ":" + pkg.Name + "@" + pkg.Version + " is not in " + s.ecos[pkg.Ecosystem]
+}
+
+// Lock returns the category's lockfile set, nil when it has none.
+func (c *Category) Lock() *LockSet {
+	if c == nil {
+		return nil
+	}
+	return c.r.lock
+}
+
+func (s *LockSet) add(eco, file, name, version string, digests []string) {
+	key := eco + "|" + matchName(eco, name)
+	if s.pkgs[key] == nil {
+		s.pkgs[key] = map[string][]string{}
+	}
+	s.pkgs[key][version] = append(s.pkgs[key][version], digests...)
+	if cur := s.ecos[eco]; cur == "" {
+		s.ecos[eco] = file
+	} else if !strings.Contains(cur, file) {
+		s.ecos[eco] = cur + ", " + file
+	}
+}
+
+// parse reads one lockfile into the set, by its name:
+// package-lock.json or npm-shrinkwrap.json (npm), requirements*.txt with
+// --hash (PyPI). Errors name the file and line.
+func (s *LockSet) parse(file string, data []byte) error {
+	if err := lockKind(file); err != nil {
+		return err
+	}
+	if strings.HasSuffix(file, ".txt") {
+		return s.parseRequirements(file, data)
+	}
+	return s.parseNPM(file, data)
+}
+
+func lockKind(file string) error {
+	base := filepath.Base(file)
+	if base == "package-lock.json" || base == "npm-shrinkwrap.json" || strings.HasSuffix(base, ".txt") {
+		return nil
+	}
+	return fmt.Errorf("%s: not a lockfile Airlock reads (package-lock.json, npm-shrinkwrap.json, requirements*.txt with --hash)", file)
+}
+
+// npmLockPkg is an entry of "packages" (lockfileVersion 2 and 3).
+type npmLockPkg struct {
+	Version   string `json:"version"`
+	Integrity string `json:"integrity"`
+	Link      bool   `json:"link"`
+}
+
+// npmLockEntry is an entry of "dependencies" (lockfileVersion 1).
+type npmLockEntry struct {
+	Version      string                  `json:"version"`
+	Integrity    string                  `json:"integrity"`
+	Dependencies map[string]npmLockEntry `json:"dependencies"`
+}
+
+func (s *LockSet) parseNPM(file string, data []byte) error {
+	var doc struct {
+		LockfileVersion int                     `json:"lockfileVersion"`
+		Packages        map[string]npmLockPkg   `json:"packages"`
+		Dependencies    map[string]npmLockEntry `json:"dependencies"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", jsonPlace(file, data, err), err)
+	}
+	if doc.LockfileVersion < 1 || doc.LockfileVersion > 3 {
+		return fmt.Errorf("%s:%d: lockfileVersion %d: want 1, 2 or 3", file, lineOfKey(data, "lockfileVersion"), doc.LockfileVersion)
+	}
+	if _, ok := s.ecos["npm"]; !ok { // an npm lockfile locks npm even when it lists nothing
+		s.ecos["npm"] = file
+	}
+	if doc.Packages != nil {
+		for p, e := range doc.Packages {
+			i := strings.LastIndex(p, "node_modules/")
+			if p == "" || e.Link || i < 0 {
+				continue // the project itself, a workspace link
+			}
+			if err := s.npmEntry(file, data, p, p[i+len("node_modules/"):], e.Version, e.Integrity); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.npmV1(file, data, doc.Dependencies)
+}
+
+func (s *LockSet) npmV1(file string, data []byte, deps map[string]npmLockEntry) error {
+	for name, e := range deps {
+		if err := s.npmEntry(file, data, name, name, e.Version, e.Integrity); err != nil {
+			return err
+		}
+		if err := s.npmV1(file, data, e.Dependencies); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// npmEntry adds one locked package; key is its key in the file (for
+// the line of an error).
+func (s *LockSet) npmEntry(file string, data []byte, key, name, version, integrity string) error {
+	if !npmName(name) || version == "" {
+		return fmt.Errorf("%s:%d: %q: want a package name and a version", file, lineOfKey(data, key), key)
+	}
+	var digests []string
+	for f := range strings.FieldsSeq(integrity) {
+		alg, b64, ok := strings.Cut(f, "-")
+		if b, err := base64.StdEncoding.DecodeString(b64); !ok || err != nil || !digestSize(alg, len(b)) {
+			return fmt.Errorf("%s:%d: %s: bad integrity %q", file, lineOfKey(data, key), name, f)
+		}
+		digests = append(digests, f)
+	}
+	s.add("npm", file, name, version, digests)
+	return nil
+}
+
+func digestSize(alg string, n int) bool {
+	switch alg {
+	case "sha512":
+		return n == 64
+	case "sha384":
+		return n == 48
+	case "sha256":
+		return n == 32
+	case "sha1":
+		return n == 20
+	}
+	return false
+}
+
+// parseRequirements reads a requirements file in pip's hash-checking
+// form: every requirement pinned with == and given at least one
+// --hash=sha256:HEX.
+func (s *LockSet) parseRequirements(file string, data []byte) error {
+	if _, ok := s.ecos["pypi"]; !ok {
+		s.ecos["pypi"] = file
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for i := 0; i < len(lines); i++ {
+		start := i + 1
+		line := string(lines[i])
+		for strings.HasSuffix(strings.TrimRight(line, " \t\r"), "\\") && i+1 < len(lines) {
+			line = strings.TrimSuffix(strings.TrimRight(line, " \t\r"), "\\") + " " + string(lines[i+1])
+			i++
+		}
+		if err := s.requirement(line); err != nil {
+			return fmt.Errorf("%s:%d: %w", file, start, err)
+		}
+	}
+	return nil
+}
+
+func (s *LockSet) requirement(line string) error {
+	if j := strings.Index(line, " #"); j >= 0 || strings.HasPrefix(strings.TrimSpace(line), "#") {
+		line = line[:max(j, 0)]
+	}
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return nil
+	}
+	if strings.HasPrefix(f[0], "-") {
+		switch opt, _, _ := strings.Cut(f[0], "="); opt {
+		case "--index-url", "-i", "--extra-index-url", "--require-hashes", "--no-binary", "--only-binary", "--prefer-binary", "--trusted-host":
+			return nil
+		}
+		return fmt.Errorf("%s: an option a lockfile cannot hold (want NAME==VERSION --hash=sha256:HEX)", f[0])
+	}
+	spec, _, _ := strings.Cut(f[0], ";")
+	name, version, ok := strings.Cut(spec, "==")
+	if i := strings.IndexByte(name, '['); i >= 0 {
+		name = name[:i]
+	}
+	if !ok || name == "" || version == "" || strings.ContainsAny(version, "<>=!*,") {
+		return fmt.Errorf("%q: not pinned: want NAME==VERSION", f[0])
+	}
+	var digests []string
+	for _, h := range f[1:] {
+		hex64, isHash := strings.CutPrefix(h, "--hash=sha256:")
+		if !isHash {
+			if strings.HasPrefix(h, "--hash=") {
+				return fmt.Errorf("%q: only sha256 hashes are read", h)
+			}
+			continue // an environment marker's words
+		}
+		b, err := hex.DecodeString(hex64)
+		if err != nil || len(b) != 32 {
+			return fmt.Errorf("%q: not a sha256 digest", h)
+		}
+		digests = append(digests, "sha256-"+base64.StdEncoding.EncodeToString(b))
+	}
+	if len(digests) == 0 {
+		return fmt.Errorf("%s: no --hash=sha256:…: a lockfile pins the artifact's digest", name)
+	}
+	s.add("pypi", "", name, version, digests)
+	return nil
+}
+
+// lockfiles reads a registries category's lockfiles (paths relative to
+// the policy file's directory, or absolute).
+func (l *loader) lockfiles(c *Category, m map[string]any) {
+	list, paths, present := l.strList(m, "lockfiles", c.r.path)
+	if !present {
+		return
+	}
+	key := joinPath(c.r.path, "lockfiles")
+	if len(list) == 0 {
+		l.errf(key, "empty: list the lockfiles, or remove the key")
+		return
+	}
+	set := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}, rule: l.rule(key)}
+	for i, f := range list {
+		err := lockKind(f)
+		var data []byte
+		if err == nil {
+			data, err = readLockfile(filepath.Dir(l.file), f)
+		}
+		if err == nil {
+			err = set.parse(f, data)
+		}
+		if err != nil {
+			l.errf(paths[i], "%v", err)
+			continue
+		}
+		set.files = append(set.files, f)
+		sum := sha256.Sum256(data)
+		l.lockSums = append(append(append(l.lockSums, f...), 0), sum[:]...)
+	}
+	c.r.lock = set
+	if c.r.unrecognized == "" {
+		c.r.pkgRule = set.rule
+		c.r.unrecognized = "path is not a package download or metadata request " + c.r.path +
+			" recognizes; a category with lockfiles denies the rest"
+	}
+}
+
+func readLockfile(dir, f string) ([]byte, error) {
+	if filepath.IsAbs(f) {
+		return safefile.Read(f, maxLockfile)
+	}
+	if f == "" || strings.Contains(f, "..") {
+		return nil, errors.New("a lockfile path must be inside the policy's directory")
+	}
+	return safefile.ReadIn(dir, f, maxLockfile)
+}

@@ -1,0 +1,124 @@
+package policies
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const lockPolicy = `version = 1
+[categories.registries]
+hosts = ["registry.example.test", "pypi.pkg.example.test"]
+lockfiles = ["lock/package-lock.json", "lock/requirements.txt"]
+`
+
+func TestLockfileDecide(t *testing.T) {
+	p, err := Parse("testdata/lock.toml", []byte(lockPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(host, path string) Verdict {
+		return p.Decide(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: host, Port: 443, Path: path})
+	}
+	cases := []struct {
+		host, path string
+		want       Action
+		reason     string
+	}{
+		{"registry.example.test", "/left-pad/-/left-pad-1.3.0.tgz", ActionAllow, ""},
+		{"registry.example.test", "/left-pad/-/left-pad-1.1.0.tgz", ActionAllow, ""}, // nested under @acme/ui
+		{"registry.example.test", "/@acme/ui/-/ui-2.0.0.tgz", ActionAllow, ""},
+		{"registry.example.test", "/left-pad", ActionAllow, ""}, // metadata: the gate hides what is not locked
+		{"registry.example.test", "/left-pad/-/left-pad-1.3.1.tgz", ActionDeny, "not_in_lockfile: npm:left-pad@1.3.1 is not in lock/package-lock.json"},
+		{"registry.example.test", "/is-odd/-/is-odd-3.0.1.tgz", ActionDeny, "not_in_lockfile: npm:is-odd@3.0.1"},
+		{"registry.example.test", "/local/-/local-0.0.1.tgz", ActionDeny, "not_in_lockfile"}, // a workspace link is not a registry package
+		{"pypi.pkg.example.test", "/packages/aa/requests-2.31.0-py3-none-any.whl", ActionAllow, ""},
+		{"pypi.pkg.example.test", "/packages/aa/requests-2.32.0-py3-none-any.whl", ActionDeny, "not_in_lockfile: pypi:requests@2.32.0 is not in lock/requirements.txt"},
+		{"pypi.pkg.example.test", "/simple/requests/", ActionAllow, ""},
+		{"registry.example.test", "/unknown/path/x", ActionDeny, "a category with lockfiles denies the rest"},
+	}
+	for _, c := range cases {
+		v := get(c.host, c.path)
+		if v.Action != c.want || !strings.Contains(v.Reason, c.reason) || c.want == ActionDeny && v.Rule.Name != "categories.registries.lockfiles" {
+			t.Errorf("%s%s: %v by %s: %q", c.host, c.path, v.Action, v.Rule, v.Reason)
+		}
+	}
+	ex := p.Explain(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: "registry.example.test", Port: 443, Path: "/left-pad"})
+	if last := ex.Considered[len(ex.Considered)-1]; last.Rule.Name != "categories.registries.lockfiles" || !strings.Contains(last.Outcome, "not_in_lockfile") {
+		t.Errorf("explain: %+v", ex.Considered)
+	}
+	lk := p.Categories()[0].Lock()
+	if d := lk.Digests(Package{"pypi", "REQUESTS", "2.31.0"}); len(d) != 2 || !strings.HasPrefix(d[0], "sha256-") {
+		t.Errorf("requests digests %v", d)
+	}
+	if d := lk.Digests(Package{"npm", "left-pad", "1.3.0"}); len(d) != 1 || !strings.HasPrefix(d[0], "sha512-") {
+		t.Errorf("left-pad digests %v", d)
+	}
+	if !lk.Locks("npm") || !lk.Locks("pypi") || lk.Locks("go") {
+		t.Error("locked ecosystems")
+	}
+}
+
+func TestLockfileErrors(t *testing.T) {
+	cases := map[string]string{
+		"lock/bad/unpinned.txt":             `lock/bad/unpinned.txt:2: "requests>=2.0": not pinned: want NAME==VERSION`,
+		"lock/bad/nohash.txt":               `lock/bad/nohash.txt:1: idna: no --hash=sha256:…`,
+		"lock/bad/editable.txt":             `lock/bad/editable.txt:3: -e: an option a lockfile cannot hold`,
+		"lock/bad/badhash.txt":              `lock/bad/badhash.txt:1: "--hash=sha256:abcd": not a sha256 digest`,
+		"lock/bad/package-lock.json":        `lock/bad/package-lock.json:4: x: bad integrity "sha512-nope"`,
+		"lock/bad/syntax/package-lock.json": `lock/bad/syntax/package-lock.json:3:16: invalid character ','`,
+		"lock/missing/package-lock.json":    `no such file`,
+		"../lock/package-lock.json":         `must be inside the policy's directory`,
+		"lock/yarn.lock":                    `not a lockfile Airlock reads`,
+	}
+	for f, want := range cases {
+		src := strings.Replace(lockPolicy, `["lock/package-lock.json", "lock/requirements.txt"]`, `["`+f+`"]`, 1)
+		_, err := Parse("testdata/lock.toml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "testdata/lock.toml:4:") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v\nwant %s", f, err, want)
+		}
+	}
+}
+
+func FuzzLockfile(f *testing.F) {
+	for _, name := range []string{"package-lock.json", "requirements.txt", "bad/unpinned.txt", "bad/package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata/lock", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(filepath.Base(name), b)
+	}
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		if name != "package-lock.json" {
+			name = "requirements.txt"
+		}
+		s := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}}
+		if err := s.parse(name, data); err != nil && !strings.HasPrefix(err.Error(), name) {
+			t.Fatalf("error without the file: %v", err)
+		}
+	})
+}
+
+// TestLockfileInHash: a changed lockfile changes the policy's hash, so a
+// reload picks it up although the policy file is the same.
+func TestLockfileInHash(t *testing.T) {
+	dir := t.TempDir()
+	src := []byte("version = 1\n[categories.registries]\nhosts = [\"registry.example.test\"]\nlockfiles = [\"requirements.txt\"]\n")
+	hash := func(req string) string {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "requirements.txt"), []byte(req), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Parse(filepath.Join(dir, "p.toml"), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Hash()
+	}
+	h := "--hash=sha256:" + strings.Repeat("ab", 32) + "\n"
+	a, b := hash("idna==3.6 "+h), hash("idna==3.7 "+h)
+	if a == b || a != hash("idna==3.6 "+h) {
+		t.Errorf("hashes %s %s", a, b)
+	}
+}

@@ -1,0 +1,100 @@
+package pkgmeta
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The rewriters parse what a registry (or whoever answers as one) sends:
+// they must never panic, and a rewrite must leave none of the hidden
+// versions and stay valid JSON.
+
+func FuzzRewriteNPM(f *testing.F) {
+	f.Add([]byte(packument), "2.0.0")
+	f.Add([]byte(`{"versions":{"1":{}},"dist-tags":{"latest":"1"},"time":{"1":"x"}}`), "1")
+	f.Add([]byte(`{"versions":null,"dist-tags":{"a":1}}`), "")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		vs, err := NPMVersions(doc)
+		if err != nil {
+			return
+		}
+		out, err := RewriteNPM(doc, map[string]bool{hide: true})
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("invalid JSON %q", out)
+		}
+		after, err := NPMVersions(out)
+		if err != nil {
+			t.Fatalf("rewrite unreadable: %v", err)
+		}
+		for _, v := range after {
+			if v.Version == hide {
+				t.Fatalf("hidden %q still listed", hide)
+			}
+		}
+		if len(after) < len(vs)-1 {
+			t.Fatalf("%d versions became %d", len(vs), len(after))
+		}
+	})
+}
+
+func FuzzRewriteSimpleHTML(f *testing.F) {
+	f.Add([]byte(simpleHTML), "2.0.0")
+	f.Add([]byte(`<a href="demo-1.0.tar.gz"><a href="demo-2.0.tar.gz">x</a></a>`), "1.0")
+	f.Add([]byte(`<a href=`), "")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		out, err := RewriteSimpleHTML(doc, map[string]bool{hide: true})
+		if err != nil || hide == "" {
+			return
+		}
+		for _, v := range SimpleHTMLVersions(out) {
+			if v == hide {
+				t.Fatalf("hidden %q still linked in %q", hide, out)
+			}
+		}
+	})
+}
+
+func FuzzRewriteSimpleJSON(f *testing.F) {
+	f.Add([]byte(simpleJSON), "2.0.0")
+	f.Add([]byte(`{"files":[{"filename":1}],"versions":[1]}`), "1")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		_, _ = SimpleJSONVersions(doc)
+		out, err := RewriteSimpleJSON(doc, map[string]bool{hide: true})
+		if err != nil {
+			return
+		}
+		vs, err := SimpleJSONVersions(out)
+		if err != nil {
+			t.Fatalf("rewrite unreadable: %v", err)
+		}
+		for _, v := range vs {
+			if v.Version == hide {
+				t.Fatalf("hidden %q still listed", hide)
+			}
+		}
+	})
+}
+
+func FuzzRewritePyPIJSON(f *testing.F) {
+	f.Add([]byte(pypiJSON), "2.0.0")
+	f.Add([]byte(`{"info":{"version":1},"releases":{"1":null}}`), "1")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		_, _ = PyPIJSONVersions(doc)
+		out, err := RewritePyPIJSON(doc, map[string]bool{hide: true})
+		if err != nil {
+			return
+		}
+		vs, err := PyPIJSONVersions(out)
+		if err != nil {
+			t.Fatalf("rewrite unreadable: %v", err)
+		}
+		for _, v := range vs {
+			if v.Version == hide {
+				t.Fatalf("hidden %q still listed", hide)
+			}
+		}
+	})
+}
