@@ -22,6 +22,7 @@ type Agent interface {
 	Attach(ctx context.Context, id string, s agent.Streams, started func(agentwire.Started)) (*agentwire.Exit, error)
 	Do(ctx context.Context, req agentwire.Request) (*agentwire.Result, error)
 	ReadFile(ctx context.Context, path string, max int64, dst io.Writer) (*agentwire.FileInfo, error)
+	List(ctx context.Context, path string, max int) ([]agentwire.FileInfo, error)
 	WriteFile(ctx context.Context, path string, mode uint32, size, max int64, src io.Reader) (*agentwire.FileInfo, error)
 	Close() error
 }
@@ -224,6 +225,13 @@ func (r *Runner) FileOp(ctx context.Context, id string, req agentwire.Request) (
 	_, a, err := r.needAgent(id, "the files API")
 	if err != nil {
 		return nil, err
+	}
+	if req.Op == agentwire.OpList {
+		fs, err := a.List(ctx, req.Path, int(req.Max))
+		if err != nil {
+			return nil, fmt.Errorf("list %s in %s: %w", req.Path, id, agentErr(err))
+		}
+		return &agentwire.Result{Files: fs}, nil
 	}
 	res, err := a.Do(ctx, req)
 	if err != nil {

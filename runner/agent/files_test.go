@@ -28,8 +28,8 @@ func TestFilesRoundTrip(t *testing.T) {
 	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 0, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("read back: %v (%d bytes)", err, got.Len())
 	}
-	ls, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpList, Path: "/tmp/d"})
-	if err != nil || len(ls.Files) != 2 {
+	ls, err := c.List(ctx(t), "/tmp/d", 0)
+	if err != nil || len(ls) != 2 {
 		t.Fatalf("list: %+v %v", ls, err)
 	}
 	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 1000, &got); !agent.IsRemote(err, agentwire.CodeTooLarge) {
@@ -48,6 +48,35 @@ func TestFilesRoundTrip(t *testing.T) {
 	// Read-only root: a write outside the tmpfs mounts is refused with the reason.
 	if _, err := c.WriteFile(ctx(t), "/etc/x", 0, 1, 0, strings.NewReader("x")); !agent.IsRemote(err, agentwire.CodeDenied) {
 		t.Fatalf("write on the read-only root: %v", err)
+	}
+}
+
+// TestListLargeDirectory: a directory of 20,000 entries (about 2.4 MB of
+// entries, more than one 1 MiB frame) lists whole; a bound below its size
+// is refused, and the connection stays usable.
+func TestListLargeDirectory(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	e, _, errs := run(t, c, agentwire.Request{ID: "many", Shell: `mkdir /tmp/many && cd /tmp/many && i=0; while [ $i -lt 20000 ]; do : > "file-with-a-longish-name-$i"; i=$((i+1)); done`}, "")
+	if e.Code != 0 {
+		t.Fatal(errs)
+	}
+	ls, err := c.List(ctx(t), "/tmp/many", 0)
+	if err != nil {
+		t.Fatalf("list 20000 entries: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range ls {
+		seen[f.Name] = true
+	}
+	if len(ls) != 20000 || len(seen) != 20000 || !seen["file-with-a-longish-name-19999"] {
+		t.Fatalf("listed %d entries (%d distinct), want 20000", len(ls), len(seen))
+	}
+	if _, err := c.List(ctx(t), "/tmp/many", 100); !agent.IsRemote(err, agentwire.CodeTooLarge) {
+		t.Fatalf("list over its bound: %v, want toolarge", err)
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpStat, Path: "/tmp/many"}); err != nil {
+		t.Fatalf("stat after the listings: %v", err)
 	}
 }
 
