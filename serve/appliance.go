@@ -405,6 +405,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
 		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
+		MaxFileBytes: a.cfg.runnerMaxFile(),
 		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
 		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
@@ -420,6 +421,9 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 	a.metrics.sandboxCount(func() float64 { return float64(len(r.List())) })
 	return nil
 }
+
+// runnerMaxFile is sandbox.max_file_mb in bytes (0: the runner's default).
+func (c *Config) runnerMaxFile() int64 { return c.Sandbox.MaxFileMB << 20 }
 
 // attach is the runner's network hook: the kernel path on the host end of
 // the sandbox's veth, and the sandbox in the registry so dnsd and the proxy

@@ -56,7 +56,7 @@ func (c *Config) validate(loc locator) Errors {
 		key string
 		mb  int64
 	}{{"artifacts.max_total_mb", c.Artifacts.MaxTotalMB}, {"artifacts.max_sandbox_mb", c.Artifacts.MaxSandboxMB},
-		{"artifacts.max_file_mb", c.Artifacts.MaxFileMB}} {
+		{"artifacts.max_file_mb", c.Artifacts.MaxFileMB}, {"sandbox.max_file_mb", c.Sandbox.MaxFileMB}} {
 		if x.mb < 0 || x.mb > 1<<30 {
 			add(x.key, "%s must be between 0 (the default) and %d, not %d", x.key, 1<<30, x.mb)
 		}
