@@ -72,6 +72,7 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
+	attrib    *attributor // which process made a flow or query
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -97,7 +98,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 	if opts.Instance == "" {
 		opts.Instance = "default"
 	}
-	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{},
+	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{}, attrib: newAttributor(),
 		resetting: map[string]bool{}, started: time.Now()}
 	bg, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -301,7 +302,7 @@ func (a *Appliance) startDNS(bg context.Context) error {
 	srv, err := dnsd.New(dnsd.Config{
 		PacketConns: []net.PacketConn{udp}, Listeners: []net.Listener{tcp},
 		Identifier: a.registry.DNSIdentifier(), Emitter: a.tap, Upstreams: ups,
-		Logger: a.log.With("component", "dnsd"),
+		Logger: a.log.With("component", "dnsd"), Attributor: a.attrib,
 	})
 	if err != nil {
 		udp.Close()
@@ -334,7 +335,7 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 	p, err := proxy.New(proxy.Config{
 		CA: a.ca, Identify: a.registry.ProxyIdentifier(), Resolver: a.resolver(), Emitter: a.tap,
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
-		Approver: a.approvals,
+		Approver: a.approvals, Attributor: a.attrib,
 		Own: []netip.AddrPort{
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyTransparent)),
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyExplicit)),
@@ -417,6 +418,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		return err
 	}
 	a.runner = r
+	a.attrib.setRunner(r)
 	a.onClose(r.Close)
 	a.metrics.sandboxCount(func() float64 { return float64(len(r.List())) })
 	return nil
