@@ -207,7 +207,10 @@ func TestReportLinksDenialsByExecID(t *testing.T) {
 	deny(6, "poll.example.test", "bg", AttrSocket)
 	deny(7, "gone.example.test", "bg", AttrInferred)
 	deny(8, "plain.example.test", "", AttrExited)
-	add(9, KindExec, func(e *Event) { e.ID = "fg"; e.Exec = &Exec{Stage: "finished", Argv: []string{"make", "test"}, ExitCode: intp(0)} })
+	add(9, KindExec, func(e *Event) {
+		e.ID = "fg"
+		e.Exec = &Exec{Stage: "finished", Argv: []string{"make", "test"}, ExitCode: intp(0)}
+	})
 	dir := t.TempDir()
 	p := newTestPipeline(t, Config{StateDir: dir})
 	for _, e := range evs {
