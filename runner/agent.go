@@ -310,6 +310,9 @@ func (r *Runner) SockOwner(ctx context.Context, id string, q SockQuery) (agentwi
 	if res.Sock == nil {
 		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: the agent answered without a socket", q.Proto, q.Local.Port(), id)
 	}
+	if err := res.Sock.Check(); err != nil {
+		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: %w", q.Proto, q.Local.Port(), id, err)
+	}
 	return *res.Sock, nil
 }
 

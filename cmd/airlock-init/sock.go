@@ -52,7 +52,14 @@ func commOf(pid int) string {
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(b))
+	// A process names itself: control bytes (which the host refuses)
+	// become '?', so no name can make its traffic unattributable.
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, strings.TrimSuffix(string(b), "\n"))
 }
 
 func scanTables(proto string, port int) (uint64, int, bool) {

@@ -87,3 +87,22 @@ func FuzzDecodeEntries(f *testing.F) {
 		}
 	})
 }
+
+// TestSockOwnerCheck: an agent's answer naming an exec id that is not
+// one, a long or control-laden process name, or a negative pid is refused.
+func TestSockOwnerCheck(t *testing.T) {
+	good := SockOwner{Inode: 1, Pid: 7, ExecID: "e-1_x", Comm: "python3"}
+	if err := good.Check(); err != nil {
+		t.Fatalf("a good answer: %v", err)
+	}
+	for name, s := range map[string]SockOwner{
+		"exec id":  {ExecID: "../../x"},
+		"long":     {Comm: strings.Repeat("c", MaxComm+1)},
+		"control":  {Comm: "cu\x1b[2Jrl"},
+		"negative": {Pid: -1},
+	} {
+		if err := s.Check(); err == nil {
+			t.Errorf("%s: accepted %+v", name, s)
+		}
+	}
+}

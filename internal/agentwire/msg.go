@@ -159,6 +159,31 @@ type SockOwner struct {
 	Inferred bool `json:"inferred,omitempty"`
 }
 
+// MaxComm bounds SockOwner.Comm (the kernel's is 16 bytes).
+const MaxComm = 64
+
+// Check validates an answer to OpSockOwner (from the agent: untrusted):
+// the exec id is a command id or empty, the name short and printable.
+func (s *SockOwner) Check() error {
+	if s.ExecID != "" {
+		if err := validID(s.ExecID); err != nil {
+			return fmt.Errorf("sockowner: exec %w", err)
+		}
+	}
+	if len(s.Comm) > MaxComm {
+		return invalid("sockowner: comm of %d bytes, at most %d", len(s.Comm), MaxComm)
+	}
+	for i, c := range []byte(s.Comm) {
+		if c < 0x20 || c == 0x7f {
+			return invalid("sockowner: comm byte %d is a control byte (%#x)", i, c)
+		}
+	}
+	if s.Pid < 0 {
+		return invalid("sockowner: negative pid %d", s.Pid)
+	}
+	return nil
+}
+
 // Status answers OpStatus.
 type Status struct {
 	Refused     int64  `json:"refused"`      // peers refused on accept
