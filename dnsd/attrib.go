@@ -34,8 +34,10 @@ func (s *Server) attribute(q *query) {
 		if q.udp {
 			proto = "udp"
 		}
-		local, _ = netip.ParseAddrPort(q.w.RemoteAddr().String())
-		remote, _ = netip.ParseAddrPort(q.w.LocalAddr().String())
+		if ra, la := q.w.RemoteAddr(), q.w.LocalAddr(); ra != nil && la != nil {
+			local, _ = netip.ParseAddrPort(ra.String())
+			remote, _ = netip.ParseAddrPort(la.String())
+		}
 	}
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
