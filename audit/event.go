@@ -44,6 +44,13 @@ type Event struct {
 	WouldDeny bool      `json:"would_deny"`
 	Reason    string    `json:"reason,omitempty"`
 
+	// The process in the sandbox that made a flow, request or query (its
+	// socket's owner, asked of the sandbox's agent): see Attribution.
+	ExecID      string `json:"exec_id,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Comm        string `json:"comm,omitempty"`
+	Attribution string `json:"attribution,omitempty"`
+
 	DNS       *DNS       `json:"dns,omitempty"`
 	Flow      *Flow      `json:"flow,omitempty"`
 	HTTP      *HTTP      `json:"http,omitempty"`

@@ -27,6 +27,10 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	b = optString(b, `,"category":`, e.Category)
 	b = appendBool(append(b, `,"would_deny":`...), e.WouldDeny)
 	b = optString(b, `,"reason":`, e.Reason)
+	b = optString(b, `,"exec_id":`, e.ExecID)
+	b = optInt(b, `,"pid":`, int64(e.Pid))
+	b = optString(b, `,"comm":`, e.Comm)
+	b = optString(b, `,"attribution":`, e.Attribution)
 	if e.DNS != nil {
 		b = appendDNS(append(b, `,"dns":`...), e.DNS)
 	}

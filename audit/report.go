@@ -55,8 +55,10 @@ type Denial struct {
 	Severity int
 	Why      string
 	// The command it is linked to (CommandID is the command's id in
-	// Report.Commands) and how: Attribution is AttrRunning while events
-	// carry no exec id, "" when no command was running.
+	// Report.Commands) and how: AttrExecID when an attempt's event names
+	// its command (exec_id), AttrAgentInferred when the sandbox's agent
+	// inferred it, AttrRunning when only the times link them, "" when no
+	// command was running.
 	CommandID, Command, Attribution string
 }
 
@@ -389,6 +391,12 @@ func (b *reportBuilder) denial(m map[string]*Denial, e *Event, host string) {
 		m[key] = d
 	}
 	d.Count++
+	if d.CommandID == "" && e.ExecID != "" {
+		d.CommandID, d.Attribution = e.ExecID, AttrExecID
+		if e.Attribution == AttrInferred {
+			d.Attribution = AttrAgentInferred
+		}
+	}
 	if sev, why := rankDenial(e); sev < d.Severity {
 		d.Severity, d.Why = sev, why
 	}

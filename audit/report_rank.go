@@ -114,18 +114,33 @@ func sortDenials(ds []Denial) {
 
 // Attribution says how a denial was linked to a command.
 const (
-	// AttrRunning: the command running at the time of the first attempt
-	// (events carry no exec id yet, so this is an inference from times).
+	// AttrExecID: an attempt's event names the command whose process made
+	// it (its exec_id, found by the sandbox's agent from the socket).
+	AttrExecID = "made it"
+	// AttrAgentInferred: the socket was gone when the agent looked; the
+	// command is the only one that was running then.
+	AttrAgentInferred = "the only command running"
+	// AttrRunning: no attempt names its command (no agent, or it could not
+	// tell): the command running at the time of the first attempt, an
+	// inference from times.
 	AttrRunning = "running at the time"
 	// AttrNone: no command was running (setup, or between commands).
 	AttrNone = ""
 )
 
-// attribute links each denial to the command running when it was first
-// attempted: the latest-started command whose run covers that time.
+// attribute links each denial to its command: the one its events name,
+// else the command running when it was first attempted (the
+// latest-started command whose run covers that time).
 func attribute(ds []Denial, cmds []Command, end time.Time) {
 	for i := range ds {
 		d := &ds[i]
+		if d.CommandID != "" {
+			if c := commandByID(cmds, d.CommandID); c != nil {
+				d.Command = c.Argv
+				continue
+			}
+			d.CommandID, d.Attribution = "", "" // a command outside the report's records
+		}
 		var best *Command
 		for j := range cmds {
 			c := &cmds[j]
@@ -143,4 +158,13 @@ func attribute(ds []Denial, cmds []Command, end time.Time) {
 			d.CommandID, d.Command, d.Attribution = best.ID, best.Argv, AttrRunning
 		}
 	}
+}
+
+func commandByID(cmds []Command, id string) *Command {
+	for i := range cmds {
+		if cmds[i].ID == id {
+			return &cmds[i]
+		}
+	}
+	return nil
 }

@@ -181,3 +181,71 @@ func TestReportMarkdownGolden(t *testing.T) {
 		t.Errorf("%s (-want +got):\n%s", path, d)
 	}
 }
+
+// TestReportLinksDenialsByExecID: a denial whose event names its command
+// (exec_id) is linked to that command, even when another command started
+// later and was running too (the times alone would pick that one); an
+// inferred exec id says so; a denial without one falls back to the
+// command running at the time, marked as such.
+func TestReportLinksDenialsByExecID(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	var evs []Event
+	add := func(s int, k Kind, f func(e *Event)) {
+		e := New(k, "sb")
+		e.Time = t0.Add(time.Duration(s) * time.Second)
+		f(&e)
+		evs = append(evs, e)
+	}
+	add(1, KindExec, func(e *Event) { e.ID = "bg"; e.Exec = &Exec{Stage: "started", Argv: []string{"sh", "-c", "poller &"}} })
+	add(5, KindExec, func(e *Event) { e.ID = "fg"; e.Exec = &Exec{Stage: "started", Argv: []string{"make", "test"}} })
+	deny := func(s int, host, exec, how string) {
+		add(s, KindFlow, func(e *Event) {
+			e.Verdict, e.Rule, e.Reason = "deny", "default", "no category"
+			e.ExecID, e.Attribution = exec, how
+			e.Flow = &Flow{Stage: "decision", SNI: host, Handling: "none"}
+		})
+	}
+	deny(6, "poll.example.test", "bg", AttrSocket)
+	deny(7, "gone.example.test", "bg", AttrInferred)
+	deny(8, "plain.example.test", "", AttrExited)
+	add(9, KindExec, func(e *Event) {
+		e.ID = "fg"
+		e.Exec = &Exec{Stage: "finished", Argv: []string{"make", "test"}, ExitCode: intp(0)}
+	})
+	dir := t.TempDir()
+	p := newTestPipeline(t, Config{StateDir: dir})
+	for _, e := range evs {
+		p.Emit(e)
+	}
+	flush(t, p)
+	p.Close()
+	st, err := OpenStoreReadOnly(filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := BuildReport(context.Background(), st, "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ Host, Cmd, Argv, Attr string }
+	var got []row
+	for _, d := range r.Denied {
+		got = append(got, row{d.Host, d.CommandID, d.Command, d.Attribution})
+	}
+	want := []row{
+		{"poll.example.test", "bg", "sh -c poller &", AttrExecID},
+		{"gone.example.test", "bg", "sh -c poller &", AttrAgentInferred},
+		{"plain.example.test", "fg", "make test", AttrRunning},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("denials (-want +got):\n%s", diff)
+	}
+	var md strings.Builder
+	if err := r.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "`sh -c poller &` (made it)") || !strings.Contains(md.String(), "`make test` (running at the time)") {
+		t.Errorf("the markdown does not show how each denial was linked:\n%s", md.String())
+	}
+}

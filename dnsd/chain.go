@@ -61,6 +61,9 @@ type query struct {
 	at   attempts
 	got  bool
 
+	// owner is the lookup of the process behind the query (Attributor).
+	owner *audit.Owner
+
 	// pkt is the UDP reader's packet carrying the query, nil on other
 	// paths: its storage holds the event record and an error answer, so
 	// that the reader's queries allocate neither.
@@ -172,6 +175,7 @@ func (s *Server) identify(q *query) outcome {
 		return answer
 	}
 	q.sb, q.known = sb, true
+	s.attribute(q)
 	if q.req.Response || q.req.Opcode != dns.OpcodeQuery {
 		q.rule, q.reason = RuleMalformed, "not a query"
 		q.resp = q.refuse(dns.RcodeNotImplemented, 0, "")
@@ -412,7 +416,7 @@ func (s *Server) logQuery(q *query) {
 		}
 	}
 	ev := s.event(q)
-	s.emit.Emit(ev)
+	s.emitQuery(q, ev)
 	lvl := levelFor(ev.Verdict)
 	if q.err != nil {
 		lvl = slog.LevelWarn

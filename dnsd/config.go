@@ -110,6 +110,9 @@ type Config struct {
 	Identifier Identifier    // required
 	Emitter    audit.Emitter // required; one event per query
 	Logger     *slog.Logger  // default: discard
+	// Attributor names the process behind each query in its event
+	// (exec_id, pid); nil: events carry no attribution.
+	Attributor Attributor
 
 	// Upstreams are used for policies whose [dns] names none.
 	Upstreams []Upstream

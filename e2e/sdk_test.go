@@ -150,11 +150,19 @@ func readmeExample(t *testing.T, path string) string {
 // lowered), starts the built `airlock serve` and waits until it answers.
 // It is stopped, and its kernel path torn down, when the test ends.
 func startSDKAppliance(t *testing.T, w *world.World) *sdkAppliance {
+	return startAgentAppliance(t, w, "sdk", func(cfg string) string {
+		return strings.Replace(cfg, "\nmax = 8\n", "\nmax = "+strconv.Itoa(sdkMaxSandboxes)+"\n", 1)
+	})
+}
+
+// startAgentAppliance is a built `airlock serve` with airlock-init beside
+// it, on its own instance (name led by prefix), its config edited by edit.
+func startAgentAppliance(t *testing.T, w *world.World, prefix string, edit func(string) string) *sdkAppliance {
 	t.Helper()
 	a := &sdkAppliance{appliance: &appliance{t: t, w: w}, bin: buildSDKBinaries(t),
-		instance: "sdk" + w.ID, pinDir: "/sys/fs/bpf/airlock-sdk" + w.ID}
+		instance: prefix + w.ID, pinDir: "/sys/fs/bpf/airlock-" + prefix + w.ID}
 	var err error
-	if a.dir, err = os.MkdirTemp("", "airlock-sdk-"); err != nil {
+	if a.dir, err = os.MkdirTemp("", "airlock-"+prefix+"-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(a.dir) })
@@ -171,8 +179,7 @@ func startSDKAppliance(t *testing.T, w *world.World) *sdkAppliance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = []byte(strings.Replace(string(cfg), "\nmax = 8\n", "\nmax = "+strconv.Itoa(sdkMaxSandboxes)+"\n", 1))
-	if err := os.WriteFile(a.config, cfg, 0o600); err != nil {
+	if err := os.WriteFile(a.config, []byte(edit(string(cfg))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a.c = client.New(a.socket)

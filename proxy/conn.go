@@ -70,6 +70,7 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.
 		return
 	}
 	f.sb = sb
+	p.attribute(f, c)
 	reason := serve(cc)
 	p.emitClose(f, reason)
 }
@@ -80,6 +81,7 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, f *flow, serve func(net.
 func (p *Proxy) refuseFlow(f *flow, v policies.Verdict) {
 	f.verdict = v
 	f.handling = handleNone
+	p.awaitOwner(f)
 	p.emitDecision(f)
 }
 

@@ -93,6 +93,7 @@ type flow struct {
 	start    time.Time
 	decided  bool
 	gate     relay.Gate // ends a spliced tunnel from outside
+	attr     *flowAttr  // nil: no attribution asked for
 }
 
 func newID() string {
@@ -135,7 +136,7 @@ func (p *Proxy) emitDecision(f *flow) {
 	e.ID = f.id
 	verdictFields(&e, f.verdict)
 	e.Flow = f.flowPayload("decision")
-	p.cfg.Emitter.Emit(e)
+	p.emitFlow(f, e)
 	lvl := levelFor(f.verdict)
 	p.log.Log(context.Background(), lvl, "proxy: flow", "id", f.id, "sandbox", f.sb.ID, "verdict", e.Verdict, "rule", e.Rule, "sni", f.sni, "host", f.host)
 }
@@ -153,7 +154,7 @@ func (p *Proxy) emitClose(f *flow, reason closeReason) {
 	fl.DurationMS = time.Since(f.start).Milliseconds()
 	fl.CloseReason = string(reason)
 	e.Flow = fl
-	p.cfg.Emitter.Emit(e)
+	p.emitFlow(f, e)
 }
 
 // internalDeny is a verdict the proxy itself makes.

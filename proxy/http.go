@@ -132,6 +132,7 @@ func upgradeType(h http.Header) string {
 // reqEvent accumulates one http event.
 type reqEvent struct {
 	e       audit.Event
+	f       *flow // its records wait for the flow's attribution
 	http    audit.HTTP
 	start   time.Time
 	done    bool
@@ -157,6 +158,7 @@ func (p *Proxy) initReqEvent(r *reqEvent, f *flow, scheme string, req *http.Requ
 	r.e.ID = newID()
 	r.http = audit.HTTP{Method: req.Method, Scheme: scheme, Path: req.URL.EscapedPath(), FlowID: f.id}
 	r.e.HTTP = &r.http
+	r.f = f
 	r.start = time.Now()
 }
 
@@ -188,13 +190,14 @@ func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
 	r.e.HTTP.Status = status
 	r.e.HTTP.BytesUp, r.e.HTTP.BytesDown = up, down
 	r.e.HTTP.DurationMS = time.Since(r.start).Milliseconds()
-	p.cfg.Emitter.Emit(r.e)
+	p.emitFlow(r.f, r.e)
 }
 
 // refuse finishes the event as a denial and returns the refusal.
 func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Verdict) *http.Response {
 	r.setVerdict(v)
 	r.refused = true
+	p.awaitOwner(r.f)
 	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
 	p.finish(r, status, 0, 0)
 	return reject(req, r.e.ID, status, v)

@@ -100,6 +100,9 @@ type Config struct {
 	Bindings Bindings // nil: names are never learned from DNS bindings
 	Secrets  Secrets  // nil: every injection fails (502), no placeholders
 	Approver Approver // nil: every ask is denied
+	// Attributor names the process behind each connection in its records
+	// (exec_id, pid); nil: records carry no attribution.
+	Attributor Attributor
 	// ProxyAuth identifies explicit-proxy clients outside sandboxes by
 	// their proxy credentials (Proxy-Authorization: Basic) when Identify
 	// does not know their source address. Nil: such clients are denied.

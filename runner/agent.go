@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,6 +23,7 @@ type Agent interface {
 	Attach(ctx context.Context, id string, s agent.Streams, started func(agentwire.Started)) (*agentwire.Exit, error)
 	Do(ctx context.Context, req agentwire.Request) (*agentwire.Result, error)
 	ReadFile(ctx context.Context, path string, max int64, dst io.Writer) (*agentwire.FileInfo, error)
+	List(ctx context.Context, path string, max int) ([]agentwire.FileInfo, error)
 	WriteFile(ctx context.Context, path string, mode uint32, size, max int64, src io.Reader) (*agentwire.FileInfo, error)
 	Close() error
 }
@@ -225,6 +227,13 @@ func (r *Runner) FileOp(ctx context.Context, id string, req agentwire.Request) (
 	if err != nil {
 		return nil, err
 	}
+	if req.Op == agentwire.OpList {
+		fs, err := a.List(ctx, req.Path, int(req.Max))
+		if err != nil {
+			return nil, fmt.Errorf("list %s in %s: %w", req.Path, id, agentErr(err))
+		}
+		return &agentwire.Result{Files: fs}, nil
+	}
 	res, err := a.Do(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s in %s: %w", req.Op, req.Path, id, agentErr(err))
@@ -271,16 +280,38 @@ func (r *Runner) Kill(ctx context.Context, id, execID string) error {
 	return nil
 }
 
-// SockOwner maps a sandbox socket's local (proto, port) to the process and
-// command holding it, for attributing flows.
-func (r *Runner) SockOwner(ctx context.Context, id, proto string, port int) (agentwire.SockOwner, error) {
+// SockQuery names a sandbox socket for SockOwner.
+type SockQuery struct {
+	Proto  string         // tcp | udp
+	Local  netip.AddrPort // the sandbox's end
+	Remote netip.AddrPort // what it connected or sent to (invalid: unknown)
+	At     time.Time      // when its traffic was seen (zero: no inference)
+}
+
+// SockOwner maps a sandbox socket to the process and command holding it,
+// for attributing flows and queries. When the socket is gone, the agent
+// names the only command that ran at q.At, marked Inferred.
+func (r *Runner) SockOwner(ctx context.Context, id string, q SockQuery) (agentwire.SockOwner, error) {
 	_, a, err := r.needAgent(id, "socket attribution")
 	if err != nil {
 		return agentwire.SockOwner{}, err
 	}
-	res, err := a.Do(ctx, agentwire.Request{Op: agentwire.OpSockOwner, Proto: proto, Port: port})
+	req := agentwire.Request{Op: agentwire.OpSockOwner, Proto: q.Proto, Port: int(q.Local.Port())}
+	if q.Local.Addr().IsValid() && q.Remote.IsValid() {
+		req.Local, req.Remote = q.Local.Addr().String(), q.Remote.String()
+	}
+	if !q.At.IsZero() {
+		req.AtNS = q.At.UnixNano()
+	}
+	res, err := a.Do(ctx, req)
 	if err != nil {
-		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: %w", proto, port, id, agentErr(err))
+		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: %w", q.Proto, q.Local.Port(), id, agentErr(err))
+	}
+	if res.Sock == nil {
+		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: the agent answered without a socket", q.Proto, q.Local.Port(), id)
+	}
+	if err := res.Sock.Check(); err != nil {
+		return agentwire.SockOwner{}, fmt.Errorf("sockowner %s/%d in %s: %w", q.Proto, q.Local.Port(), id, err)
 	}
 	return *res.Sock, nil
 }

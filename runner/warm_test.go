@@ -51,6 +51,9 @@ func (a *warmAgent) WriteFile(_ context.Context, path string, mode uint32, size,
 	a.t.add("agent.WriteFile %s mode=%o size=%d %q", path, mode, size, b)
 	return nil, err
 }
+func (a *warmAgent) List(context.Context, string, int) ([]agentwire.FileInfo, error) {
+	return nil, nil
+}
 func (a *warmAgent) Close() error { return nil }
 
 // clock is a settable Now.

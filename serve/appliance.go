@@ -76,6 +76,7 @@ type Appliance struct {
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
 	advisory  *advisories // [packages] osv, reloaded with the policies
+	attrib    *attributor // which process made a flow or query
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -101,7 +102,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 	if opts.Instance == "" {
 		opts.Instance = "default"
 	}
-	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{},
+	a := &Appliance{cfg: cfg, opts: opts, log: opts.Logger, handles: map[string]bpf.Handle{}, attrib: newAttributor(),
 		resetting: map[string]bool{}, started: time.Now()}
 	bg, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -306,7 +307,7 @@ func (a *Appliance) startDNS(bg context.Context) error {
 	srv, err := dnsd.New(dnsd.Config{
 		PacketConns: []net.PacketConn{udp}, Listeners: []net.Listener{tcp},
 		Identifier: a.registry.DNSIdentifier(), Emitter: a.tap, Upstreams: ups,
-		Logger: a.log.With("component", "dnsd"),
+		Logger: a.log.With("component", "dnsd"), Attributor: a.attrib,
 	})
 	if err != nil {
 		udp.Close()
@@ -345,7 +346,7 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 	p, err := proxy.New(proxy.Config{
 		CA: a.ca, Identify: a.registry.ProxyIdentifier(), Resolver: a.resolver(), Emitter: a.tap,
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
-		Approver: a.approvals,
+		Approver: a.approvals, Attributor: a.attrib,
 		Own: []netip.AddrPort{
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyTransparent)),
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyExplicit)),
@@ -417,6 +418,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
 		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
+		MaxFileBytes: a.cfg.runnerMaxFile(),
 		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
 		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
@@ -430,10 +432,14 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		return err
 	}
 	a.runner = r
+	a.attrib.setRunner(r)
 	a.onClose(r.Close)
 	a.metrics.sandboxCount(func() float64 { return float64(len(r.List())) })
 	return nil
 }
+
+// runnerMaxFile is sandbox.max_file_mb in bytes (0: the runner's default).
+func (c *Config) runnerMaxFile() int64 { return c.Sandbox.MaxFileMB << 20 }
 
 // attach is the runner's network hook: the kernel path on the host end of
 // the sandbox's veth, and the sandbox in the registry so dnsd and the proxy

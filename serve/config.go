@@ -129,6 +129,9 @@ type Sandbox struct {
 	ExecTimeout Duration `toml:"exec_timeout"`
 	Lifetime    Duration `toml:"lifetime"`
 	Max         int      `toml:"max"`
+	// MaxFileMB bounds one file read or written through the agent's files
+	// API, in MiB (0: runner.DefaultMaxFileBytes).
+	MaxFileMB int64 `toml:"max_file_mb"`
 }
 
 // Artifacts bounds the artifacts kept of ended sandboxes, in

@@ -55,6 +55,25 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestSandboxMaxFile: sandbox.max_file_mb bounds the agent's files API
+// (runner.Config.MaxFileBytes); unset, the runner's default applies.
+func TestSandboxMaxFile(t *testing.T) {
+	c, err := Parse("c.toml", []byte(minimal+"[sandbox]\nmax_file_mb = 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.runnerMaxFile(); got != 3<<20 {
+		t.Errorf("max_file_mb = 3 gives the runner %d bytes, want %d", got, 3<<20)
+	}
+	c, err = Parse("c.toml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.runnerMaxFile(); got != 0 {
+		t.Errorf("no max_file_mb gives the runner %d, want 0 (its default)", got)
+	}
+}
+
 func TestLoadMissingIsDistinct(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "nope.toml"))
 	if !errors.Is(err, ErrNoConfig) {
@@ -110,6 +129,8 @@ func TestInvalid(t *testing.T) {
 			[]string{`c.toml:8:1: packages.osv[0]: must be an absolute path, not "advisories"`}},
 		{"unknown packages key", minimal + "[packages]\nosvs = [\"/x\"]\n",
 			[]string{`c.toml:8:1: unknown key "packages.osvs"`}},
+		{"negative file bound", minimal + "[sandbox]\nmax_file_mb = -2\n",
+			[]string{"c.toml:8:1: sandbox.max_file_mb must be between 0 (the default) and 1073741824, not -2"}},
 		{"negative artifact bound", minimal + "[artifacts]\nmax_file_mb = -1\nmax_age = \"2d\"\n",
 			[]string{"c.toml:8:1: artifacts.max_file_mb must be between 0 (the default) and 1073741824, not -1"}},
 	}

@@ -62,7 +62,7 @@ func (c *Config) validate(loc locator) Errors {
 		mb  int64
 	}{{"artifacts.max_total_mb", c.Artifacts.MaxTotalMB}, {"artifacts.max_sandbox_mb", c.Artifacts.MaxSandboxMB},
 		{"artifacts.max_file_mb", c.Artifacts.MaxFileMB}, {"artifacts.max_workspace_mb", c.Artifacts.MaxWorkspaceMB},
-		{"artifacts.max_commands_mb", c.Artifacts.MaxCommandsMB}} {
+		{"artifacts.max_commands_mb", c.Artifacts.MaxCommandsMB}, {"sandbox.max_file_mb", c.Sandbox.MaxFileMB}} {
 		if x.mb < 0 || x.mb > 1<<30 {
 			add(x.key, "%s must be between 0 (the default) and %d, not %d", x.key, 1<<30, x.mb)
 		}

@@ -34,6 +34,7 @@ type agent struct {
 	procs    map[string]*proc
 	order    []string // command ids in start order, for ps and eviction
 	orphans  atomic.Int64
+	hist     history // forgotten commands' spans, for attribution
 
 	shutting    atomic.Bool
 	refused     atomic.Int64

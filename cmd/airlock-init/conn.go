@@ -117,6 +117,8 @@ func (c *conn) dispatch(req *agentwire.Request) bool {
 		return c.write(req)
 	case agentwire.OpRead:
 		return c.read(req)
+	case agentwire.OpList:
+		return c.list(req)
 	}
 	var res *agentwire.Result
 	var err error
@@ -131,8 +133,6 @@ func (c *conn) dispatch(req *agentwire.Request) bool {
 		res = &agentwire.Result{Procs: a.ps()}
 	case agentwire.OpForget:
 		err = a.forget(req.ID)
-	case agentwire.OpList:
-		res, err = a.list(req)
 	case agentwire.OpStat:
 		res, err = a.stat(req)
 	case agentwire.OpRemove:

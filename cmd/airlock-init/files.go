@@ -294,6 +294,28 @@ func readlinkat(dirfd int, name string) string {
 	return string(buf[:n])
 }
 
+// list streams a directory's entries in data frames (agentwire.ListChunk
+// each): a Result frame holds only about 5,000 of them.
+func (c *conn) list(req *agentwire.Request) bool {
+	res, err := c.a.list(req)
+	if err != nil {
+		return c.result(failResult(err)) == nil
+	}
+	chunks, err := agentwire.ChunkEntries(res.Files)
+	if err != nil {
+		return c.result(failResult(err)) == nil
+	}
+	for _, b := range chunks {
+		if c.send(agentwire.TData, b) != nil {
+			return false
+		}
+	}
+	if c.send(agentwire.TDataEnd, nil) != nil {
+		return false
+	}
+	return c.result(&agentwire.Result{Bytes: int64(len(res.Files))}) == nil
+}
+
 func (a *agent) list(req *agentwire.Request) (*agentwire.Result, error) {
 	fd, err := a.resolve(req.Path, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {

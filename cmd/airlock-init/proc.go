@@ -376,6 +376,7 @@ func (a *agent) forget(id string) error {
 	if p.running() {
 		return errorf(agentwire.CodeInvalid, "command %q is still running", id)
 	}
+	a.hist.add(spanOf(p.snapshot()))
 	a.forkMu.Lock()
 	defer a.forkMu.Unlock()
 	a.drop(id)

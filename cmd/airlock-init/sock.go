@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -15,19 +16,53 @@ import (
 // of another uid cannot be read (its fd links need ptrace access): the
 // answer then has the uid but no pid.
 func (a *agent) sockOwner(req *agentwire.Request) (*agentwire.Result, error) {
-	inode, uid, ok := findSocket(req.Proto, req.Port)
+	inode, uid, ok := findSocket(req)
 	if !ok {
+		if id := a.onlyCommandAt(req.AtNS); id != "" {
+			return &agentwire.Result{Sock: &agentwire.SockOwner{ExecID: id, Inferred: true}}, nil
+		}
 		return nil, errorf(agentwire.CodeNotFound, "no %s socket on local port %d", req.Proto, req.Port)
 	}
 	s := &agentwire.SockOwner{Inode: inode, UID: uid}
 	if pid := pidOfSocket(inode); pid > 0 {
 		s.Pid = pid
 		s.ExecID = a.execOf(pid)
+		s.Comm = commOf(pid)
 	}
 	return &agentwire.Result{Sock: s}, nil
 }
 
-func findSocket(proto string, port int) (uint64, int, bool) {
+// findSocket looks the socket up by its four-tuple when the request gives
+// it, else (or when that finds nothing) in the /proc/net tables.
+func findSocket(req *agentwire.Request) (uint64, int, bool) {
+	if req.Local != "" && req.Remote != "" {
+		local, err1 := netip.ParseAddr(req.Local)
+		remote, err2 := netip.ParseAddrPort(req.Remote)
+		if err1 == nil && err2 == nil {
+			if inode, uid, ok := diagLookup(req.Proto, netip.AddrPortFrom(local, uint16(req.Port)), remote); ok {
+				return inode, uid, true
+			}
+		}
+	}
+	return scanTables(req.Proto, req.Port)
+}
+
+func commOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	// A process names itself: control bytes (which the host refuses)
+	// become '?', so no name can make its traffic unattributable.
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, strings.TrimSuffix(string(b), "\n"))
+}
+
+func scanTables(proto string, port int) (uint64, int, bool) {
 	for _, f := range []string{"/proc/net/" + proto, "/proc/net/" + proto + "6"} {
 		if inode, uid, ok := scanNet(f, port); ok {
 			return inode, uid, true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -76,7 +77,15 @@ type Request struct {
 
 	// sockowner
 	Proto string `json:"proto,omitempty"` // tcp | udp
-	Port  int    `json:"port,omitempty"`
+	Port  int    `json:"port,omitempty"`  // the socket's local port
+	// Local (the socket's address) and Remote (address:port it is
+	// connected or sent to), when both are given, find the socket with one
+	// exact lookup instead of a scan of the tables.
+	Local  string `json:"local,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	// AtNS is when the host saw the socket's traffic (unix ns): when the
+	// socket is gone, the only command running then is named, Inferred.
+	AtNS int64 `json:"at_ns,omitempty"`
 }
 
 // Started is the payload of a TStarted frame.
@@ -144,6 +153,35 @@ type SockOwner struct {
 	UID    int    `json:"uid"`
 	Pid    int    `json:"pid,omitempty"`     // 0: not found (exited, or another uid's)
 	ExecID string `json:"exec_id,omitempty"` // the command it descends from
+	Comm   string `json:"comm,omitempty"`    // the process's name (/proc/PID/comm)
+	// Inferred: the socket was gone; ExecID is the only command that ran
+	// at Request.AtNS (Inode, UID and Pid are then 0).
+	Inferred bool `json:"inferred,omitempty"`
+}
+
+// MaxComm bounds SockOwner.Comm (the kernel's is 16 bytes).
+const MaxComm = 64
+
+// Check validates an answer to OpSockOwner (from the agent: untrusted):
+// the exec id is a command id or empty, the name short and printable.
+func (s *SockOwner) Check() error {
+	if s.ExecID != "" {
+		if err := validID(s.ExecID); err != nil {
+			return fmt.Errorf("sockowner: exec %w", err)
+		}
+	}
+	if len(s.Comm) > MaxComm {
+		return invalid("sockowner: comm of %d bytes, at most %d", len(s.Comm), MaxComm)
+	}
+	for i, c := range []byte(s.Comm) {
+		if c < 0x20 || c == 0x7f {
+			return invalid("sockowner: comm byte %d is a control byte (%#x)", i, c)
+		}
+	}
+	if s.Pid < 0 {
+		return invalid("sockowner: negative pid %d", s.Pid)
+	}
+	return nil
 }
 
 // Status answers OpStatus.
@@ -254,7 +292,7 @@ func (r *Request) Validate() error {
 		if r.Port < 1 || r.Port > 65535 {
 			return invalid("sockowner: port %d out of 1-65535", r.Port)
 		}
-		return nil
+		return r.validateSockAddrs()
 	case "":
 		return invalid("request: no op")
 	}
@@ -403,6 +441,23 @@ func validPath(field, p string) error {
 		return invalid("%s %q: contains a NUL byte", field, trunc(p))
 	case !path.IsAbs(p):
 		return invalid("%s %q: not an absolute path", field, trunc(p))
+	}
+	return nil
+}
+
+func (r *Request) validateSockAddrs() error {
+	if r.Local != "" {
+		if _, err := netip.ParseAddr(r.Local); err != nil {
+			return invalid("sockowner: local %q: %v", trunc(r.Local), err)
+		}
+	}
+	if r.Remote != "" {
+		if _, err := netip.ParseAddrPort(r.Remote); err != nil {
+			return invalid("sockowner: remote %q: %v", trunc(r.Remote), err)
+		}
+	}
+	if r.AtNS < 0 {
+		return invalid("sockowner: negative at_ns %d", r.AtNS)
 	}
 	return nil
 }

@@ -95,6 +95,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		"write root":    {`{"v":1,"op":"write","path":"/"}`, "not a file"},
 		"proto":         {`{"v":1,"op":"sockowner","proto":"sctp","port":1}`, `proto "sctp"`},
 		"port":          {`{"v":1,"op":"sockowner","proto":"tcp","port":70000}`, "port 70000"},
+		"local":         {`{"v":1,"op":"sockowner","proto":"tcp","port":1,"local":"1.2.3"}`, `local "1.2.3"`},
+		"remote":        {`{"v":1,"op":"sockowner","proto":"udp","port":1,"remote":"198.18.0.1"}`, `remote "198.18.0.1"`},
 		"neg size type": {`{"v":1,"op":"write","path":"/a","size":"x"}`, "cannot unmarshal"},
 	} {
 		_, err := DecodeRequest([]byte(c.in))

@@ -166,10 +166,10 @@ func remote(res *agentwire.Result) error {
 }
 
 // Do runs a request that has no data frames (wait, signal, kill, ps,
-// forget, list, stat, remove, mkdir, sockowner, status).
+// forget, stat, remove, mkdir, sockowner, status).
 func (c *Client) Do(ctx context.Context, req agentwire.Request) (*agentwire.Result, error) {
 	switch req.Op {
-	case agentwire.OpExec, agentwire.OpAttach, agentwire.OpRead, agentwire.OpWrite:
+	case agentwire.OpExec, agentwire.OpAttach, agentwire.OpRead, agentwire.OpWrite, agentwire.OpList:
 		return nil, fmt.Errorf("agent: %s streams: use its own method, not Do: %w", req.Op, agentwire.ErrInvalid)
 	}
 	if err := request(&req).Validate(); err != nil {

@@ -2,8 +2,11 @@ package agent_test
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"airlock/internal/agentwire"
 	"airlock/runner/agent"
@@ -28,8 +31,8 @@ func TestFilesRoundTrip(t *testing.T) {
 	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 0, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
 		t.Fatalf("read back: %v (%d bytes)", err, got.Len())
 	}
-	ls, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpList, Path: "/tmp/d"})
-	if err != nil || len(ls.Files) != 2 {
+	ls, err := c.List(ctx(t), "/tmp/d", 0)
+	if err != nil || len(ls) != 2 {
 		t.Fatalf("list: %+v %v", ls, err)
 	}
 	if _, err := c.ReadFile(ctx(t), "/tmp/d/x.bin", 1000, &got); !agent.IsRemote(err, agentwire.CodeTooLarge) {
@@ -48,6 +51,35 @@ func TestFilesRoundTrip(t *testing.T) {
 	// Read-only root: a write outside the tmpfs mounts is refused with the reason.
 	if _, err := c.WriteFile(ctx(t), "/etc/x", 0, 1, 0, strings.NewReader("x")); !agent.IsRemote(err, agentwire.CodeDenied) {
 		t.Fatalf("write on the read-only root: %v", err)
+	}
+}
+
+// TestListLargeDirectory: a directory of 20,000 entries (about 2.4 MB of
+// entries, more than one 1 MiB frame) lists whole; a bound below its size
+// is refused, and the connection stays usable.
+func TestListLargeDirectory(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	e, _, errs := run(t, c, agentwire.Request{ID: "many", Shell: `mkdir /tmp/many && cd /tmp/many && i=0; while [ $i -lt 20000 ]; do : > "file-with-a-longish-name-$i"; i=$((i+1)); done`}, "")
+	if e.Code != 0 {
+		t.Fatal(errs)
+	}
+	ls, err := c.List(ctx(t), "/tmp/many", 0)
+	if err != nil {
+		t.Fatalf("list 20000 entries: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range ls {
+		seen[f.Name] = true
+	}
+	if len(ls) != 20000 || len(seen) != 20000 || !seen["file-with-a-longish-name-19999"] {
+		t.Fatalf("listed %d entries (%d distinct), want 20000", len(ls), len(seen))
+	}
+	if _, err := c.List(ctx(t), "/tmp/many", 100); !agent.IsRemote(err, agentwire.CodeTooLarge) {
+		t.Fatalf("list over its bound: %v, want toolarge", err)
+	}
+	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpStat, Path: "/tmp/many"}); err != nil {
+		t.Fatalf("stat after the listings: %v", err)
 	}
 }
 
@@ -189,5 +221,58 @@ func TestSockOwner(t *testing.T) {
 	}
 	if _, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "udp", Port: 4321}); !agent.IsRemote(err, agentwire.CodeNotFound) {
 		t.Fatalf("no udp socket: %v", err)
+	}
+}
+
+// TestSockOwnerExact: given the socket's four-tuple, the agent finds a
+// TCP client socket (one sock_diag lookup), with the process's pid, name
+// and command; a socket already gone is put on the only command running
+// at the time (inferred), and on none when several ran.
+func TestSockOwnerExact(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	start := func(id, shell string) {
+		if _, err := c.Exec(ctx(t), agentwire.Request{ID: id, Background: true, Shell: shell}, agent.Streams{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("solo", "exec sleep 30")
+	res, err := c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "udp", Port: 9,
+		Local: "127.0.0.1", Remote: "127.0.0.1:53", AtNS: time.Now().UnixNano()})
+	if err != nil || !res.Sock.Inferred || res.Sock.ExecID != "solo" || res.Sock.Pid != 0 {
+		t.Fatalf("a gone socket with one command running: %+v %v, want inferred solo", res, err)
+	}
+	start("listener", "sleep 30 | nc -l -p 4321")
+	time.Sleep(300 * time.Millisecond)
+	start("tcp-client", "sleep 30 | nc 127.0.0.1 4321")
+	// The client's port: the connection to 4321 (10E1) that is not the
+	// listener's accepted end.
+	var port int64
+	for range 50 {
+		e, out, _ := run(t, c, agentwire.Request{ID: fmt.Sprintf("netstat-%d", time.Now().UnixNano()), Shell: "cat /proc/net/tcp"}, "")
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if e.Code == 0 && len(f) > 3 && f[3] == "01" && strings.HasSuffix(f[2], ":10E1") {
+				_, hexPort, _ := strings.Cut(f[1], ":")
+				port, _ = strconv.ParseInt(hexPort, 16, 32)
+			}
+		}
+		if port != 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if port == 0 {
+		_, out, _ := run(t, c, agentwire.Request{ID: "netstat-last", Shell: "cat /proc/net/tcp; ps"}, "")
+		t.Fatalf("the client's connection did not show in /proc/net/tcp:\n%s", out)
+	}
+	res, err = c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "tcp", Port: int(port), Local: "127.0.0.1", Remote: "127.0.0.1:4321"})
+	if err != nil || res.Sock.ExecID != "tcp-client" || res.Sock.Pid == 0 || res.Sock.Comm != "nc" || res.Sock.Inode == 0 || res.Sock.Inferred {
+		t.Errorf("tcp %d -> 127.0.0.1:4321: %+v %v, want nc of tcp-client", port, res, err)
+	}
+	_, err = c.Do(ctx(t), agentwire.Request{Op: agentwire.OpSockOwner, Proto: "udp", Port: 9,
+		Local: "127.0.0.1", Remote: "127.0.0.1:53", AtNS: time.Now().UnixNano()})
+	if !agent.IsRemote(err, agentwire.CodeNotFound) {
+		t.Fatalf("a gone socket with several commands running: %v, want not found", err)
 	}
 }
