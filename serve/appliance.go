@@ -46,6 +46,10 @@ type Options struct {
 	Guard  bpf.GuardConfig
 	// JSONL overrides the config's stream destination (tests).
 	JSONL io.Writer
+	// Node makes the appliance a node agent (serve --node): no sandboxes
+	// of its own (NewEngine may be nil), pods attached by the CNI plugin
+	// through the control API (serve/node.go).
+	Node bool
 }
 
 // Appliance is a running `airlock serve`: audit pipeline, CA, policies,
@@ -72,6 +76,7 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
+	node      *nodeState // node mode only
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -88,6 +93,9 @@ type Appliance struct {
 // Start brings the appliance up in dependency order. On error everything
 // already started is stopped again.
 func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err error) {
+	if opts.Node && opts.NewEngine == nil {
+		opts.NewEngine = nodeEngine
+	}
 	if opts.NewEngine == nil {
 		return nil, errors.New("serve: no container engine factory")
 	}
@@ -119,6 +127,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 		{"dns", func(context.Context) error { return a.startDNS(bg) }},
 		{"proxy", a.startProxy},
 		{"container engine", a.startRunner},
+		{"pods", a.startNode},
 		{"reconcile", a.reconcile},
 		{"lockdown", a.startLockdown},
 		{"drop events", func(context.Context) error { return a.startDrops(bg) }},
@@ -482,6 +491,7 @@ func (a *Appliance) reconcile(ctx context.Context) error {
 			live = append(live, ifi.Index)
 		}
 	}
+	live = append(live, a.nodeLive()...)
 	removed, err := a.path.Reconcile(live)
 	if err != nil {
 		return fmt.Errorf("kernel path: %w", err)
