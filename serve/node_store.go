@@ -73,7 +73,9 @@ func (s *podStore) list() []podRecord {
 	for _, p := range s.pods {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created < out[j].Created || out[i].Created == out[j].Created && out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Created < out[j].Created || out[i].Created == out[j].Created && out[i].ID < out[j].ID
+	})
 	return out
 }
 
