@@ -47,12 +47,12 @@ func (a *Appliance) AttachPod(_ context.Context, req client.PodAttachRequest) (c
 	if err != nil {
 		return client.Pod{}, err
 	}
-	rec, sn, ref, err := a.podRequest(req)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rec, sn, ref, err := a.podRequest(n, req)
 	if err != nil {
 		return client.Pod{}, err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if e, ok := a.registry.lookup(sn.Addr); ok && e.id != rec.ID {
 		return client.Pod{}, client.Errorf(client.CodeConflict, "address %s is already sandbox %s's", sn.Addr, e.id)
 	}
@@ -77,7 +77,7 @@ func (a *Appliance) AttachPod(_ context.Context, req client.PodAttachRequest) (c
 
 // podRequest validates an attach request into the record to keep, the
 // kernel path's view of the pod and its policy.
-func (a *Appliance) podRequest(req client.PodAttachRequest) (podRecord, bpf.SandboxNet, *policyRef, error) {
+func (a *Appliance) podRequest(n *nodeState, req client.PodAttachRequest) (podRecord, bpf.SandboxNet, *policyRef, error) {
 	bad := func(format string, args ...any) (podRecord, bpf.SandboxNet, *policyRef, error) {
 		return podRecord{}, bpf.SandboxNet{}, nil, client.Errorf(client.CodeInvalid, format, args...)
 	}
@@ -88,9 +88,8 @@ func (a *Appliance) podRequest(req client.PodAttachRequest) (podRecord, bpf.Sand
 	if err != nil || !addr.Is4() {
 		return bad("address %q: want the pod's IPv4 address", req.Address)
 	}
-	pool := a.cfg.Network.Pool
-	if !pool.Contains(addr) || addr == pool.Masked().Addr() {
-		return bad("address %s is outside network.pool %s: set network.pool to this node's pod range", addr, pool)
+	if !addr.IsGlobalUnicast() {
+		return bad("address %s is not a unicast address a pod can have", addr)
 	}
 	gw := a.cfg.Network.Gateway
 	if req.Gateway != "" {
@@ -116,10 +115,34 @@ func (a *Appliance) podRequest(req client.PodAttachRequest) (podRecord, bpf.Sand
 		return bad("policy %q is not loaded on this node (files live in %s)", name, a.cfg.PolicyDir)
 	}
 	id := client.PodID(req.ContainerID, req.IfName)
+	num, ok := n.num(id)
+	if !ok {
+		return podRecord{}, bpf.SandboxNet{}, nil, client.Errorf(client.CodeQuotaExceeded,
+			"this node attaches at most %d pods", bpf.MaxSandboxes-1)
+	}
 	rec := podRecord{Pod: client.Pod{ID: id, ContainerID: req.ContainerID, IfName: req.IfName, HostIf: podIfName(id),
 		Address: addr.String(), Policy: name, Namespace: req.Namespace, Name: req.Name,
-		Created: time.Now().UTC().Format(time.RFC3339Nano)}, MAC: req.MAC, Gateway: gw.String(), Num: a.addrNum(addr)}
+		Created: time.Now().UTC().Format(time.RFC3339Nano)}, MAC: req.MAC, Gateway: gw.String(), Num: num}
 	return rec, podNet(rec, addr, gw, mac, a.cfg.Listen.ProxyExplicit), ref, nil
+}
+
+// num is the kernel counters' key for pod id: the one it has, or the
+// smallest one no pod uses (node mode runs no Podman sandboxes, whose
+// keys are pool offsets). Call with n.mu held.
+func (n *nodeState) num(id string) (uint32, bool) {
+	used := map[uint32]bool{}
+	for _, r := range n.store.list() {
+		if r.ID == id {
+			return r.Num, true
+		}
+		used[r.Num] = true
+	}
+	for i := uint32(1); i < bpf.MaxSandboxes; i++ {
+		if !used[i] {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 func podNet(rec podRecord, addr, gw netip.Addr, mac net.HardwareAddr, proxyPort uint16) bpf.SandboxNet {

@@ -255,19 +255,38 @@ func (n *node) teardownPath() {
 }
 
 // conflist is the chain a node's runtime reads: Debian's ptp with
-// host-local, then airlock-cni.
+// host-local as the main network, and airlock-cni chained after it by
+// `airlock-cni install`, loaded from the conf dir as a runtime would.
 func (n *node) conflist(version string) *libcni.NetworkConfigList {
-	l := map[string]any{
+	t := n.t
+	main := map[string]any{
 		"cniVersion": version, "name": "airlock-test-" + n.w.ID,
 		"plugins": []any{
 			map[string]any{"type": "ptp", "ipam": map[string]any{
 				"type": "host-local", "ranges": [][]map[string]string{{{"subnet": n.pool.String(), "gateway": n.gw.String()}}},
 				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
 				"dataDir": filepath.Join(n.dir, "ipam")}},
-			n.airlockConf(),
 		},
 	}
-	return n.parseList(l)
+	confDir := filepath.Join(n.dir, "net.d")
+	os.MkdirAll(confDir, 0o755)
+	b, _ := json.Marshal(main)
+	if err := os.WriteFile(filepath.Join(confDir, "10-ptp.conflist"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(n.bin, "airlock-cni"), "install", "--bin-dir", n.bin, "--conf-dir", confDir,
+		"--socket", n.socket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("airlock-cni install: %v\n%s", err, out)
+	}
+	list, err := libcni.ConfListFromFile(filepath.Join(confDir, OwnConflist))
+	if err != nil {
+		t.Fatalf("load the installed conflist: %v", err)
+	}
+	if got := list.Plugins[len(list.Plugins)-1].Network.Type; len(list.Plugins) != 2 || got != "airlock-cni" {
+		t.Fatalf("installed conflist: %d plugins, last %q; want ptp then airlock-cni", len(list.Plugins), got)
+	}
+	return list
 }
 
 // soloList is airlock-cni alone at CNI 1.1.0, for the verbs Debian's
@@ -278,7 +297,7 @@ func (n *node) soloList() *libcni.NetworkConfigList {
 }
 
 func (n *node) airlockConf() map[string]any {
-	return map[string]any{"type": "airlock-cni", "socket": n.socket, "timeout": "5s",
+	return map[string]any{"type": "airlock-cni", "socket": n.socket,
 		"capabilities": map[string]bool{annotationsCap: true}}
 }
 

@@ -11,6 +11,9 @@
 // ADD fails closed: when the agent is down or refuses, the host end of the
 // pod's veth is deleted, so the pod has no network and does not start.
 //
+// `airlock-cni install` copies the binary and writes the chained conflist
+// (the DaemonSet's init container in deploy/kubernetes/).
+//
 // Example conflist (docs/kubernetes.md):
 //
 //	{"cniVersion": "1.0.0", "name": "airlock", "plugins": [
@@ -20,6 +23,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 )
@@ -27,6 +32,9 @@ import (
 const about = "airlock-cni: steers a pod's egress through the Airlock node agent (proxy, dnsd, eBPF path)"
 
 func main() {
+	if isInstall(os.Args) {
+		os.Exit(runInstall(os.Args[2:], os.Stderr))
+	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: cmdAdd, Check: cmdCheck, Del: cmdDel, GC: cmdGC, Status: cmdStatus,
 	}, version.PluginSupports("1.0.0", "1.1.0"), about)
