@@ -46,6 +46,8 @@ type Options struct {
 	Guard  bpf.GuardConfig
 	// JSONL overrides the config's stream destination (tests).
 	JSONL io.Writer
+	// ProcSys is where the host's /proc/sys is writable (bpf.Options).
+	ProcSys string
 	// Node makes the appliance a node agent (serve --node): no sandboxes
 	// of its own (NewEngine may be nil), pods attached by the CNI plugin
 	// through the control API (serve/node.go).
@@ -274,7 +276,8 @@ func (a *Appliance) startPath(context.Context) error {
 	if err := bpf.Probe(); err != nil {
 		return err
 	}
-	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard()})
+	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard(),
+		ProcSys: a.opts.ProcSys})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ var serveFlags struct {
 	pinDir   string
 	teardown bool
 	node     bool
+	procSys  string
 }
 
 var serveCmd = &cobra.Command{
@@ -68,6 +69,8 @@ func init() {
 		"remove the pinned kernel path and host guards a stopped appliance left (uninstall); sandboxes must be gone")
 	serveCmd.Flags().BoolVar(&serveFlags.node, "node", false,
 		"run as a node agent: no sandboxes of its own, pods attached by the airlock-cni plugin (e.g. airlock serve --node -c node.toml)")
+	serveCmd.Flags().StringVar(&serveFlags.procSys, "proc-sys", "/proc/sys",
+		"where the host's /proc/sys is writable; in a container whose own is read-only, mount it elsewhere (e.g. --proc-sys /host/proc/sys)")
 	serveCmd.Flags().StringVar(&serveFlags.pinDir, "pin-dir", bpf.DefaultPinDir, "bpffs directory of the pinned kernel path")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -102,7 +105,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		engine = nil // node mode brings its own
 	}
 	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: engine,
-		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance), Node: serveFlags.node})
+		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance), Node: serveFlags.node,
+		ProcSys: serveFlags.procSys})
 	if err != nil {
 		return err
 	}
