@@ -178,7 +178,7 @@ gateway = "%s"
 
 [control]
 socket = %q
-group = ""
+group = "root"
 
 [upstream]
 resolvers = ["%s"]
