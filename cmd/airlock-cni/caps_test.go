@@ -36,10 +36,7 @@ func TestDaemonSetCapabilities(t *testing.T) {
 	caps := daemonSetCaps(t)
 	n := newNode(t)
 	agent := buildAgent(t, n.dir)
-	h := fnv.New32a() // as cmd/airlock's guardFor(instance)
-	h.Write([]byte(n.instance))
-	n.guard.Table = 2000 + int(h.Sum32()%1000)
-	n.guard.RulePriority, n.guard.NFTTable = n.guard.Table, "airlock-"+n.instance
+	n.guardAsCLI()
 	list := n.conflist("1.0.0")
 	stop, err := n.startConfined(agent, caps)
 	if err != nil {
@@ -116,6 +113,19 @@ func buildAgent(t *testing.T, dir string) string {
 // bounding set (root gets exactly those). It returns a stop function,
 // or the agent's log when it exits or never answers.
 func (n *node) startConfined(agent string, caps []string) (func(), error) {
+	stop, _, err := n.startConfinedPID(agent, caps)
+	return stop, err
+}
+
+func fnvSum(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// startConfinedPID is startConfined that also returns the agent's PID
+// (unshare, sh and setpriv exec each other: one process).
+func (n *node) startConfinedPID(agent string, caps []string) (func(), int, error) {
 	set := "-all"
 	for _, c := range caps {
 		set += ",+" + strings.ToLower(c)
@@ -127,13 +137,13 @@ exec setpriv --bounding-set=%[2]s --inh-caps=-all %[3]s serve --node --config %[
 		sys, set, agent, n.cfgPath, n.instance, n.pinDir)
 	logf, err := os.CreateTemp(n.dir, "agent-*.log")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cmd := exec.Command("unshare", "--mount", "--", "sh", "-c", script)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -158,13 +168,13 @@ exec setpriv --bounding-set=%[2]s --inh-caps=-all %[3]s serve --node --config %[
 		case err := <-exited:
 			exited <- err
 			b, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("exited (%v): %s", err, lastLines(string(b), 3))
+			return nil, 0, fmt.Errorf("exited (%v): %s", err, lastLines(string(b), 3))
 		case <-deadline:
 			stop()
-			return nil, fmt.Errorf("no answer on %s", n.socket)
+			return nil, 0, fmt.Errorf("no answer on %s", n.socket)
 		case <-time.After(50 * time.Millisecond):
 			if st, err := client.New(n.socket).NodeStatus(context.Background()); err == nil && st.Ready {
-				return stop, nil
+				return stop, cmd.Process.Pid, nil
 			}
 		}
 	}
