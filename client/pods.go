@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // PodAttachRequest is what the CNI plugin (airlock-cni) asks of a node
@@ -77,6 +78,13 @@ type NodeStatus struct {
 func PodID(containerID, ifName string) string {
 	sum := sha256.Sum256([]byte(containerID + "\x00" + ifName))
 	return "pod-" + hex.EncodeToString(sum[:5])
+}
+
+// PodIfName is the name the node agent gives the host end of pod id's
+// veth: the guarded prefix "alk-" and the id's 10 hex digits (15 bytes,
+// the most an interface name holds).
+func PodIfName(id string) string {
+	return "alk-" + strings.TrimPrefix(id, "pod-")
 }
 
 func podPath(id string) string { return "/pods/" + url.PathEscape(id) }

@@ -7,7 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"airlock/runner"
+	"airlock/client"
 )
 
 // podAliasPrefix tags the host end of a pod's veth; the runner's orphan
@@ -18,7 +18,7 @@ const podAliasPrefix = "airlock-pod:"
 // host guards (nft input/forward on the alk- prefix) hold for it exactly
 // as for a Podman sandbox: "alk-" and the id's 10 hex digits (15 bytes).
 func podIfName(id string) string {
-	return runner.VethPrefix + id[len("pod-"):]
+	return client.PodIfName(id)
 }
 
 // takeOverVeth renames the main plugin's host end of a pod's veth into

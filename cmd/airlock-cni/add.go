@@ -62,7 +62,8 @@ func cmdAdd(args *skel.CmdArgs) error {
 	defer cancel()
 	p, err := client.New(conf.Socket).AttachPod(ctx, req)
 	if err != nil {
-		return failClosed(pi.hostIf, agentError("ADD", conf.Socket, err))
+		id := client.PodID(args.ContainerID, args.IfName)
+		return failClosed(agentError("ADD", conf.Socket, err), pi.hostIf, client.PodIfName(id))
 	}
 	renameHost(res, pi.hostIf, p.HostIf)
 	return types.PrintResult(res, conf.CNIVersion)
@@ -73,11 +74,14 @@ func (c *netConf) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-// failClosed deletes the host end of the pod's veth (and so the pair):
-// whatever the runtime does next, the pod has no network.
-func failClosed(hostIf string, cause error) error {
-	if err := ip.DelLinkByName(hostIf); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
-		return types.NewError(types.ErrInternal, cause.Error(), "and deleting the pod's veth failed too: "+err.Error())
+// failClosed deletes the host end of the pod's veth (and so the pair),
+// under the main plugin's name or the one the agent may already have
+// given it: whatever the runtime does next, the pod has no network.
+func failClosed(cause error, names ...string) error {
+	for _, name := range names {
+		if err := ip.DelLinkByName(name); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
+			return types.NewError(types.ErrInternal, cause.Error(), "and deleting the pod's veth "+name+" failed too: "+err.Error())
+		}
 	}
 	return cause
 }
