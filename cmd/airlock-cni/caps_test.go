@@ -24,7 +24,8 @@ import (
 // does: with only the capabilities deploy/kubernetes/daemonset.yaml adds,
 // its own /proc/sys read-only and the host's mounted elsewhere
 // (--proc-sys). A pod attached through the chain must reach the allowed
-// registry. Then, for each of those capabilities, an agent without it
+// registry, lose the network when the agent is killed (kill -9), and
+// resume when it is started again. Then, for each of those capabilities, an agent without it
 // must fail to start or to attach a pod: none is superfluous.
 func TestDaemonSetCapabilities(t *testing.T) {
 	requireNode(t)
@@ -38,7 +39,7 @@ func TestDaemonSetCapabilities(t *testing.T) {
 	agent := buildAgent(t, n.dir)
 	n.guardAsCLI()
 	list := n.conflist("1.0.0")
-	stop, err := n.startConfined(agent, caps)
+	stop, pid, err := n.startConfinedPID(agent, caps)
 	if err != nil {
 		t.Fatalf("the agent with the DaemonSet's capabilities %v: %v", caps, err)
 	}
@@ -46,6 +47,24 @@ func TestDaemonSetCapabilities(t *testing.T) {
 	n.add(list, p)
 	if code := p.curl(n.w.URL(world.RoleNPM) + "/cni-caps"); code == "000" || code == "403" {
 		t.Fatalf("a pod of the confined agent fetching the registry: HTTP %s", code)
+	}
+	// kill -9 after ADD: the pins hold and drop, nothing leaks; a new
+	// agent resumes the pod from its registry.
+	syscall.Kill(pid, syscall.SIGKILL)
+	stop()
+	mark := n.w.Mark()
+	npm := n.w.Name(world.RoleNPM)
+	if code := p.curl("https://"+npm+"/cni-killed", "--resolve", npm+":443:"+n.w.Addr(world.RoleNPM).String()); code != "000" {
+		t.Errorf("with the agent killed: HTTP %s, want no answer", code)
+	}
+	if rs := n.w.Log().Since(mark); len(rs) > 0 {
+		t.Errorf("with the agent killed, the world received: %v", rs)
+	}
+	if stop, err = n.startConfined(agent, caps); err != nil {
+		t.Fatalf("restart the agent: %v", err)
+	}
+	if code := p.curl(n.w.URL(world.RoleNPM) + "/cni-resumed"); code == "000" || code == "403" {
+		t.Fatalf("the pod after the agent was killed and restarted: HTTP %s", code)
 	}
 	if err := n.cni.DelNetworkList(context.Background(), list, p.rt); err != nil {
 		t.Fatal(err)
