@@ -82,7 +82,8 @@ func newNode(t *testing.T) *node {
 	}
 	t.Cleanup(func() { w.Close() })
 	n := &node{t: t, w: w, instance: "cni" + w.ID, pinDir: "/sys/fs/bpf/airlock-cni-" + w.ID}
-	n.guard = bpf.GuardConfig{Table: 3000 + rand.IntN(900), NFTTable: "airlock-cni-" + w.ID}
+	// 4000-4899: no other test picks tables there (serve 2000+, e2e 3000+, bpf 20000+).
+	n.guard = bpf.GuardConfig{Table: 4000 + rand.IntN(900), NFTTable: "airlock-cni-" + w.ID}
 	n.guard.RulePriority = n.guard.Table
 	if n.dir, err = os.MkdirTemp("", "airlock-cni-test-"); err != nil {
 		t.Fatal(err)
