@@ -66,6 +66,7 @@ func (a *Appliance) AttachPod(_ context.Context, req client.PodAttachRequest) (c
 	}
 	rec.Ifindex = ifindex
 	a.registry.Add(rec.ID, sn.Addr, ref)
+	a.setHandle(rec.ID, h)
 	if err := n.store.put(rec); err != nil {
 		a.forgetPod(rec.ID, h)
 		return client.Pod{}, fmt.Errorf("pod %s: %w", rec.ID, err)
@@ -166,8 +167,19 @@ func (a *Appliance) podEvent(rec podRecord, stage, detail string) {
 	a.log.Info("pod "+stage, "sandbox", rec.ID, "policy", rec.Policy, "address", rec.Address, "detail", detail)
 }
 
+// setHandle records a pod's attachment beside the Podman sandboxes', so
+// the kill switch (airlock lockdown --sandbox) finds it.
+func (a *Appliance) setHandle(id string, h bpf.Handle) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.handles[id] = h
+}
+
 // forgetPod detaches a pod's path and drops its registration.
 func (a *Appliance) forgetPod(id string, h bpf.Handle) error {
+	a.mu.Lock()
+	delete(a.handles, id)
+	a.mu.Unlock()
 	a.registry.Remove(id)
 	a.secrets.Forget(id)
 	a.approvals.Forget(id)

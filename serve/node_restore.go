@@ -50,10 +50,12 @@ func (a *Appliance) restorePod(n *nodeState, rec podRecord) (int, bool) {
 	if aerr != nil || gerr != nil || merr != nil {
 		return drop("unreadable registry record")
 	}
-	if _, err := a.path.Attach(rec.Ifindex, podNet(rec, addr, gw, mac, a.cfg.Listen.ProxyExplicit)); err != nil {
+	h, err := a.path.Attach(rec.Ifindex, podNet(rec, addr, gw, mac, a.cfg.Listen.ProxyExplicit))
+	if err != nil {
 		return drop("re-attach failed: " + err.Error())
 	}
 	a.registry.Add(rec.ID, addr, ref)
+	a.setHandle(rec.ID, h)
 	a.podEvent(rec, "adopted", "re-attached by a restarted node agent")
 	return rec.Ifindex, true
 }
@@ -63,6 +65,18 @@ func parseOptionalMAC(s string) (net.HardwareAddr, error) {
 		return nil, nil
 	}
 	return net.ParseMAC(s)
+}
+
+// podIDs is the pods restored at start (for the kill switch's restore).
+func (a *Appliance) podIDs() []string {
+	if a.node == nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range a.node.store.list() {
+		ids = append(ids, r.ID)
+	}
+	return ids
 }
 
 // nodeLive is the interfaces of the pods restored at start.

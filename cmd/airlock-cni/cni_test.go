@@ -32,6 +32,7 @@ func TestChainConformance(t *testing.T) {
 	}
 	t.Run("policies", func(t *testing.T) { n.checkPolicies(t, a, b) })
 	t.Run("bypass", func(t *testing.T) { n.checkBypass(t, a) })
+	t.Run("lockdown", func(t *testing.T) { n.checkLockdown(t, a, b) })
 	if err := n.cni.CheckNetworkList(ctx, list, a.rt); err != nil {
 		t.Fatalf("CHECK of an attached pod: %v", err)
 	}
@@ -217,5 +218,32 @@ func (n *node) checkDel(t *testing.T, list *libcni.NetworkConfigList, pods ...*p
 	}
 	if ps, err := client.New(n.socket).Pods(ctx); err != nil || len(ps) != 0 {
 		t.Fatalf("after DEL the agent still holds %+v (%v)", ps, err)
+	}
+}
+
+// checkLockdown: the kill switch cuts one pod (its drops name the
+// lockdown), leaves the other, and lifting it restores the pod.
+func (n *node) checkLockdown(t *testing.T, a, b *pod) {
+	ctx := context.Background()
+	c := client.New(n.socket)
+	if _, err := c.SetLockdown(ctx, client.LockdownRequest{Sandbox: a.id(), Reason: "cni test"}); err != nil {
+		t.Fatalf("lock down pod a: %v", err)
+	}
+	npm := n.w.Name(world.RoleNPM)
+	pin := npm + ":443:" + n.w.Addr(world.RoleNPM).String()
+	if code := a.curl("https://"+npm+"/cni-locked", "--resolve", pin); code != "000" {
+		t.Errorf("pod a locked down: HTTP %s, want no answer", code)
+	}
+	n.waitEvent("a lockdown drop of pod a", func(e event) bool {
+		return e.Sandbox == a.id() && e.Kind == "drop" && strings.Contains(e.Reason, "lockdown")
+	})
+	if code := b.curl("https://"+npm+"/cni-not-locked", "--resolve", pin); code == "000" {
+		t.Errorf("pod b lost the network when only pod a was locked down")
+	}
+	if _, err := c.SetLockdown(ctx, client.LockdownRequest{Sandbox: a.id(), Lift: true, Reason: "cni test done"}); err != nil {
+		t.Fatalf("lift pod a's lockdown: %v", err)
+	}
+	if code := a.curl(n.w.URL(world.RoleNPM) + "/cni-lifted"); code == "000" || code == "403" {
+		t.Errorf("pod a after the lockdown was lifted: HTTP %s", code)
 	}
 }
