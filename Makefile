@@ -14,7 +14,7 @@ TESTTIMEOUT  ?= 40m
 DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nftables \
                 clang-14 llvm-14 libbpf-dev make git curl ca-certificates python3 \
                 debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate \
-                python3-pytest python3-venv
+                python3-pytest python3-venv containernetworking-plugins
 SANDBOX_USER := airlock-sandbox
 # make install: the usual PREFIX and DESTDIR (docs/operations.md). Both binaries
 # go to LIBEXECDIR (the runner finds airlock-init beside the real airlock);
@@ -35,9 +35,10 @@ LOGDIR       ?= /var/log/airlock
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/airlock and bin/airlock-init (the static in-sandbox agent, found beside bin/airlock)
+build: ## build bin/airlock, bin/airlock-init (the static in-sandbox agent, found beside bin/airlock) and bin/airlock-cni
 	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-init ./cmd/airlock-init
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-cni ./cmd/airlock-cni
 
 test: lint generate-check test-go fuzz ## the whole test suite (CI runs this): lint, generated code, tests, brief fuzzing
 

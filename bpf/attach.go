@@ -44,7 +44,7 @@ func (p *Path) Attach(ifindex int, n SandboxNet) (Handle, error) {
 		return Handle{}, fmt.Errorf("bpf: attach %s: interface %q lacks the guarded prefix %q",
 			n.Sandbox.Name, iface.Name, p.opts.Guard.IfacePrefix)
 	}
-	if err := guardIface(iface.Name); err != nil {
+	if err := guardIface(p.opts.ProcSys, iface.Name); err != nil {
 		return Handle{}, fmt.Errorf("bpf: attach %s: %w", n.Sandbox.Name, err)
 	}
 	p.mu.Lock()

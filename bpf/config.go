@@ -138,6 +138,10 @@ type Options struct {
 	// FlushInterval is how long Events aggregates identical drops before
 	// sending one Drop with their count (default 1 s).
 	FlushInterval time.Duration
+	// ProcSys is where the host's /proc/sys is writable (default
+	// /proc/sys): a node agent in a container, whose own /proc/sys is
+	// read-only, mounts the host's elsewhere.
+	ProcSys string
 }
 
 func (o Options) withDefaults() Options {
@@ -153,6 +157,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = time.Second
+	}
+	if o.ProcSys == "" {
+		o.ProcSys = "/proc/sys"
 	}
 	return o
 }

@@ -148,11 +148,11 @@ func installRouting(g GuardConfig) error {
 }
 
 // guardIface turns forwarding and IPv6 off on a sandbox's host-side veth.
-func guardIface(name string) error {
-	if err := writeSysctl(filepath.Join("/proc/sys/net/ipv4/conf", name, "forwarding"), "0"); err != nil {
+func guardIface(procSys, name string) error {
+	if err := writeSysctl(filepath.Join(procSys, "net/ipv4/conf", name, "forwarding"), "0"); err != nil {
 		return err
 	}
-	v6 := filepath.Join("/proc/sys/net/ipv6/conf", name, "disable_ipv6")
+	v6 := filepath.Join(procSys, "net/ipv6/conf", name, "disable_ipv6")
 	if _, err := os.Stat(v6); err == nil {
 		return writeSysctl(v6, "1")
 	}

@@ -21,7 +21,7 @@ func (p *Path) AttachUnbound(ifindex int, name string) (Handle, error) {
 		return Handle{}, fmt.Errorf("bpf: attach unbound %s: interface %q lacks the guarded prefix %q",
 			name, iface.Name, p.opts.Guard.IfacePrefix)
 	}
-	if err := guardIface(iface.Name); err != nil {
+	if err := guardIface(p.opts.ProcSys, iface.Name); err != nil {
 		return Handle{}, fmt.Errorf("bpf: attach unbound %s: %w", name, err)
 	}
 	p.mu.Lock()

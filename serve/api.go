@@ -95,6 +95,7 @@ func (a *API) Handler() http.Handler {
 	a.lockdownRoutes(mux, v)
 	a.uiRoutes(mux, v)
 	a.accessRoutes(mux, v)
+	a.nodeRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -49,6 +49,12 @@ type Options struct {
 	// AgentBinary is the airlock-init run as each sandbox's PID 1; empty:
 	// the one beside the executable (make build), if any.
 	AgentBinary string
+	// ProcSys is where the host's /proc/sys is writable (bpf.Options).
+	ProcSys string
+	// Node makes the appliance a node agent (serve --node): no sandboxes
+	// of its own (NewEngine may be nil), pods attached by the CNI plugin
+	// through the control API (serve/node.go).
+	Node bool
 }
 
 // Appliance is a running `airlock serve`: audit pipeline, CA, policies,
@@ -77,6 +83,7 @@ type Appliance struct {
 	lockdown  *lockdown
 	advisory  *advisories // [packages] osv, reloaded with the policies
 	attrib    *attributor // which process made a flow or query
+	node      *nodeState  // node mode only
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -93,6 +100,9 @@ type Appliance struct {
 // Start brings the appliance up in dependency order. On error everything
 // already started is stopped again.
 func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err error) {
+	if opts.Node && opts.NewEngine == nil {
+		opts.NewEngine = nodeEngine
+	}
 	if opts.NewEngine == nil {
 		return nil, errors.New("serve: no container engine factory")
 	}
@@ -124,6 +134,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 		{"dns", func(context.Context) error { return a.startDNS(bg) }},
 		{"proxy", a.startProxy},
 		{"container engine", a.startRunner},
+		{"pods", a.startNode},
 		{"reconcile", a.reconcile},
 		{"warm pool", a.startWarm},
 		{"lockdown", a.startLockdown},
@@ -271,7 +282,8 @@ func (a *Appliance) startPath(context.Context) error {
 	if err := bpf.Probe(); err != nil {
 		return err
 	}
-	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard()})
+	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard(),
+		ProcSys: a.opts.ProcSys})
 	if err != nil {
 		return err
 	}
@@ -509,6 +521,7 @@ func (a *Appliance) reconcile(ctx context.Context) error {
 			live = append(live, ifi.Index)
 		}
 	}
+	live = append(live, a.nodeLive()...)
 	removed, err := a.path.Reconcile(live)
 	if err != nil {
 		return fmt.Errorf("kernel path: %w", err)

@@ -319,6 +319,7 @@ func (a *Appliance) startLockdown(context.Context) error {
 	for _, sb := range a.runner.List() {
 		live = append(live, sb.ID)
 	}
+	live = append(live, a.podIDs()...)
 	return a.lockdown.restore(live)
 }
 

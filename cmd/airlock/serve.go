@@ -31,6 +31,8 @@ var serveFlags struct {
 	instance string
 	pinDir   string
 	teardown bool
+	node     bool
+	procSys  string
 }
 
 var serveCmd = &cobra.Command{
@@ -45,7 +47,15 @@ leftovers of a crash are cleaned up. SIGHUP reloads the policy directory
 (a broken policy file is rejected and the running version stays). SIGUSR1
 reopens the JSONL stream file (after a log rotator renamed it). SIGINT or
 SIGTERM stop the appliance; sandboxes keep running without network until
-the next start adopts them.`,
+the next start adopts them.
+
+With --node the appliance is a node agent for Kubernetes or Nomad: it runs
+no Podman sandboxes of its own; the airlock-cni plugin attaches each pod's
+veth to the same pinned path and registers it (docs/kubernetes.md).
+
+Example:
+  airlock serve --config /etc/airlock/airlock.toml
+  airlock serve --node --config /etc/airlock/node.toml`,
 	Args: cobra.NoArgs,
 	RunE: runServe,
 }
@@ -57,6 +67,10 @@ func init() {
 	serveCmd.Flags().StringVar(&serveFlags.instance, "instance", "default", "name of this appliance's containers and runtime files (reconcile touches only its own)")
 	serveCmd.Flags().BoolVar(&serveFlags.teardown, "teardown", false,
 		"remove the pinned kernel path and host guards a stopped appliance left (uninstall); sandboxes must be gone")
+	serveCmd.Flags().BoolVar(&serveFlags.node, "node", false,
+		"run as a node agent: no sandboxes of its own, pods attached by the airlock-cni plugin (e.g. airlock serve --node -c node.toml)")
+	serveCmd.Flags().StringVar(&serveFlags.procSys, "proc-sys", "/proc/sys",
+		"where the host's /proc/sys is writable; in a container whose own is read-only, mount it elsewhere (e.g. --proc-sys /host/proc/sys)")
 	serveCmd.Flags().StringVar(&serveFlags.pinDir, "pin-dir", bpf.DefaultPinDir, "bpffs directory of the pinned kernel path")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -86,8 +100,13 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: podmanEngine,
-		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance)})
+	engine := podmanEngine
+	if serveFlags.node {
+		engine = nil // node mode brings its own
+	}
+	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: engine,
+		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance), Node: serveFlags.node,
+		ProcSys: serveFlags.procSys})
 	if err != nil {
 		return err
 	}
