@@ -289,6 +289,14 @@ func (c closer) Close() error { return c.c.Close() }
 // gets a response and the event names the failure.
 func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	resp, err := x.sc.tr.roundTrip(req, x.dt.addrs, x.sc.f)
+	if name, reason := x.ev.watch.result(); name != "" {
+		// The body reached a placeholder: it stopped there, and the
+		// request is refused whatever the upstream made of its part.
+		if err == nil {
+			resp.Body.Close()
+		}
+		return x.p.secretEgress(&x.ev, req, name, reason), nil
+	}
 	if err != nil {
 		return x.p.upstreamError(&x.ev, req, err), nil
 	}

@@ -140,6 +140,9 @@ type reqEvent struct {
 	// scanned for them (reflect.go); nil on the plain path, which so pays
 	// one pointer for it.
 	inj *injected
+	// watch searches a body that could not be searched before it left
+	// for placeholders (inject_body.go), or nil.
+	watch *watchedBody
 }
 
 func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
@@ -297,6 +300,9 @@ func (p *Proxy) prebuffer(ev *reqEvent, req, out *http.Request) *http.Response {
 }
 
 func (p *Proxy) bodyError(ev *reqEvent, req *http.Request, err error) *http.Response {
+	if name, reason := ev.watch.result(); name != "" && errors.Is(err, errPlaceholderInBody) {
+		return p.secretEgress(ev, req, name, reason)
+	}
 	v := internalDeny(ruleFraming, "bad request body: "+err.Error())
 	status := http.StatusBadRequest
 	if errors.Is(err, errBodyLimit) {

@@ -23,6 +23,8 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 		if err != nil {
 			return p.bodyError(ev, req, err)
 		}
+		var watch []secretPattern
+		reasons := map[string]string{}
 		for _, ph := range phs {
 			if ph.Value == "" {
 				continue
@@ -30,7 +32,12 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, body, v); resp != nil {
 				return resp
 			}
+			if reason := bodyRefusal(v.Cat, ph); body == nil && reason != "" {
+				watch = append(watch, secretPattern{name: ph.Name, find: []byte(ph.Value)})
+				reasons[ph.Name] = reason
+			}
 		}
+		p.watchBody(ev, out, watch, reasons)
 	}
 	if resp := p.inject(ev, req, out, sandboxID, v); resp != nil {
 		return resp
@@ -78,9 +85,9 @@ func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID 
 	}
 	switch {
 	case !may && (outside != "" || inAllowed):
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder may only be sent to its own hosts")
+		return p.secretEgress(ev, req, ph.Name, reasonForeignHost)
 	case outside != "":
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder in "+outside+": it is swapped only in "+sentinelPlaces(v.Cat))
+		return p.secretEgress(ev, req, ph.Name, misplaced(outside, v.Cat))
 	case !inAllowed && !bodyOK:
 		return nil
 	}
@@ -141,6 +148,27 @@ func placeholderPositions(out *http.Request, ph string, allowed []string) (strin
 	return "", in
 }
 
+// reasonForeignHost refuses a placeholder sent to a host not its own.
+const reasonForeignHost = "a secret placeholder may only be sent to its own hosts"
+
+// misplaced refuses a placeholder in a position its category does not
+// swap it in.
+func misplaced(pos string, c *policies.Category) string {
+	return "a secret placeholder in " + pos + ": it is swapped only in " + sentinelPlaces(c)
+}
+
+// bodyRefusal says why ph may not be in a request body to c's hosts, or
+// "" when c swaps it there.
+func bodyRefusal(c *policies.Category, ph Placeholder) string {
+	switch {
+	case c == nil || !slices.Contains(c.Sentinels, ph.Name):
+		return reasonForeignHost
+	case !c.SentinelBody:
+		return misplaced("the body", c)
+	}
+	return ""
+}
+
 // sentinelPlaces says where a category swaps placeholders.
 func sentinelPlaces(c *policies.Category) string {
 	s := "header " + strings.Join(c.SentinelHeaders, ", ")
@@ -192,6 +220,7 @@ func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name, reason strin
 	ev.e.HTTP.Secret = name
 	d := internalDeny(ruleSentinel, reason)
 	d.Category = ev.e.Category
-	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name)
+	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name,
+		"host", ev.e.HTTP.Host, "reason", reason)
 	return p.refuse(ev, req, http.StatusForbidden, d)
 }
