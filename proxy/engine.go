@@ -259,6 +259,9 @@ func (p *Proxy) prepare(x *exch, req *http.Request) (*http.Request, *http.Respon
 	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
 		return req, resp
 	}
+	if resp := p.refuseInjectedUpgrade(x, req); resp != nil {
+		return req, resp
+	}
 	if resp := p.prebuffer(&x.ev, req, req); resp != nil {
 		return req, resp
 	}

@@ -26,7 +26,7 @@ const (
 	ruleAddress   = "proxy.address"    // the name resolves only to refused addresses
 	ruleResolve   = "proxy.resolve"    // the name does not resolve
 	ruleSentinel  = "proxy.sentinel"   // a placeholder going to the wrong host
-	ruleInject    = "proxy.inject"     // the secret to inject is unavailable
+	ruleInject    = "proxy.inject"     // the secret to inject is unavailable, or a protocol switch with one
 	ruleAsk       = "proxy.ask"        // a held request was not approved
 	ruleBodyLimit = "proxy.body-limit" // request body over the category's limit
 	ruleRate      = "proxy.rate"       // over the category's request rate

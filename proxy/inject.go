@@ -48,6 +48,20 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 	return nil
 }
 
+// refuseInjectedUpgrade refuses, before it leaves, a request the proxy
+// put a secret into that asks to switch protocols (WebSocket, h2c, any
+// Upgrade): what would come back over the switched connection could not
+// be scanned for the secret.
+func (p *Proxy) refuseInjectedUpgrade(x *exch, req *http.Request) *http.Response {
+	up := x.ev.e.HTTP.Upgrade
+	if x.ev.inj == nil || up == "" {
+		return nil
+	}
+	d := internalDeny(ruleInject, "a request carrying an injected secret may not switch protocols (Upgrade: "+up+"): what comes back could not be scanned for the secret")
+	d.Category = x.v.Category
+	return p.refuse(&x.ev, req, http.StatusForbidden, d)
+}
+
 // inject sets the category's credential.
 func (p *Proxy) inject(ev *reqEvent, req, out *http.Request, sandboxID string, v policies.Verdict) *http.Response {
 	if v.Cat == nil || v.Cat.Inject == nil {

@@ -331,8 +331,9 @@ func TestReflectSentinelSwapped(t *testing.T) {
 }
 
 // TestReflectRefusesUnscannable: a content coding the proxy cannot undo
-// and a protocol switch are refused (502) on a request it injected into,
-// and logged; the same response without injection is delivered as is.
+// is refused (502) on a request it injected into, and logged; the same
+// response without injection is delivered as is. (A protocol switch is
+// refused before the request leaves: TestInjectRefusesUpgrade.)
 func TestReflectRefusesUnscannable(t *testing.T) {
 	e := newReflectEnv(t)
 	for _, cl := range e.reflectClients() {
@@ -360,15 +361,6 @@ func TestReflectRefusesUnscannable(t *testing.T) {
 			t.Fatalf("%s br without injection: status %d coding %q", cl.name, resp.StatusCode, resp.Header.Get("Content-Encoding"))
 		}
 	}
-	tc, err := e.tlsThroughTransparent(e.worldDst(), "api.staging.example.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := rawExchange(t, tc, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: api.staging.example.test:%d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", e.w.tlsPort))
-	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(HeaderRule) != ruleReflect {
-		t.Fatalf("upgrade: status %d rule %q", resp.StatusCode, resp.Header.Get(HeaderRule))
-	}
-	reflectedEvent(e, t, "api-token", "upgrade")
 }
 
 // TestReflectPlainPathUnchanged: a response to a request without
@@ -411,5 +403,53 @@ func TestReflectCutBodyAborts(t *testing.T) {
 		if f := leaked(got); f != "" {
 			t.Fatalf("%s: the sandbox received the secret (%q)", cl.name, f)
 		}
+	}
+}
+
+// TestInjectRefusesUpgrade: a request the proxy would put a secret into
+// that asks to switch protocols — a WebSocket or h2c upgrade, inside an
+// inspected tunnel or as a plain explicit proxy request — is refused with
+// 403 (proxy.inject) before it leaves: the upstream never sees it, and the
+// refusal says why. Without injection the WebSocket upgrade still passes.
+func TestInjectRefusesUpgrade(t *testing.T) {
+	e := newReflectEnv(t)
+	ws := "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	h2c := "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+	for _, tc := range []struct{ name, host, up, want string }{
+		{"websocket", "api.staging.example.test", ws, "websocket"},
+		{"h2c", "api.staging.example.test", h2c, "h2c"},
+		{"plain websocket", "plain.example.test", ws, "websocket"},
+	} {
+		e.w.reset()
+		var resp *http.Response
+		if tc.host == "plain.example.test" {
+			u := fmt.Sprintf("http://%s:%d/ws", tc.host, e.w.plainPort)
+			resp = rawExchange(t, dialExplicit(t, e), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s:%d\r\n", u, tc.host, e.w.plainPort)+tc.up)
+		} else {
+			c, err := e.tlsThroughTransparent(e.worldDst(), tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp = rawExchange(t, c, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: %s:%d\r\n", tc.host, e.w.tlsPort)+tc.up)
+			c.Close()
+		}
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderRule) != ruleInject {
+			t.Fatalf("%s: status %d rule %q", tc.name, resp.StatusCode, resp.Header.Get(HeaderRule))
+		}
+		if n := len(e.w.requests()); n != 0 {
+			t.Fatalf("%s: the upstream saw %d requests", tc.name, n)
+		}
+		e.ev.waitFor(t, tc.name+" refusal", func(ev audit.Event) bool {
+			return ev.Kind == audit.KindHTTP && ev.Rule == ruleInject && ev.HTTP.Upgrade == tc.want &&
+				strings.Contains(ev.Reason, "may not switch protocols")
+		})
+	}
+	c, err := e.tlsThroughTransparent(e.worldDst(), "docs.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if resp := rawExchange(t, c, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: docs.example.test:%d\r\n", e.w.tlsPort)+ws); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("websocket without injection: status %d", resp.StatusCode)
 	}
 }
