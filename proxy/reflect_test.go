@@ -155,6 +155,17 @@ func echoBack(rw http.ResponseWriter, r *http.Request, body []byte) {
 		h.Set("Content-Encoding", "deflate")
 	case "br":
 		h.Set("Content-Encoding", "br") // not really: the proxy must not deliver it anyway
+	case "trailername", "latetrailername":
+		// The credential as a trailer's name: announced in the head, or
+		// sent only at the end.
+		name := "X-" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if mode == "trailername" {
+			h.Set("Trailer", name)
+		} else {
+			name = http.TrailerPrefix + name
+		}
+		defer func() { h.Set(name, "1") }()
+		out = []byte("ok")
 	case "trailer":
 		h.Set("Trailer", "X-Echo")
 		defer func() { h.Set("X-Echo", r.Header.Get("Authorization")) }()
@@ -451,5 +462,45 @@ func TestInjectRefusesUpgrade(t *testing.T) {
 	defer c.Close()
 	if resp := rawExchange(t, c, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: docs.example.test:%d\r\n", e.w.tlsPort)+ws); resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("websocket without injection: status %d", resp.StatusCode)
+	}
+}
+
+// TestReflectTrailerName: an upstream that sends the injected credential
+// as a trailer's name — announced in the head or only at the end — never
+// gives it to the sandbox, over HTTP/2 and HTTP/1.1: an announced one is
+// refused with the head (502), a late one is removed, and both are events.
+func TestReflectTrailerName(t *testing.T) {
+	e := newReflectEnv(t)
+	for _, cl := range e.reflectClients() {
+		// GET takes the direct upstream path, which keeps only announced
+		// trailers; POST takes net/http's, which keeps late ones too.
+		for _, mode := range []string{"GET trailername", "POST trailername", "POST latetrailername"} {
+			name := cl.name + " " + mode
+			method, mode, _ := strings.Cut(mode, " ")
+			req, _ := http.NewRequest(method, e.url("api.staging.example.test", "/echo/"+mode), strings.NewReader("x"))
+			resp, err := cl.c.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got, _ := received(t, resp)
+			if f := leaked(got); f != "" {
+				t.Fatalf("%s: the sandbox received the secret (%q):\n%s", name, f, got)
+			}
+			for k := range resp.Trailer {
+				if strings.Contains(strings.ToLower(k), strings.ToLower(apiSecret)) {
+					t.Fatalf("%s: trailer %q delivered", name, k)
+				}
+			}
+			ev := reflectedEvent(e, t, "api-token", "trailer name")
+			if mode == "trailername" && (resp.StatusCode != http.StatusBadGateway || ev.SecretReflected.Action != "refused") {
+				t.Fatalf("%s: status %d, event %+v", name, resp.StatusCode, ev.SecretReflected)
+			}
+			if mode == "latetrailername" && ev.SecretReflected.Action != "removed" {
+				t.Fatalf("%s: event %+v", name, ev.SecretReflected)
+			}
+			e.ev.mu.Lock()
+			e.ev.events = nil
+			e.ev.mu.Unlock()
+		}
 	}
 }
