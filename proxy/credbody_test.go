@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -102,4 +103,38 @@ func TestSentinelInStreamedBody(t *testing.T) {
 				ev.HTTP.Status == http.StatusForbidden && strings.Contains(ev.Reason, want)
 		})
 	}
+}
+
+// TestSwapBodyReadError: a body the proxy reads to swap a placeholder in
+// that cannot be read (bad chunking) is the client's error, 400 with the
+// framing rule, not 413; a body over the swap bound is 413. Nothing is
+// forwarded.
+func TestSwapBodyReadError(t *testing.T) {
+	e := newReflectEnv(t)
+	host := fmt.Sprintf("hooks.example.test:%d", e.w.tlsPort)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		rule       string
+	}{
+		{"bad chunk", "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n\r\n", 400, ruleFraming},
+		{"too large", fmt.Sprintf("Content-Length: %d\r\n\r\n", maxSwapBody+1) + strings.Repeat("b", maxSwapBody+1), 413, ruleBodyLimit},
+	} {
+		e.w.reset()
+		c, err := e.tlsThroughTransparent(e.worldDst(), "hooks.example.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := rawExchange(t, c, "POST /hook HTTP/1.1\r\nHost: "+host+"\r\n"+tc.body)
+		c.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get(HeaderRule) != tc.rule {
+			t.Fatalf("%s: status %d rule %q, want %d %s", tc.name, resp.StatusCode, resp.Header.Get(HeaderRule), tc.status, tc.rule)
+		}
+		if n := len(e.w.requests()); n != 0 {
+			t.Fatalf("%s: forwarded %d requests", tc.name, n)
+		}
+	}
+	e.ev.waitFor(t, "bad body event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindHTTP && ev.Rule == ruleFraming && strings.Contains(ev.Reason, "bad request body")
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"airlock/policies"
@@ -199,8 +200,14 @@ func sentinelPlaces(c *policies.Category) string {
 // whether it was there.
 func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) (bool, *http.Response) {
 	b, err := io.ReadAll(io.LimitReader(out.Body, maxSwapBody+1))
-	if err != nil || len(b) > maxSwapBody {
-		d := internalDeny(ruleBodyLimit, "body too large to swap a placeholder")
+	if err != nil {
+		// The client's body could not be read (framing, a cut, the
+		// category's limit): its fault, not the size of the swap.
+		return false, p.bodyError(ev, req, err)
+	}
+	if len(b) > maxSwapBody {
+		d := internalDeny(ruleBodyLimit, "body over "+strconv.Itoa(maxSwapBody)+" bytes: too large to swap a placeholder in")
+		d.Category = ev.e.Category
 		return false, p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
 	}
 	found := bytes.Contains(b, []byte(from))
