@@ -31,8 +31,9 @@ type query struct {
 	lname      string // the name in lower case when the reader parsed it already
 	qtype      uint16
 	verdict    policies.Verdict
-	guard      string // the exfiltration guard that tripped, "" if none
-	guardScope string // the parent names_per_parent counted under, when it tripped
+	guard      string    // the exfiltration guard that tripped, "" if none
+	guardScope string    // the parent names_per_parent counted under, when it tripped
+	redacted   redaction // what events and logs keep of a guard-refused name
 
 	resp *dns.Msg // the answer to write, nil until a step sets it
 	// respOwned: resp is an upstream answer no other query shares.
@@ -333,7 +334,8 @@ func (s *Server) event(q *query) audit.Event {
 		d.Server = q.local.String()
 	}
 	if q.guard != "" {
-		d.QName, d.QNameTruncated, d.QNameSHA256 = redactName(q.name, q.guardScope)
+		r := q.redactedName()
+		d.QName, d.QNameTruncated, d.QNameSHA256 = r.name, r.cut, r.sum
 	}
 	if d.Guard == "" {
 		d.Guard = q.strip.guard // the answer filter's guards; the verdict stays the name's
@@ -353,8 +355,23 @@ func (q *query) logName() string {
 	if q.guard == "" {
 		return q.name
 	}
-	n, _, _ := redactName(q.name, q.guardScope)
-	return n
+	return q.redactedName().name
+}
+
+// redaction is a guard-refused name as events and logs keep it
+// (redactName), made once per query.
+type redaction struct {
+	name, sum string
+	cut, done bool
+}
+
+// redactedName redacts q's name the first time it is asked for.
+func (q *query) redactedName() redaction {
+	if !q.redacted.done {
+		n, cut, sum := redactName(q.name, q.guardScope)
+		q.redacted = redaction{name: n, sum: sum, cut: cut, done: true}
+	}
+	return q.redacted
 }
 
 // rcode is the rcode of the answer q gets.
