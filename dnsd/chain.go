@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 )
 
@@ -306,7 +307,7 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Category = v.Category
 	default:
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), s.rules.get(v.Rule, policies.Rule.String), v.Category, v.WouldDeny, v.Reason
-		ev.Reason = joinReason(ev.Reason, q.strip.reason)
+		ev.Reason = verdictlog.JoinReason(ev.Reason, q.strip.reason)
 	}
 	var d *audit.DNS
 	if q.pkt != nil {
@@ -392,17 +393,6 @@ func (s *Server) serverString(a net.Addr) string {
 	return a.String()
 }
 
-// joinReason appends extra to a verdict's reason.
-func joinReason(reason, extra string) string {
-	switch {
-	case extra == "":
-		return reason
-	case reason == "":
-		return extra
-	}
-	return reason + "; " + extra
-}
-
 // rrValue is the data part of a record, as it appears in zone files.
 func rrValue(rr dns.RR) string {
 	switch rr := rr.(type) {
@@ -430,7 +420,7 @@ func (s *Server) logQuery(q *query) {
 	}
 	ev := s.event(q)
 	s.emit.Emit(ev)
-	lvl := levelFor(ev.Verdict)
+	lvl := verdictlog.LevelOf(ev.Verdict, ev.WouldDeny)
 	if q.err != nil {
 		lvl = slog.LevelWarn
 	}

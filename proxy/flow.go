@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 	"airlock/proxy/internal/relay"
 )
@@ -136,7 +137,7 @@ func (p *Proxy) emitDecision(f *flow) {
 	verdictFields(&e, f.verdict)
 	e.Flow = f.flowPayload("decision")
 	p.cfg.Emitter.Emit(e)
-	lvl := levelFor(f.verdict)
+	lvl := verdictlog.Level(f.verdict.Action, f.verdict.WouldDeny)
 	p.log.Log(context.Background(), lvl, "proxy: flow", "id", f.id, "sandbox", f.sb.ID, "verdict", e.Verdict, "rule", e.Rule, "sni", f.sni, "host", f.host)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 )
 
@@ -191,7 +192,7 @@ func (p *Proxy) finish(r *reqEvent, status int, up, down int64) {
 func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Verdict) *http.Response {
 	r.setVerdict(v)
 	r.refused = true
-	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
+	p.log.Log(context.Background(), verdictlog.Level(v.Action, v.WouldDeny), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
 	p.finish(r, status, 0, 0)
 	return reject(req, r.e.ID, status, v)
 }
