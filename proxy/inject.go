@@ -69,20 +69,28 @@ func (p *Proxy) inject(ev *reqEvent, req, out *http.Request, sandboxID string, v
 		return nil
 	}
 	in := v.Cat.Inject
-	val, ok := "", false
-	if p.cfg.Secrets != nil {
-		val, ok = p.cfg.Secrets.Lookup(sandboxID, in.Secret)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the credential for this category is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
+	val, resp := p.secretValue(ev, req, sandboxID, in.Secret, "the credential for this category", v)
+	if resp != nil {
+		return resp
 	}
 	out.Header.Del(in.Header)
 	out.Header.Set(in.Header, in.Value(val))
 	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
 	ev.addInjection(in.Secret, val, p.replacementFor(sandboxID, in.Secret))
 	return nil
+}
+
+// secretValue looks up the secret name for the sandbox; when the store
+// has none, the request is refused (502): what names it for the reason.
+func (p *Proxy) secretValue(ev *reqEvent, req *http.Request, sandboxID, name, what string, v policies.Verdict) (string, *http.Response) {
+	if p.cfg.Secrets != nil {
+		if val, ok := p.cfg.Secrets.Lookup(sandboxID, name); ok {
+			return val, nil
+		}
+	}
+	d := internalDeny(ruleInject, what+" is not available")
+	d.Category = v.Category
+	return "", p.refuse(ev, req, http.StatusBadGateway, d)
 }
 
 // swapPlaceholder swaps one placeholder in the positions its category
@@ -106,14 +114,9 @@ func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID 
 	case !inAllowed && !bodyOK:
 		return nil
 	}
-	real, ok := "", false
-	if p.cfg.Secrets != nil {
-		real, ok = p.cfg.Secrets.Lookup(sandboxID, ph.Name)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the secret for a placeholder is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
+	real, resp := p.secretValue(ev, req, sandboxID, ph.Name, "the secret for a placeholder", v)
+	if resp != nil {
+		return resp
 	}
 	swapped := inAllowed
 	for _, k := range allowed {
