@@ -66,10 +66,6 @@ func TestSentinelInStreamedBody(t *testing.T) {
 		for _, a := range attempts {
 			e.w.reset()
 			req, _ := http.NewRequest("POST", e.url(a.host, "/v1/x"), a.body())
-			// One request a connection: a kept-alive MITM connection after
-			// a small chunked body waits out the idle timeout (a separate
-			// finding; see the report of this change).
-			req.Close = true
 			start := time.Now()
 			resp, err := cl.c.Do(req)
 			if err != nil {
@@ -137,4 +133,26 @@ func TestSwapBodyReadError(t *testing.T) {
 	e.ev.waitFor(t, "bad body event", func(ev audit.Event) bool {
 		return ev.Kind == audit.KindHTTP && ev.Rule == ruleFraming && strings.Contains(ev.Reason, "bad request body")
 	})
+}
+
+// TestChunkedBodyKeepAlive: after a small chunked request body (which the
+// proxy reads whole before forwarding), the inspected connection carries
+// the next request at once; it used to wait out the idle timeout, the
+// chunked body never counted as read to its end.
+func TestChunkedBodyKeepAlive(t *testing.T) {
+	e := newReflectEnv(t)
+	c := e.reflectClients()[0].c // HTTP/1.1, keep-alive
+	c.Timeout = 5 * time.Second
+	for i := range 3 {
+		req, _ := http.NewRequest("POST", e.url("docs.example.test", "/v1/x"), &piecesReader{[][]byte{[]byte("a=1"), []byte("&b=2")}})
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("request %d on the kept-alive connection: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
 }
