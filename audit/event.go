@@ -280,7 +280,7 @@ type SecretReflected struct {
 type Lockdown struct {
 	Action string `json:"action"` // engaged | lifted | restored (re-applied at start)
 	Scope  string `json:"scope"`  // all | sandbox
-	By     string `json:"by"`     // the control API caller: "NAME (uid N)" or "token"
+	By     string `json:"by"`     // the control API caller: "NAME (uid N)" or "token@ADDR"
 }
 
 // Emitter is what producers write events to. Emit must not block for long

@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 )
 
@@ -31,8 +32,9 @@ type query struct {
 	lname      string // the name in lower case when the reader parsed it already
 	qtype      uint16
 	verdict    policies.Verdict
-	guard      string // the exfiltration guard that tripped, "" if none
-	guardScope string // the parent names_per_parent counted under, when it tripped
+	guard      string    // the exfiltration guard that tripped, "" if none
+	guardScope string    // the parent names_per_parent counted under, when it tripped
+	redacted   redaction // what events and logs keep of a guard-refused name
 
 	resp *dns.Msg // the answer to write, nil until a step sets it
 	// respOwned: resp is an upstream answer no other query shares.
@@ -309,7 +311,7 @@ func (s *Server) event(q *query) audit.Event {
 		ev.Category = v.Category
 	default:
 		ev.Verdict, ev.Rule, ev.Category, ev.WouldDeny, ev.Reason = v.Action.String(), s.rules.get(v.Rule, policies.Rule.String), v.Category, v.WouldDeny, v.Reason
-		ev.Reason = joinReason(ev.Reason, q.strip.reason)
+		ev.Reason = verdictlog.JoinReason(ev.Reason, q.strip.reason)
 	}
 	var d *audit.DNS
 	if q.pkt != nil {
@@ -337,7 +339,8 @@ func (s *Server) event(q *query) audit.Event {
 		d.Server = q.local.String()
 	}
 	if q.guard != "" {
-		d.QName, d.QNameTruncated, d.QNameSHA256 = redactName(q.name, q.guardScope)
+		r := q.redactedName()
+		d.QName, d.QNameTruncated, d.QNameSHA256 = r.name, r.cut, r.sum
 	}
 	if d.Guard == "" {
 		d.Guard = q.strip.guard // the answer filter's guards; the verdict stays the name's
@@ -357,8 +360,23 @@ func (q *query) logName() string {
 	if q.guard == "" {
 		return q.name
 	}
-	n, _, _ := redactName(q.name, q.guardScope)
-	return n
+	return q.redactedName().name
+}
+
+// redaction is a guard-refused name as events and logs keep it
+// (redactName), made once per query.
+type redaction struct {
+	name, sum string
+	cut, done bool
+}
+
+// redactedName redacts q's name the first time it is asked for.
+func (q *query) redactedName() redaction {
+	if !q.redacted.done {
+		n, cut, sum := redactName(q.name, q.guardScope)
+		q.redacted = redaction{name: n, sum: sum, cut: cut, done: true}
+	}
+	return q.redacted
 }
 
 // rcode is the rcode of the answer q gets.
@@ -377,17 +395,6 @@ func (s *Server) serverString(a net.Addr) string {
 		return s.serverAny.get(a, net.Addr.String)
 	}
 	return a.String()
-}
-
-// joinReason appends extra to a verdict's reason.
-func joinReason(reason, extra string) string {
-	switch {
-	case extra == "":
-		return reason
-	case reason == "":
-		return extra
-	}
-	return reason + "; " + extra
 }
 
 // rrValue is the data part of a record, as it appears in zone files.
@@ -417,7 +424,7 @@ func (s *Server) logQuery(q *query) {
 	}
 	ev := s.event(q)
 	s.emitQuery(q, ev)
-	lvl := levelFor(ev.Verdict)
+	lvl := verdictlog.LevelOf(ev.Verdict, ev.WouldDeny)
 	if q.err != nil {
 		lvl = slog.LevelWarn
 	}

@@ -25,7 +25,9 @@
 // Around the chain: server.go owns the sockets and their lifetimes,
 // config.go the Config and Upstream types, udp.go the IPv4 UDP reader
 // (batched reads, a fast parser for plain queries in fastparse.go, answers
-// without the network sent in batches, misses handed on), tcplimit.go the
+// without the network sent in batches, misses handed on), replies.go the
+// one way answers leave in batches (the reader's and the upstream
+// readers'), tcplimit.go the
 // per-source cap on TCP connections (TCP is served by miekg/dns), noise.go
 // the rate limit on logging refused junk, memo.go the memoised strings of
 // events.

@@ -1,7 +1,6 @@
 package dnsd
 
 import (
-	"log/slog"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -51,11 +50,4 @@ func (s *Server) blockAnswer(q *query, text string) *dns.Msg {
 		rcode = dns.RcodeRefused
 	}
 	return q.refuse(rcode, dns.ExtendedErrorCodeBlocked, text)
-}
-
-func levelFor(verdict string) slog.Level {
-	if verdict == policies.ActionAllow.String() {
-		return slog.LevelDebug
-	}
-	return slog.LevelInfo
 }

@@ -143,3 +143,20 @@ func FuzzRedactName(f *testing.F) {
 		}
 	})
 }
+
+// TestRedactOncePerQuery: the event and the logs of a guard-refused query
+// keep the same cut name, made once: asking again costs nothing.
+func TestRedactOncePerQuery(t *testing.T) {
+	q := &query{name: strings.Repeat("exfil", 20) + ".example.test.", guard: GuardLabelLength}
+	first := q.logName()
+	if !strings.Contains(first, "...(+") {
+		t.Fatalf("not cut: %q", first)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if q.logName() != first {
+			t.Fatal("a second redaction differs")
+		}
+	}); n != 0 {
+		t.Fatalf("each ask redacts again: %v allocations", n)
+	}
+}

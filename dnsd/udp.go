@@ -41,7 +41,8 @@ type packet struct {
 	dst   netip.Addr // the query's destination address (IP_PKTINFO)
 	reply [udpio.PktinfoLen]byte
 
-	bc *ipv4.PacketConn // pc, for the batched replies of misses
+	bc   *ipv4.PacketConn // pc, for the batched replies of misses
+	sock *udpSock         // the socket it came from (batched replies)
 	// rd is the reader handling the packet; nil once the packet is handed
 	// on (to an upstream socket or a worker) and on the paths that may
 	// block.
@@ -139,9 +140,8 @@ type udpReader struct {
 	rd   *udpio.Reader
 	tab  names
 	pkts []*packet
-	out  []ipv4.Message
 	send upstream.Sender[*packet] // the batch's misses, to upstream sockets
-	wr   *udpio.Writer            // the answers of a batch (IPv4 clients)
+	rep  *replies                 // the answers of a batch
 
 	// poll reads a batch from the socket fd without waiting, into n and
 	// errno (made once: no closure per read).
@@ -165,9 +165,7 @@ func (s *Server) serveUDP4(pc *net.UDPConn) error {
 		return errors.Join(err, serr)
 	}
 	us := &udpSock{pc: pc, rc: rc, bc: ipv4.NewPacketConn(pc), local: pc.LocalAddr()}
-	r := &udpReader{s: s, rd: udpio.NewReader(rc), tab: make(names), pkts: make([]*packet, udpBatch),
-		out: make([]ipv4.Message, 0, udpBatch)}
-	r.wr = udpio.NewWriter(func(e syscall.Errno) { s.log.Debug("dns write batch", logErr, e) })
+	r := &udpReader{s: s, rd: udpio.NewReader(rc), tab: make(names), pkts: make([]*packet, udpBatch), rep: newReplies(s)}
 	r.poll = func(fd uintptr) {
 		r.fill()
 		r.n, r.errno = r.rd.Recv(fd, len(r.pkts))
@@ -242,14 +240,13 @@ func (r *udpReader) fill() {
 // upstream socket (or given to a worker).
 func (r *udpReader) handle(us *udpSock, n int) {
 	s := r.s
-	r.out = r.out[:0]
 	for i := 0; i < n; i++ {
 		p := r.pkts[i]
 		size, oobn, src, ok := r.rd.Msg(i)
 		if !ok || size < 12 || size >= len(p.buf) || binary.BigEndian.Uint16(p.buf[2:])&0x8000 != 0 {
 			continue // short, oversized, or a response: drop, never reflect
 		}
-		p.pc, p.bc, p.local, p.n = us.pc, us.bc, us.local, size
+		p.pc, p.bc, p.local, p.sock, p.n = us.pc, us.bc, us.local, us, size
 		p.src = src
 		p.dst = udpio.Pktinfo(p.oob[:min(oobn, len(p.oob))])
 		p.batched, p.queued, p.rd = true, false, r
@@ -258,29 +255,11 @@ func (r *udpReader) handle(us *udpSock, n int) {
 			continue
 		}
 		if p.queued {
-			var oob []byte
-			if p.dst.Is4() {
-				oob = (*udpWriter)(p).replyOOB()
-			}
-			if r.wr.Add(p.out, oob, p.src) {
-				continue
-			}
-			p.bufs[0] = p.out
-			r.out = append(r.out, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
+			r.rep.add(p)
 		}
 	}
 	r.send.Flush()
-	if err := r.wr.Flush(us.rc); err != nil {
-		s.log.Debug("dns write batch", logErr, err)
-	}
-	for sent := 0; sent < len(r.out); {
-		k, err := us.bc.WriteBatch(r.out[sent:], 0)
-		if err != nil {
-			s.log.Debug("dns write batch", logErr, err)
-			break
-		}
-		sent += k
-	}
+	r.rep.flush(us)
 }
 
 // handlePacket answers what needs no network (denials, guards, cache hits)

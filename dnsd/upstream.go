@@ -1,11 +1,9 @@
 package dnsd
 
 import (
-	"sync"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/ipv4"
 
 	"airlock/dnsd/internal/upstream"
 )
@@ -130,44 +128,26 @@ func (s *Server) upAnswer(p *packet, r *dns.Msg, up string) bool {
 	return true
 }
 
-// replyMsgs is storage for one sendReplies call.
-var replyMsgs = sync.Pool{New: func() any { m := make([]ipv4.Message, 0, udpBatch); return &m }}
-
 // sendReplies sends the replies waiting in the batch's packets (those
-// still set), one sendmmsg per client socket, and returns the packets to
+// still set), one batch per client socket, and returns the packets to
 // the pool.
 func (s *Server) sendReplies(batch []upstream.Answer[*packet]) {
-	mp := replyMsgs.Get().(*[]ipv4.Message)
-	defer replyMsgs.Put(mp)
+	b := getReplies(s)
+	defer replyPool.Put(b)
 	for i := range batch {
 		p := batch[i].W
 		if p == nil {
 			continue
 		}
-		bc := p.bc
-		msgs := (*mp)[:0]
+		us := p.sock
 		for j := i; j < len(batch); j++ {
-			if p := batch[j].W; p != nil && p.bc == bc {
-				var oob []byte
-				if p.dst.Is4() {
-					oob = (*udpWriter)(p).replyOOB()
-				}
-				p.bufs[0] = p.out
-				msgs = append(msgs, ipv4.Message{Buffers: p.bufs[:], OOB: oob, Addr: p.replyAddr()})
+			if p := batch[j].W; p != nil && p.sock == us {
+				b.add(p)
 			}
 		}
-		for sent := 0; sent < len(msgs); {
-			k, err := bc.WriteBatch(msgs[sent:], 0)
-			if err != nil {
-				s.log.Debug("dns write batch", logErr, err)
-				break
-			}
-			sent += k
-		}
-		clear(msgs)
-		*mp = msgs[:0]
+		b.flush(us)
 		for j := i; j < len(batch); j++ {
-			if p := batch[j].W; p != nil && p.bc == bc {
+			if p := batch[j].W; p != nil && p.sock == us {
 				batch[j].W = nil
 				packetPool.Put(p)
 			}

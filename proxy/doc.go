@@ -34,6 +34,7 @@
 //     connhdr.go: Connection headers that may not remove guarded fields;
 //     limits.go: rate and body limits; approve.go: a request held for a
 //     human; inject.go: placeholders swapped and credentials injected;
+//     inject_body.go: a streamed request body searched for placeholders;
 //     reflect.go, reflect_match.go: responses scanned for an injected
 //     secret; reject.go: the one place a verdict becomes an HTTP
 //     refusal; upstream.go: the sandbox's upstream, h1.Pool or

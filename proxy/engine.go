@@ -265,6 +265,9 @@ func (p *Proxy) prepare(x *exch, req *http.Request) (*http.Request, *http.Respon
 	if resp := p.applySecrets(&x.ev, req, req, f.sb.ID, x.host, x.v); resp != nil {
 		return req, resp
 	}
+	if resp := p.refuseInjectedUpgrade(x, req); resp != nil {
+		return req, resp
+	}
 	if resp := p.prebuffer(&x.ev, req, req); resp != nil {
 		return req, resp
 	}
@@ -295,6 +298,14 @@ func (c closer) Close() error { return c.c.Close() }
 // gets a response and the event names the failure.
 func (x *exch) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	resp, err := x.sc.tr.roundTrip(req, x.dt.addrs, x.sc.f)
+	if name, reason := x.ev.watch.result(); name != "" {
+		// The body reached a placeholder: it stopped there, and the
+		// request is refused whatever the upstream made of its part.
+		if err == nil {
+			resp.Body.Close()
+		}
+		return x.p.secretEgress(&x.ev, req, name, reason), nil
+	}
 	if err != nil {
 		return x.p.upstreamError(&x.ev, req, err), nil
 	}

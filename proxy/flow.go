@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 	"airlock/proxy/internal/relay"
 )
@@ -26,7 +27,7 @@ const (
 	ruleAddress   = "proxy.address"    // the name resolves only to refused addresses
 	ruleResolve   = "proxy.resolve"    // the name does not resolve
 	ruleSentinel  = "proxy.sentinel"   // a placeholder going to the wrong host
-	ruleInject    = "proxy.inject"     // the secret to inject is unavailable
+	ruleInject    = "proxy.inject"     // the secret to inject is unavailable, or a protocol switch with one
 	ruleAsk       = "proxy.ask"        // a held request was not approved
 	ruleBodyLimit = "proxy.body-limit" // request body over the category's limit
 	ruleRate      = "proxy.rate"       // over the category's request rate
@@ -137,7 +138,7 @@ func (p *Proxy) emitDecision(f *flow) {
 	verdictFields(&e, f.verdict)
 	e.Flow = f.flowPayload("decision")
 	p.emitFlow(f, e)
-	lvl := levelFor(f.verdict)
+	lvl := verdictlog.Level(f.verdict.Action, f.verdict.WouldDeny)
 	p.log.Log(context.Background(), lvl, "proxy: flow", "id", f.id, "sandbox", f.sb.ID, "verdict", e.Verdict, "rule", e.Rule, "sni", f.sni, "host", f.host)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 )
 
@@ -145,6 +146,9 @@ type reqEvent struct {
 	// scanned for them (reflect.go); nil on the plain path, which so pays
 	// one pointer for it.
 	inj *injected
+	// watch searches a body that could not be searched before it left
+	// for placeholders (inject_body.go), or nil.
+	watch *watchedBody
 }
 
 func (p *Proxy) newReqEvent(f *flow, scheme string, req *http.Request) *reqEvent {
@@ -198,7 +202,7 @@ func (p *Proxy) refuse(r *reqEvent, req *http.Request, status int, v policies.Ve
 	r.setVerdict(v)
 	r.refused = true
 	p.awaitOwner(r.f)
-	p.log.Log(context.Background(), levelFor(v), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
+	p.log.Log(context.Background(), verdictlog.Level(v.Action, v.WouldDeny), "proxy: request refused", "id", r.e.ID, "sandbox", r.e.Sandbox, "rule", v.Rule.Name, "reason", v.Reason, "status", status)
 	p.finish(r, status, 0, 0)
 	return reject(req, r.e.ID, status, v)
 }
@@ -307,6 +311,9 @@ func (p *Proxy) prebuffer(ev *reqEvent, req, out *http.Request) *http.Response {
 }
 
 func (p *Proxy) bodyError(ev *reqEvent, req *http.Request, err error) *http.Response {
+	if name, reason := ev.watch.result(); name != "" && errors.Is(err, errPlaceholderInBody) {
+		return p.secretEgress(ev, req, name, reason)
+	}
 	v := internalDeny(ruleFraming, "bad request body: "+err.Error())
 	status := http.StatusBadRequest
 	if errors.Is(err, errBodyLimit) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"airlock/policies"
@@ -23,6 +24,8 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 		if err != nil {
 			return p.bodyError(ev, req, err)
 		}
+		var watch []secretPattern
+		reasons := map[string]string{}
 		for _, ph := range phs {
 			if ph.Value == "" {
 				continue
@@ -30,7 +33,12 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 			if resp := p.swapPlaceholder(ev, req, out, sandboxID, ph, body, v); resp != nil {
 				return resp
 			}
+			if reason := bodyRefusal(v.Cat, ph); body == nil && reason != "" {
+				watch = append(watch, secretPattern{name: ph.Name, find: []byte(ph.Value)})
+				reasons[ph.Name] = reason
+			}
 		}
+		p.watchBody(ev, out, watch, reasons)
 	}
 	if resp := p.inject(ev, req, out, sandboxID, v); resp != nil {
 		return resp
@@ -41,26 +49,48 @@ func (p *Proxy) applySecrets(ev *reqEvent, req, out *http.Request, sandboxID, ho
 	return nil
 }
 
+// refuseInjectedUpgrade refuses, before it leaves, a request the proxy
+// put a secret into that asks to switch protocols (WebSocket, h2c, any
+// Upgrade): what would come back over the switched connection could not
+// be scanned for the secret.
+func (p *Proxy) refuseInjectedUpgrade(x *exch, req *http.Request) *http.Response {
+	up := x.ev.e.HTTP.Upgrade
+	if x.ev.inj == nil || up == "" {
+		return nil
+	}
+	d := internalDeny(ruleInject, "a request carrying an injected secret may not switch protocols (Upgrade: "+up+"): what comes back could not be scanned for the secret")
+	d.Category = x.v.Category
+	return p.refuse(&x.ev, req, http.StatusForbidden, d)
+}
+
 // inject sets the category's credential.
 func (p *Proxy) inject(ev *reqEvent, req, out *http.Request, sandboxID string, v policies.Verdict) *http.Response {
 	if v.Cat == nil || v.Cat.Inject == nil {
 		return nil
 	}
 	in := v.Cat.Inject
-	val, ok := "", false
-	if p.cfg.Secrets != nil {
-		val, ok = p.cfg.Secrets.Lookup(sandboxID, in.Secret)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the credential for this category is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
+	val, resp := p.secretValue(ev, req, sandboxID, in.Secret, "the credential for this category", v)
+	if resp != nil {
+		return resp
 	}
 	out.Header.Del(in.Header)
 	out.Header.Set(in.Header, in.Value(val))
 	ev.e.HTTP.Injected = append(ev.e.HTTP.Injected, in.Secret)
 	ev.addInjection(in.Secret, val, p.replacementFor(sandboxID, in.Secret))
 	return nil
+}
+
+// secretValue looks up the secret name for the sandbox; when the store
+// has none, the request is refused (502): what names it for the reason.
+func (p *Proxy) secretValue(ev *reqEvent, req *http.Request, sandboxID, name, what string, v policies.Verdict) (string, *http.Response) {
+	if p.cfg.Secrets != nil {
+		if val, ok := p.cfg.Secrets.Lookup(sandboxID, name); ok {
+			return val, nil
+		}
+	}
+	d := internalDeny(ruleInject, what+" is not available")
+	d.Category = v.Category
+	return "", p.refuse(ev, req, http.StatusBadGateway, d)
 }
 
 // swapPlaceholder swaps one placeholder in the positions its category
@@ -78,20 +108,15 @@ func (p *Proxy) swapPlaceholder(ev *reqEvent, req, out *http.Request, sandboxID 
 	}
 	switch {
 	case !may && (outside != "" || inAllowed):
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder may only be sent to its own hosts")
+		return p.secretEgress(ev, req, ph.Name, reasonForeignHost)
 	case outside != "":
-		return p.secretEgress(ev, req, ph.Name, "a secret placeholder in "+outside+": it is swapped only in "+sentinelPlaces(v.Cat))
+		return p.secretEgress(ev, req, ph.Name, misplaced(outside, v.Cat))
 	case !inAllowed && !bodyOK:
 		return nil
 	}
-	real, ok := "", false
-	if p.cfg.Secrets != nil {
-		real, ok = p.cfg.Secrets.Lookup(sandboxID, ph.Name)
-	}
-	if !ok {
-		d := internalDeny(ruleInject, "the secret for a placeholder is not available")
-		d.Category = v.Category
-		return p.refuse(ev, req, http.StatusBadGateway, d)
+	real, resp := p.secretValue(ev, req, sandboxID, ph.Name, "the secret for a placeholder", v)
+	if resp != nil {
+		return resp
 	}
 	swapped := inAllowed
 	for _, k := range allowed {
@@ -141,6 +166,27 @@ func placeholderPositions(out *http.Request, ph string, allowed []string) (strin
 	return "", in
 }
 
+// reasonForeignHost refuses a placeholder sent to a host not its own.
+const reasonForeignHost = "a secret placeholder may only be sent to its own hosts"
+
+// misplaced refuses a placeholder in a position its category does not
+// swap it in.
+func misplaced(pos string, c *policies.Category) string {
+	return "a secret placeholder in " + pos + ": it is swapped only in " + sentinelPlaces(c)
+}
+
+// bodyRefusal says why ph may not be in a request body to c's hosts, or
+// "" when c swaps it there.
+func bodyRefusal(c *policies.Category, ph Placeholder) string {
+	switch {
+	case c == nil || !slices.Contains(c.Sentinels, ph.Name):
+		return reasonForeignHost
+	case !c.SentinelBody:
+		return misplaced("the body", c)
+	}
+	return ""
+}
+
 // sentinelPlaces says where a category swaps placeholders.
 func sentinelPlaces(c *policies.Category) string {
 	s := "header " + strings.Join(c.SentinelHeaders, ", ")
@@ -157,8 +203,14 @@ func sentinelPlaces(c *policies.Category) string {
 // whether it was there.
 func (p *Proxy) swapBody(ev *reqEvent, req, out *http.Request, from, to string) (bool, *http.Response) {
 	b, err := io.ReadAll(io.LimitReader(out.Body, maxSwapBody+1))
-	if err != nil || len(b) > maxSwapBody {
-		d := internalDeny(ruleBodyLimit, "body too large to swap a placeholder")
+	if err != nil {
+		// The client's body could not be read (framing, a cut, the
+		// category's limit): its fault, not the size of the swap.
+		return false, p.bodyError(ev, req, err)
+	}
+	if len(b) > maxSwapBody {
+		d := internalDeny(ruleBodyLimit, "body over "+strconv.Itoa(maxSwapBody)+" bytes: too large to swap a placeholder in")
+		d.Category = ev.e.Category
 		return false, p.refuse(ev, req, http.StatusRequestEntityTooLarge, d)
 	}
 	found := bytes.Contains(b, []byte(from))
@@ -192,6 +244,7 @@ func (p *Proxy) secretEgress(ev *reqEvent, req *http.Request, name, reason strin
 	ev.e.HTTP.Secret = name
 	d := internalDeny(ruleSentinel, reason)
 	d.Category = ev.e.Category
-	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name)
+	p.log.Warn("proxy: secret egress blocked", "id", ev.e.ID, "sandbox", ev.e.Sandbox, "secret", name,
+		"host", ev.e.HTTP.Host, "reason", reason)
 	return p.refuse(ev, req, http.StatusForbidden, d)
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"airlock/internal/verdictlog"
 	"airlock/policies"
 )
 
@@ -103,7 +104,7 @@ func (p *Proxy) redecide(f *flow) (policies.Verdict, bool) {
 	v := pol.Decide(req)
 	if v.Action == policies.ActionAsk {
 		v.Action = policies.ActionDeny
-		v.Reason = joinReason(v.Reason, "the rule now asks; reconnect to be asked")
+		v.Reason = verdictlog.JoinReason(v.Reason, "the rule now asks; reconnect to be asked")
 		return v, false
 	}
 	if !v.Action.Allows() {
@@ -111,18 +112,11 @@ func (p *Proxy) redecide(f *flow) (policies.Verdict, bool) {
 	}
 	if v.Cat != nil && v.Cat.Inspect {
 		v.Action = policies.ActionDeny
-		v.Reason = joinReason(v.Reason, "the category now inspects traffic; reconnect to be inspected")
+		v.Reason = verdictlog.JoinReason(v.Reason, "the category now inspects traffic; reconnect to be inspected")
 		return v, false
 	}
 	if d, err := netip.ParseAddrPort(f.dialedAddr()); err == nil && !p.mayDial(d.Addr().Unmap(), v, pol) {
 		return addrDeny(v, errRefusedAddr), false
 	}
 	return v, true
-}
-
-func joinReason(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
 }

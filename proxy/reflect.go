@@ -160,6 +160,9 @@ func (p *Proxy) guardResponse(x *exch, resp *http.Response, req *http.Request) *
 	if name, ok := s.headerNames(resp.Header); !ok {
 		return s.refuse(resp, req, name, "header name", "a response header's name carries the secret")
 	}
+	if name, ok := s.headerNames(resp.Trailer); !ok {
+		return s.refuse(resp, req, name, "trailer name", "an announced trailer's name carries the secret")
+	}
 	s.header(resp.Header, "header:")
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return s.refuse(resp, req, x.ev.inj.list[0].name, "upgrade", "a protocol switch cannot be scanned for the injected secret")
@@ -214,13 +217,32 @@ func contentCodings(h http.Header) ([]string, error) {
 // value: a name cannot be rewritten safely.
 func (s *reflectScan) headerNames(h http.Header) (string, bool) {
 	for k := range h {
-		for _, pt := range s.pats {
-			if strings.Contains(strings.ToLower(k), strings.ToLower(string(pt.find))) {
-				return pt.name, false
-			}
+		if name := s.inName(k); name != "" {
+			return name, false
 		}
 	}
 	return "", true
+}
+
+// inName returns the secret whose value a field name holds, or "".
+func (s *reflectScan) inName(k string) string {
+	for _, pt := range s.pats {
+		if strings.Contains(strings.ToLower(k), strings.ToLower(string(pt.find))) {
+			return pt.name
+		}
+	}
+	return ""
+}
+
+// trailerNames removes the late trailers (sent only with the body's end)
+// whose name holds a value: the head is gone, so the field goes instead.
+func (s *reflectScan) trailerNames(h http.Header) {
+	for k := range h {
+		if name := s.inName(k); name != "" {
+			delete(h, k)
+			s.emit(name, "trailer name", 0, 1, "removed")
+		}
+	}
 }
 
 // header replaces values in every field of h, one event per field.
@@ -265,9 +287,12 @@ func (s *reflectScan) emit(name, pos string, off int64, count int, action string
 	e := audit.New(audit.KindSecretReflected, x.ev.e.Sandbox)
 	e.ID, e.Rule, e.Category = x.ev.e.ID, ruleReflect, x.ev.e.Category
 	e.Reason = "the response carried an injected secret back; the sandbox got its placeholder"
-	if action == "refused" {
+	switch action {
+	case "refused":
 		e.Verdict = "deny"
 		e.Reason = "the response could not be scanned or cleaned of an injected secret and was refused"
+	case "removed":
+		e.Reason = "a trailer's name carried an injected secret back; the trailer was removed"
 	}
 	e.SecretReflected = &audit.SecretReflected{Secret: name, Host: x.host, Position: pos, Offset: off, Count: count, Action: action}
 	s.p.cfg.Emitter.Emit(e)
@@ -367,6 +392,7 @@ func (b *scannedBody) decoder() (io.Reader, error) {
 // replacements.
 func (b *scannedBody) end() {
 	if len(b.resp.Trailer) > 0 {
+		b.s.trailerNames(b.resp.Trailer)
 		b.s.header(b.resp.Trailer, "trailer:")
 	}
 	b.log()

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,7 @@ type secretPattern struct {
 // that: its memory is bounded by the longest pattern, not by the stream.
 type matcher struct {
 	pats   []secretPattern
+	ix     patIndex
 	maxLen int
 	carry  []byte // held-back input, shorter than maxLen
 	win    []byte // carry and the next piece, reused
@@ -30,7 +32,7 @@ type matcher struct {
 }
 
 func newMatcher(pats []secretPattern, hit func(string, int64)) *matcher {
-	m := &matcher{pats: pats, hit: hit}
+	m := &matcher{pats: pats, ix: newPatIndex(pats), hit: hit}
 	for _, p := range pats {
 		m.maxLen = max(m.maxLen, len(p.find))
 	}
@@ -47,20 +49,21 @@ func (m *matcher) feed(dst, p []byte, final bool) []byte {
 		m.win = append(append(m.win[:0], m.carry...), p...)
 		w = m.win
 	}
+	m.ix.reset()
 	i := 0
 	for {
-		at, k := m.next(w[i:])
-		if k < 0 || !final && i+at+m.maxLen > len(w) {
+		at, k := m.ix.next(m.pats, w, i)
+		if k < 0 || !final && at+m.maxLen > len(w) {
 			// None, or one that a longer value starting at the same
 			// place might still win over: decided with more input.
 			break
 		}
-		dst = append(dst, w[i:i+at]...)
+		dst = append(dst, w[i:at]...)
 		dst = append(dst, m.pats[k].repl...)
 		if m.hit != nil {
-			m.hit(m.pats[k].name, m.off+int64(i+at))
+			m.hit(m.pats[k].name, m.off+int64(at))
 		}
-		i += at + len(m.pats[k].find)
+		i = at + len(m.pats[k].find)
 	}
 	keep := 0
 	if !final && m.maxLen > 1 {
@@ -73,23 +76,94 @@ func (m *matcher) feed(dst, p []byte, final bool) []byte {
 	return dst
 }
 
-// next returns the offset and index of the earliest (then longest)
-// pattern in b, or k < 0.
-func (m *matcher) next(b []byte) (at, k int) {
-	at, k = -1, -1
-	for j, p := range m.pats {
+// patIndex finds the earliest, then longest, pattern in a window in one
+// pass: the patterns are grouped by their first byte (the forms of one
+// value almost always share it), each group is searched for its common
+// prefix with bytes.Index, and a group's next candidate is remembered
+// until the search passes it, so no byte of the window is searched twice
+// for the same group, however dense the matches. A candidate is checked
+// against its group's patterns, longest first.
+type patIndex struct {
+	groups []patGroup
+}
+
+type patGroup struct {
+	anchor []byte // the common prefix of the group's patterns
+	pats   []int  // indexes of the patterns, longest first
+	at, k  int    // the next match at or after from (k < 0: none)
+	from   int    // where the search for at started; -1: not searched
+}
+
+func newPatIndex(pats []secretPattern) patIndex {
+	var ix patIndex
+	for k, p := range pats {
 		if len(p.find) == 0 {
 			continue
 		}
-		n := bytes.Index(b, p.find)
-		if n < 0 {
-			continue
+		g := slices.IndexFunc(ix.groups, func(g patGroup) bool { return g.anchor[0] == p.find[0] })
+		if g < 0 {
+			ix.groups = append(ix.groups, patGroup{anchor: p.find})
+			g = len(ix.groups) - 1
 		}
-		if at < 0 || n < at || n == at && len(p.find) > len(m.pats[k].find) {
-			at, k = n, j
+		gr := &ix.groups[g]
+		gr.anchor = gr.anchor[:commonPrefix(gr.anchor, p.find)]
+		gr.pats = append(gr.pats, k)
+	}
+	for g := range ix.groups {
+		slices.SortStableFunc(ix.groups[g].pats, func(a, b int) int { return len(pats[b].find) - len(pats[a].find) })
+	}
+	return ix
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// reset starts a new window.
+func (ix *patIndex) reset() {
+	for g := range ix.groups {
+		ix.groups[g].from = -1
+	}
+}
+
+// next returns the offset and index of the earliest (then longest)
+// pattern in w at or after from, or k < 0. Calls within one window
+// (between resets) must not go back: from never decreases.
+func (ix *patIndex) next(pats []secretPattern, w []byte, from int) (at, k int) {
+	at, k = -1, -1
+	for g := range ix.groups {
+		gr := &ix.groups[g]
+		if gr.from < 0 || gr.k >= 0 && gr.at < from {
+			gr.at, gr.k = gr.search(pats, w, from)
+			gr.from = from
+		}
+		if gr.k >= 0 && (k < 0 || gr.at < at) {
+			at, k = gr.at, gr.k
 		}
 	}
 	return at, k
+}
+
+// search finds the group's first match in w at or after from.
+func (gr *patGroup) search(pats []secretPattern, w []byte, from int) (int, int) {
+	for from <= len(w) {
+		j := bytes.Index(w[from:], gr.anchor)
+		if j < 0 {
+			return -1, -1
+		}
+		at := from + j
+		for _, k := range gr.pats {
+			if bytes.HasPrefix(w[at:], pats[k].find) {
+				return at, k
+			}
+		}
+		from = at + 1
+	}
+	return -1, -1
 }
 
 // replaceAll replaces every pattern in s at once (a header value),

@@ -155,7 +155,18 @@ func FuzzMatcher(f *testing.F) {
 // BenchmarkMatcher prices scanning a response body for one injected
 // secret in its escaped forms, in the body reader's 32 KiB pieces.
 func BenchmarkMatcher(b *testing.B) {
-	body := bytes.Repeat([]byte("0123456789abcdef{\"k\": \"value\"}\n"), (1<<20)/32)
+	benchMatcher(b, bytes.Repeat([]byte("0123456789abcdef{\"k\": \"value\"}\n"), (1<<20)/32))
+}
+
+// BenchmarkMatcherDense prices a body that echoes the secret densely
+// (every 64 bytes, in its JSON form), where each replacement used to
+// rescan the rest of the piece for every other pattern.
+func BenchmarkMatcherDense(b *testing.B) {
+	rec := []byte(`{"auth":"` + jsonEscape(signSecret) + `","pad":"0123456789abcdef"},` + "\n")
+	benchMatcher(b, bytes.Repeat(rec, (1<<20)/len(rec)))
+}
+
+func benchMatcher(b *testing.B, body []byte) {
 	p := patternsFor([]injection{{name: "s", value: signSecret, repl: signPH}})
 	b.SetBytes(int64(len(body)))
 	out := make([]byte, 0, 64<<10)

@@ -155,6 +155,17 @@ func echoBack(rw http.ResponseWriter, r *http.Request, body []byte) {
 		h.Set("Content-Encoding", "deflate")
 	case "br":
 		h.Set("Content-Encoding", "br") // not really: the proxy must not deliver it anyway
+	case "trailername", "latetrailername":
+		// The credential as a trailer's name: announced in the head, or
+		// sent only at the end.
+		name := "X-" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if mode == "trailername" {
+			h.Set("Trailer", name)
+		} else {
+			name = http.TrailerPrefix + name
+		}
+		defer func() { h.Set(name, "1") }()
+		out = []byte("ok")
 	case "trailer":
 		h.Set("Trailer", "X-Echo")
 		defer func() { h.Set("X-Echo", r.Header.Get("Authorization")) }()
@@ -331,8 +342,9 @@ func TestReflectSentinelSwapped(t *testing.T) {
 }
 
 // TestReflectRefusesUnscannable: a content coding the proxy cannot undo
-// and a protocol switch are refused (502) on a request it injected into,
-// and logged; the same response without injection is delivered as is.
+// is refused (502) on a request it injected into, and logged; the same
+// response without injection is delivered as is. (A protocol switch is
+// refused before the request leaves: TestInjectRefusesUpgrade.)
 func TestReflectRefusesUnscannable(t *testing.T) {
 	e := newReflectEnv(t)
 	for _, cl := range e.reflectClients() {
@@ -360,15 +372,6 @@ func TestReflectRefusesUnscannable(t *testing.T) {
 			t.Fatalf("%s br without injection: status %d coding %q", cl.name, resp.StatusCode, resp.Header.Get("Content-Encoding"))
 		}
 	}
-	tc, err := e.tlsThroughTransparent(e.worldDst(), "api.staging.example.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := rawExchange(t, tc, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: api.staging.example.test:%d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", e.w.tlsPort))
-	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(HeaderRule) != ruleReflect {
-		t.Fatalf("upgrade: status %d rule %q", resp.StatusCode, resp.Header.Get(HeaderRule))
-	}
-	reflectedEvent(e, t, "api-token", "upgrade")
 }
 
 // TestReflectPlainPathUnchanged: a response to a request without
@@ -410,6 +413,94 @@ func TestReflectCutBodyAborts(t *testing.T) {
 		}
 		if f := leaked(got); f != "" {
 			t.Fatalf("%s: the sandbox received the secret (%q)", cl.name, f)
+		}
+	}
+}
+
+// TestInjectRefusesUpgrade: a request the proxy would put a secret into
+// that asks to switch protocols — a WebSocket or h2c upgrade, inside an
+// inspected tunnel or as a plain explicit proxy request — is refused with
+// 403 (proxy.inject) before it leaves: the upstream never sees it, and the
+// refusal says why. Without injection the WebSocket upgrade still passes.
+func TestInjectRefusesUpgrade(t *testing.T) {
+	e := newReflectEnv(t)
+	ws := "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	h2c := "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+	for _, tc := range []struct{ name, host, up, want string }{
+		{"websocket", "api.staging.example.test", ws, "websocket"},
+		{"h2c", "api.staging.example.test", h2c, "h2c"},
+		{"plain websocket", "plain.example.test", ws, "websocket"},
+	} {
+		e.w.reset()
+		var resp *http.Response
+		if tc.host == "plain.example.test" {
+			u := fmt.Sprintf("http://%s:%d/ws", tc.host, e.w.plainPort)
+			resp = rawExchange(t, dialExplicit(t, e), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s:%d\r\n", u, tc.host, e.w.plainPort)+tc.up)
+		} else {
+			c, err := e.tlsThroughTransparent(e.worldDst(), tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp = rawExchange(t, c, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: %s:%d\r\n", tc.host, e.w.tlsPort)+tc.up)
+			c.Close()
+		}
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderRule) != ruleInject {
+			t.Fatalf("%s: status %d rule %q", tc.name, resp.StatusCode, resp.Header.Get(HeaderRule))
+		}
+		if n := len(e.w.requests()); n != 0 {
+			t.Fatalf("%s: the upstream saw %d requests", tc.name, n)
+		}
+		e.ev.waitFor(t, tc.name+" refusal", func(ev audit.Event) bool {
+			return ev.Kind == audit.KindHTTP && ev.Rule == ruleInject && ev.HTTP.Upgrade == tc.want &&
+				strings.Contains(ev.Reason, "may not switch protocols")
+		})
+	}
+	c, err := e.tlsThroughTransparent(e.worldDst(), "docs.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if resp := rawExchange(t, c, fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: docs.example.test:%d\r\n", e.w.tlsPort)+ws); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("websocket without injection: status %d", resp.StatusCode)
+	}
+}
+
+// TestReflectTrailerName: an upstream that sends the injected credential
+// as a trailer's name — announced in the head or only at the end — never
+// gives it to the sandbox, over HTTP/2 and HTTP/1.1: an announced one is
+// refused with the head (502), a late one is removed, and both are events.
+func TestReflectTrailerName(t *testing.T) {
+	e := newReflectEnv(t)
+	for _, cl := range e.reflectClients() {
+		// GET takes the direct upstream path, which keeps only announced
+		// trailers; POST takes net/http's, which keeps late ones too.
+		for _, mode := range []string{"GET trailername", "POST trailername", "POST latetrailername"} {
+			name := cl.name + " " + mode
+			method, mode, _ := strings.Cut(mode, " ")
+			req, _ := http.NewRequest(method, e.url("api.staging.example.test", "/echo/"+mode), strings.NewReader("x"))
+			resp, err := cl.c.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got, _ := received(t, resp)
+			if f := leaked(got); f != "" {
+				t.Fatalf("%s: the sandbox received the secret (%q):\n%s", name, f, got)
+			}
+			for k := range resp.Trailer {
+				if strings.Contains(strings.ToLower(k), strings.ToLower(apiSecret)) {
+					t.Fatalf("%s: trailer %q delivered", name, k)
+				}
+			}
+			ev := reflectedEvent(e, t, "api-token", "trailer name")
+			if mode == "trailername" && (resp.StatusCode != http.StatusBadGateway || ev.SecretReflected.Action != "refused") {
+				t.Fatalf("%s: status %d, event %+v", name, resp.StatusCode, ev.SecretReflected)
+			}
+			if mode == "latetrailername" && ev.SecretReflected.Action != "removed" {
+				t.Fatalf("%s: event %+v", name, ev.SecretReflected)
+			}
+			e.ev.mu.Lock()
+			e.ev.events = nil
+			e.ev.mu.Unlock()
 		}
 	}
 }

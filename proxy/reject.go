@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -52,15 +51,4 @@ func reject(req *http.Request, id string, status int, v policies.Verdict) *http.
 // connection the proxy cannot or will not decrypt.
 func writeTLSAlert(c net.Conn) {
 	c.Write([]byte{21, 3, 3, 0, 2, 2, 49})
-}
-
-// levelFor maps a verdict to a log level.
-func levelFor(v policies.Verdict) slog.Level {
-	switch {
-	case !v.Action.Allows():
-		return slog.LevelWarn
-	case v.WouldDeny || v.Action == policies.ActionAudit:
-		return slog.LevelInfo
-	}
-	return slog.LevelDebug
 }

@@ -55,10 +55,9 @@ func (a *API) lockdownSet(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
+	// Who, as every record names a caller: "NAME (uid N)" over the
+	// socket, "token@ADDR" over TCP.
 	by := Peer(r.Context())
-	if strings.HasPrefix(by, "token@") || a.Token != "" {
-		by = "token"
-	}
 	if by == "" {
 		by = "unknown"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,6 +152,33 @@ func TestLockdownThroughTheAPI(t *testing.T) {
 	}
 	if strings.Join(evs, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(evs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLockdownByOverTCP: a caller over the TCP listener is recorded as
+// everywhere else, token@ADDR (its address), in the state and the event.
+func TestLockdownByOverTCP(t *testing.T) {
+	k, ev := newFakeKernel(), &eventLog{}
+	l := newTestLockdown(t.TempDir(), k, ev)
+	must(t, l.restore(nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "0123456789abcdef-lockdown"
+	srv := NewHTTPServer((&API{Backend: &ldBackend{fakeBackend: newFake(), l: l}, Token: token}).Handler())
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c := client.NewTCP("http://"+ln.Addr().String(), token)
+	st, err := c.SetLockdown(context.Background(), client.LockdownRequest{Reason: "from afar"})
+	if err != nil || st.All == nil {
+		t.Fatalf("engage over TCP: %+v, %v", st, err)
+	}
+	if !strings.HasPrefix(st.All.By, "token@127.0.0.1:") {
+		t.Fatalf("engaged by %q, want token@127.0.0.1:PORT", st.All.By)
+	}
+	if evs := ev.lockdowns(); len(evs) != 1 || !strings.Contains(evs[0], "by "+st.All.By+":") {
+		t.Fatalf("events %v, want one by %s", evs, st.All.By)
 	}
 }
 

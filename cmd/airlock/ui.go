@@ -18,25 +18,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"airlock/client"
+	"airlock/serve"
 )
 
 func init() {
-	var listen string
+	var listen, apiURL, tokenFile string
 	c := &cobra.Command{
-		Use:   "ui [--listen 127.0.0.1:PORT]",
-		Short: "Open the live view: a local port proxying to the appliance's socket",
+		Use:   "ui [--listen 127.0.0.1:PORT] [--url http://HOST:PORT --token-file FILE]",
+		Short: "Open the live view: a local port proxying to the appliance's control API",
 		Long: `Serves the appliance's read-only live view (sandboxes, their state,
 recent denials, links to reports, the lockdown state; updated live) on a
 loopback port, proxied to the control socket with your access to it, and
-prints the URL to open. The URL carries a random key made for this run:
-other local users who find the port get nothing without it. Only GET and
-HEAD requests pass: the page cannot change anything (it can read what the
-API's GETs read, sandbox files and artifacts included). Stop with Ctrl-C.`,
+prints the URL to open. With --url and --token-file it proxies to the
+control API's TCP listener instead, adding the bearer token to every
+request (a browser cannot send it itself). The URL carries a random key
+made for this run: other local users who find the port get nothing
+without it. Only GET and HEAD requests of what the page reads pass: the
+page cannot change anything. Stop with Ctrl-C.
+
+Examples:
+  airlock ui
+  airlock ui --url http://198.18.0.10:7443 --token-file ~/.config/airlock/token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			cl := apiClient()
+			up, err := uiTarget(apiURL, tokenFile)
+			if err != nil {
+				return err
+			}
+			cl := up.client()
 			if _, err := cl.Health(ctx); err != nil {
 				return err
 			}
@@ -52,7 +63,7 @@ API's GETs read, sandbox files and artifacts included). Stop with Ctrl-C.`,
 				return fmt.Errorf("ui: %w", err)
 			}
 			key := uiKey()
-			srv := &http.Server{Handler: uiProxy(cl.Socket(), key), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: uiProxy(up, key), ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-ctx.Done()
 				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
@@ -68,6 +79,8 @@ API's GETs read, sandbox files and artifacts included). Stop with Ctrl-C.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "loopback address to serve on (port 0: any free port)")
+	c.Flags().StringVar(&apiURL, "url", "", "the control API's TCP listener (http://HOST:PORT) instead of the socket; needs --token-file")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "the bearer token for --url (mode 0600)")
 	addSocketFlag(c)
 	rootCmd.AddCommand(c)
 }
@@ -80,20 +93,67 @@ func uiKey() string {
 
 const uiCookie = "airlock_ui"
 
+// uiUpstream is where the live view's requests go: the control socket,
+// or the TCP listener (base) with its bearer token.
+type uiUpstream struct {
+	socket string
+	base   *url.URL
+	token  string
+}
+
+// uiTarget is the socket (--socket, $AIRLOCK_SOCKET) or, with apiURL, the
+// TCP listener with the token read from tokenFile.
+func uiTarget(apiURL, tokenFile string) (uiUpstream, error) {
+	if apiURL == "" {
+		if tokenFile != "" {
+			return uiUpstream{}, usagef("ui: --token-file goes with --url")
+		}
+		return uiUpstream{socket: apiClient().Socket()}, nil
+	}
+	u, err := url.Parse(apiURL)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return uiUpstream{}, usagef("ui: --url %q: want http://HOST:PORT (or https://)", apiURL)
+	}
+	if tokenFile == "" {
+		return uiUpstream{}, usagef("ui: --url needs --token-file: the TCP listener takes only bearer requests")
+	}
+	tok, err := serve.ReadToken(tokenFile)
+	if err != nil {
+		return uiUpstream{}, fmt.Errorf("ui: %w", err)
+	}
+	return uiUpstream{base: &url.URL{Scheme: u.Scheme, Host: u.Host}, token: tok}, nil
+}
+
+func (up uiUpstream) client() *client.Client {
+	if up.base != nil {
+		return client.NewTCP(up.base.String(), up.token)
+	}
+	return client.New(up.socket)
+}
+
 // uiProxy forwards GET and HEAD requests that carry the key (as ?key= once,
-// then as a cookie) to the control socket; everything else is refused.
-func uiProxy(socket, key string) http.Handler {
+// then as a cookie) to the control API; everything else is refused.
+func uiProxy(up uiUpstream, key string) http.Handler {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(&url.URL{Scheme: "http", Host: "airlock"})
 			r.Out.Header.Del("Cookie")
 			r.Out.Header.Del("Authorization")
+			if up.base != nil {
+				r.SetURL(up.base)
+				r.Out.Header.Set("Authorization", "Bearer "+up.token)
+				return
+			}
+			r.SetURL(&url.URL{Scheme: "http", Host: "airlock"})
 		},
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		}},
 		FlushInterval: -1, // server-sent events go through at once
+	}
+	if up.base == nil {
+		rp.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", up.socket)
+		}}
+	} else {
+		rp.Transport = &http.Transport{Proxy: nil, DialContext: d.DialContext}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

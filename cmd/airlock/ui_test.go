@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"airlock/serve"
 )
 
 // The ui proxy passes only keyed GETs to the socket and never forwards the
@@ -26,7 +30,7 @@ func TestUIProxy(t *testing.T) {
 	})}
 	go api.Serve(ul)
 	defer api.Close()
-	srv := httptest.NewServer(uiProxy(sock, "k3y"))
+	srv := httptest.NewServer(uiProxy(uiUpstream{socket: sock}, "k3y"))
 	defer srv.Close()
 
 	get := func(c *http.Client, path string) (int, string) {
@@ -77,5 +81,54 @@ func TestUIProxy(t *testing.T) {
 	case s := <-seen:
 		t.Errorf("the socket saw %q", s)
 	default:
+	}
+}
+
+// TestUIProxyTCP: over the control API's TCP listener, which takes only
+// bearer requests (a browser sent straight there gets 401), the live view
+// adds the token from --token-file to what it passes on, and the page
+// loads; --url and --token-file go together.
+func TestUIProxyTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tok = "0123456789abcdef-ui"
+	api := serve.NewHTTPServer((&serve.API{Backend: storeBackend{}, Token: tok}).Handler())
+	go api.Serve(ln)
+	defer api.Close()
+	base := "http://" + ln.Addr().String()
+	if resp, err := http.Get(base + "/ui/"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the page straight from the TCP listener: %v %v, want 401", resp, err)
+	}
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up, err := uiTarget(base, tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.client().Health(context.Background()); err != nil {
+		t.Fatalf("health over TCP: %v", err)
+	}
+	view := httptest.NewServer(uiProxy(up, "k3y"))
+	defer view.Close()
+	jar, _ := cookiejar.New(nil)
+	req, _ := http.NewRequest("GET", view.URL+"/ui/?key=k3y", nil)
+	req.Header.Set("Authorization", "Bearer not-the-token") // replaced, never passed on
+	resp, err := (&http.Client{Jar: jar}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(strings.ToLower(string(b)), "<html") {
+		t.Fatalf("the page through airlock ui over TCP: %d %.200q", resp.StatusCode, b)
+	}
+	for _, bad := range [][2]string{{base, ""}, {"", tf}, {"ftp://x", tf}, {base + "/v1", tf}} {
+		if _, err := uiTarget(bad[0], bad[1]); err == nil {
+			t.Errorf("uiTarget(%q, %q): no error", bad[0], bad[1])
+		}
 	}
 }

@@ -31,6 +31,10 @@ var ErrOutsideDir = errors.New("path leaves its directory")
 // or others may read or write.
 var ErrPermissions = errors.New("file is accessible to group or others")
 
+// ErrOwner is wrapped by ReadPrivate's error for a file that belongs to
+// another user than root or the appliance's own (its effective uid).
+var ErrOwner = errors.New("file is owned by another user")
+
 const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_CLOEXEC
 
 // Read reads the regular file at path, at most limit bytes. A symbolic
@@ -49,7 +53,9 @@ func Read(path string, limit int64) ([]byte, error) {
 }
 
 // ReadPrivate is Read for a file that holds secrets: it also refuses a
-// file whose mode gives group or others any access.
+// file whose mode gives group or others any access, and one that belongs
+// to another user than root or the appliance's own (its effective uid):
+// that user could change the secrets, or read them through a mode it sets.
 func ReadPrivate(path string, limit int64) ([]byte, error) {
 	if err := regularBeforeOpen(path)(os.Stat(path)); err != nil {
 		return nil, err
@@ -116,9 +122,10 @@ func readChecked(f *os.File, path string, limit int64, private bool) ([]byte, er
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w: it is %s; only regular files are read", path, ErrNotRegular, Describe(st.Mode()))
 	}
-	if private && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s: %w: mode %04o, it holds secrets: run `chmod 600 %s`",
-			path, ErrPermissions, st.Mode().Perm(), path)
+	if private {
+		if err := privateChecks(st, path); err != nil {
+			return nil, err
+		}
 	}
 	if st.Size() > limit {
 		return nil, tooLarge(path, limit)
@@ -131,6 +138,22 @@ func readChecked(f *os.File, path string, limit int64, private bool) ([]byte, er
 		return nil, tooLarge(path, limit)
 	}
 	return b, nil
+}
+
+// privateChecks refuses a file that holds secrets whose owner or mode
+// lets someone but root and the appliance's user at it.
+func privateChecks(st fs.FileInfo, path string) error {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if euid := uint32(os.Geteuid()); sys.Uid != 0 && sys.Uid != euid {
+			return fmt.Errorf("%s: %w: uid %d owns it, but a file that holds secrets must belong to root or to the appliance's user (uid %d): run `chown %d %s`",
+				path, ErrOwner, sys.Uid, euid, euid, path)
+		}
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s: %w: mode %04o, it holds secrets: run `chmod 600 %s`",
+			path, ErrPermissions, st.Mode().Perm(), path)
+	}
+	return nil
 }
 
 func tooLarge(path string, limit int64) error {

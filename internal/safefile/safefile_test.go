@@ -119,6 +119,33 @@ func TestReadPrivateModes(t *testing.T) {
 	}
 }
 
+// TestReadPrivateOwner: a private file that belongs to another user than
+// root or the appliance's own is refused, naming the owner; one the
+// process's user owns is read.
+func TestReadPrivateOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: giving a file to another user needs root")
+	}
+	p := filepath.Join(t.TempDir(), "secrets")
+	write(t, p, "s", 0o600)
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadPrivate(p, 10)
+	if !errors.Is(err, ErrOwner) || !strings.Contains(err.Error(), "uid 65534 owns it") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("owned by 65534: %v, want ErrOwner naming the owner and the path", err)
+	}
+	if _, err := Read(p, 10); err != nil {
+		t.Fatalf("Read (not private) refused it: %v", err)
+	}
+	if err := os.Chown(p, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPrivate(p, 10); err != nil {
+		t.Fatalf("owned by root: %v", err)
+	}
+}
+
 func write(t *testing.T, p, s string, m os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), m); err != nil {

@@ -13,10 +13,12 @@ package udpio
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,13 +147,14 @@ type Writer struct {
 	names [Batch]unix.RawSockaddrInet4
 	n     int
 	sent  int
-	send  func(fd uintptr) bool // made once: no closure per write
-	err   func(syscall.Errno)   // reports a message the kernel refused
+	send  func(fd uintptr) bool  // made once: no closure per write
+	err   func(n int, err error) // reports datagrams not sent
 }
 
 // NewWriter returns a Writer that reports each datagram the kernel
-// refuses to onErr and goes on with the rest.
-func NewWriter(onErr func(syscall.Errno)) *Writer {
+// refuses to onErr (n = 1) and goes on with the rest; a Flush that fails
+// as a whole reports the datagrams it did not send.
+func NewWriter(onErr func(n int, err error)) *Writer {
 	w := &Writer{err: onErr}
 	w.send = func(fd uintptr) bool {
 		for w.sent < w.n {
@@ -163,7 +166,7 @@ func NewWriter(onErr func(syscall.Errno)) *Writer {
 			case unix.EAGAIN:
 				return false // wait until writable
 			default:
-				w.err(e)
+				w.err(1, e)
 				w.sent++ // the message that failed; send the rest
 			}
 		}
@@ -197,16 +200,47 @@ func (w *Writer) Add(b, oob []byte, dst netip.AddrPort) bool {
 	return true
 }
 
-// Flush sends what Add queued on rc's socket.
-func (w *Writer) Flush(rc syscall.RawConn) error {
+// Flush sends what Add queued on rc's socket. When rc cannot be written
+// at all (a closed socket), the datagrams not sent are reported.
+func (w *Writer) Flush(rc syscall.RawConn) {
 	if w.n == 0 {
-		return nil
+		return
 	}
 	w.sent = 0
-	err := rc.Write(w.send)
+	if err := rc.Write(w.send); err != nil && w.sent < w.n {
+		w.err(w.n-w.sent, err)
+	}
 	w.n = 0
-	return err
 }
+
+// BatchWriter sends datagrams with sendmmsg: ipv4.PacketConn's WriteBatch.
+type BatchWriter interface {
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+// WriteAll sends every message of ms. sendmmsg stops at the first message
+// the kernel refuses, and reports an error only when that one is first:
+// so each refused message is reported to failed, with its index, and
+// skipped, and the rest are still sent. It returns how many were sent.
+func WriteAll(w BatchWriter, ms []ipv4.Message, failed func(i int, err error)) int {
+	n := 0
+	for i := 0; i < len(ms); {
+		k, err := w.WriteBatch(ms[i:], 0)
+		if err == nil && k <= 0 {
+			err = errNoProgress
+		}
+		if err != nil {
+			failed(i, err)
+			i++
+			continue
+		}
+		i += k
+		n += k
+	}
+	return n
+}
+
+var errNoProgress = errors.New("sendmmsg sent nothing and reported no error")
 
 // PktinfoLen is the size of the control message SourceOOB builds.
 const PktinfoLen = unix.SizeofCmsghdr + unix.SizeofInet4Pktinfo

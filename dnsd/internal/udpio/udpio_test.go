@@ -1,14 +1,17 @@
 package udpio
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,7 +86,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := srv.LocalAddr().(*net.UDPAddr).AddrPort()
-	w := NewWriter(func(e syscall.Errno) { t.Errorf("sendmmsg refused a message: %v", e) })
+	w := NewWriter(func(n int, err error) { t.Errorf("sendmmsg refused %d messages: %v", n, err) })
 	var oob [PktinfoLen]byte
 	const n = 5
 	payloads := make([][]byte, n)
@@ -96,9 +99,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	if w.Add(nil, nil, dst) || w.Add([]byte("x"), nil, netip.MustParseAddrPort("[::1]:53")) {
 		t.Error("Add took an empty datagram or an IPv6 destination")
 	}
-	if err := w.Flush(cliRC); err != nil {
-		t.Fatal(err)
-	}
+	w.Flush(cliRC)
 	r := NewReader(srvRC)
 	bufs := make([][]byte, n)
 	oobs := make([][]byte, n)
@@ -152,5 +153,83 @@ func TestReadWaits(t *testing.T) {
 	n, err := r.Read(bufs, lens)
 	if err != nil || n != 1 || string(bufs[0][:lens[0]]) != "late" {
 		t.Fatalf("Read: %d, %v, %q", n, err, bufs[0][:lens[0]])
+	}
+}
+
+// faultyBatch is a BatchWriter that refuses the messages whose payload
+// starts with "bad" as sendmmsg does: it sends up to the first refused
+// one, and fails only when that one is first.
+type faultyBatch struct{ sent []string }
+
+func (f *faultyBatch) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
+	for i, m := range ms {
+		if string(m.Buffers[0][:3]) == "bad" {
+			if i == 0 {
+				return 0, syscall.EPERM
+			}
+			return i, nil
+		}
+		f.sent = append(f.sent, string(m.Buffers[0]))
+	}
+	return len(ms), nil
+}
+
+// TestWriteAllSendsTheRest: a message the kernel refuses in the middle of
+// a batch is reported and skipped, and every message after it is still
+// sent.
+func TestWriteAllSendsTheRest(t *testing.T) {
+	var ms []ipv4.Message
+	for _, p := range []string{"ok0", "bad1", "ok2", "bad3", "bad4", "ok5"} {
+		ms = append(ms, ipv4.Message{Buffers: [][]byte{[]byte(p)}})
+	}
+	f := &faultyBatch{}
+	var failed []int
+	n := WriteAll(f, ms, func(i int, err error) {
+		if !errors.Is(err, syscall.EPERM) {
+			t.Errorf("message %d: error %v", i, err)
+		}
+		failed = append(failed, i)
+	})
+	if n != 3 || fmt.Sprint(f.sent) != "[ok0 ok2 ok5]" || fmt.Sprint(failed) != "[1 3 4]" {
+		t.Fatalf("sent %d %v, failed %v; want 3 [ok0 ok2 ok5], [1 3 4]", n, f.sent, failed)
+	}
+}
+
+// failingRaw is a RawConn whose socket cannot be written (closed).
+type failingRaw struct{ syscall.RawConn }
+
+func (failingRaw) Write(func(uintptr) bool) error { return net.ErrClosed }
+
+// TestWriterReportsDropped: a datagram the kernel refuses (to port 0)
+// is reported and the rest of the batch arrives; a
+// Flush on a socket that cannot be written reports every datagram it
+// queued.
+func TestWriterReportsDropped(t *testing.T) {
+	srv, _ := udpConn(t)
+	_, cliRC := udpConn(t)
+	dst := srv.LocalAddr().(*net.UDPAddr).AddrPort()
+	var dropped []string
+	w := NewWriter(func(n int, err error) { dropped = append(dropped, fmt.Sprintf("%d %v", n, err)) })
+	w.Add([]byte("one"), nil, dst)
+	w.Add([]byte("refused"), nil, netip.MustParseAddrPort("127.0.0.1:0"))
+	w.Add([]byte("two"), nil, dst)
+	w.Flush(cliRC)
+	if len(dropped) != 1 || !strings.HasPrefix(dropped[0], "1 ") {
+		t.Fatalf("reported %v, want the one broadcast", dropped)
+	}
+	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	for _, want := range []string{"one", "two"} {
+		n, err := srv.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("got %q %v, want %q", buf[:n], err, want)
+		}
+	}
+	dropped = nil
+	w.Add([]byte("a"), nil, dst)
+	w.Add([]byte("b"), nil, dst)
+	w.Flush(failingRaw{cliRC})
+	if fmt.Sprint(dropped) != "[2 "+net.ErrClosed.Error()+"]" {
+		t.Fatalf("reported %v, want 2 datagrams", dropped)
 	}
 }

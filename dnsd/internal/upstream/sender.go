@@ -32,7 +32,7 @@ func (s *Sender[T]) Add(p Pending[T], b []byte) {
 }
 
 // Flush sends what Add queued. A query that could not be sent goes to the
-// Handler's Failed with ErrSend.
+// Handler's Failed with ErrSend; the queries after it are still sent.
 func (s *Sender[T]) Flush() {
 	for i := range s.q {
 		c := s.q[i].p.c
@@ -50,20 +50,12 @@ func (s *Sender[T]) Flush() {
 			s.group = append(s.group, s.q[j])
 			s.q[j].p.c = nil
 		}
-		sent := 0
-		var err error
-		for sent < len(s.msgs) {
-			var n int
-			if n, err = c.bc.WriteBatch(s.msgs[sent:], 0); err != nil {
-				break
-			}
-			sent += n
-		}
-		for _, e := range s.group[sent:] {
-			if c.cancel(e.p.id, e.p.w, nil) {
+		// A query the kernel refuses fails alone: the rest are sent.
+		udpio.WriteAll(c.bc, s.msgs, func(i int, err error) {
+			if e := s.group[i]; c.cancel(e.p.id, e.p.w, nil) {
 				c.socks.pool.h.Failed(e.p.w, c.socks.name, fmt.Errorf("%w: %w", ErrSend, err))
 			}
-		}
+		})
 	}
 	clear(s.q)
 	clear(s.group)

@@ -388,10 +388,12 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	if err == io.EOF {
-		if terr := b.readTrailer(); terr != nil {
-			err = terr
-		} else {
+		// readTrailer's io.EOF is the end of a well-formed trailer
+		// section: the body is complete.
+		if terr := b.readTrailer(); terr == io.EOF {
 			b.end = true
+		} else {
+			err = terr
 		}
 	} else if err != nil {
 		err = fmt.Errorf("%w: bad chunking: %v", ErrFraming, err)

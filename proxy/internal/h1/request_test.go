@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -40,6 +41,32 @@ func TestParseHeadMatchesNetHTTP(t *testing.T) {
 	for _, s := range []string{requestSeeds[9], requestSeeds[10], requestSeeds[11], requestSeeds[12]} {
 		if _, _, err := ReadRequest[struct{}](bufio.NewReader(strings.NewReader(s)), 64<<10); !errors.Is(err, ErrFraming) {
 			t.Errorf("%q: err %v, want a framing error", s, err)
+		}
+	}
+}
+
+// TestChunkedBodyDone: a chunked body read to its end, trailers
+// included, is Done (the connection may carry the next request without
+// waiting for the body's user to close it); one read short of its end
+// is not, and a bad trailer is a framing error.
+func TestChunkedBodyDone(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		done bool
+	}{
+		{"3\r\nabc\r\n0\r\n\r\n", true},
+		{"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n", true},
+		{"3\r\nabc\r\n", false},
+		{"3\r\nabc\r\n0\r\nbad trailer\r\n\r\n", false},
+	} {
+		raw := "POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + tc.body
+		req, _, err := ReadRequest[struct{}](bufio.NewReader(strings.NewReader(raw)), 64<<10)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.body, err)
+		}
+		b, err := io.ReadAll(req.Body)
+		if Done(req.Body) != tc.done || tc.done && (err != nil || string(b) != "abc") {
+			t.Errorf("%q: Done %v (%q, %v), want %v", tc.body, Done(req.Body), b, err, tc.done)
 		}
 	}
 }
