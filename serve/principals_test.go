@@ -135,7 +135,9 @@ func (w *principalWorld) wantRefusal(principal, action, reason string, status in
 	w.t.Errorf("no refusal event for %q %s (%d, %q); have %d refusals", principal, action, status, reason, len(w.refusals()))
 }
 
-func allScopes() []string { return []string{ScopeCreate, ScopeExec, ScopeFiles, ScopeAttach, ScopeApprove, ScopeLogs} }
+func allScopes() []string {
+	return []string{ScopeCreate, ScopeExec, ScopeFiles, ScopeAttach, ScopeApprove, ScopeLogs}
+}
 
 // tenPrincipals: p0..p9, each with every scope but admin and a quota of 5.
 func tenPrincipals() (string, map[string]string) {
