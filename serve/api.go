@@ -80,7 +80,10 @@ const (
 )
 
 // Handler returns the routed handler with request ids, auth and logging.
-func (a *API) Handler() http.Handler {
+func (a *API) Handler() http.Handler { return a.wrap(a.mux()) }
+
+// mux routes every endpoint (TestOpenAPIMatchesRoutes walks it).
+func (a *API) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	v := client.APIVersion
 	mux.HandleFunc("GET "+v+"/health", a.health)
@@ -109,10 +112,11 @@ func (a *API) Handler() http.Handler {
 	a.accessRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
+	a.principalRoutes(mux, v)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, client.Errorf(client.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return a.wrap(mux)
+	return mux
 }
 
 func (a *API) log() *slog.Logger {

@@ -22,8 +22,14 @@ import (
 )
 
 // reportFake adds reports and access requests to the fake backend, so the
-// isolation tests reach every kind of route.
+// isolation tests reach every kind of route. Its creates take a while, as
+// real ones do, so concurrent creates overlap.
 type reportFake struct{ *fakeBackend }
+
+func (f reportFake) Create(ctx context.Context, req client.CreateRequest) (client.Sandbox, error) {
+	time.Sleep(20 * time.Millisecond)
+	return f.fakeBackend.Create(ctx, req)
+}
 
 func (f reportFake) Explain(context.Context, string, string) (client.Explanation, error) {
 	return client.Explanation{Action: "allow"}, nil

@@ -45,14 +45,16 @@ func (a *API) admitCreate(w http.ResponseWriter, r *http.Request, req *client.Cr
 		return nil, false
 	}
 	return func(id string, err error) {
+		// Owner and reservation change together: a count in between would
+		// see the new sandbox twice (owned and in flight).
+		a.quota.mu.Lock()
+		defer a.quota.mu.Unlock()
+		a.quota.inflight[p.Name]--
 		if err == nil && id != "" {
 			if serr := a.owners().Set(id, p.Name); serr != nil {
 				a.log().Error("api: record sandbox owner", "sandbox", id, "principal", p.Name, "err", serr)
 			}
 		}
-		a.quota.mu.Lock()
-		a.quota.inflight[p.Name]--
-		a.quota.mu.Unlock()
 	}, true
 }
 
