@@ -58,7 +58,7 @@ func FromEnv() *Client {
 	if u := os.Getenv(EnvURL); u != "" && !strings.HasPrefix(u, "unix:") {
 		c, err := NewRemote(u, os.Getenv(EnvToken), TLSOptions{CAFile: os.Getenv(EnvCAFile), Fingerprint: os.Getenv(EnvFingerprint)})
 		if err != nil {
-			return failing(fmt.Errorf("%s: %w", EnvURL, err))
+			return Failing(fmt.Errorf("%s: %w", EnvURL, err))
 		}
 		return c
 	}

@@ -131,8 +131,8 @@ const (
 	EnvFingerprint = "AIRLOCK_FINGERPRINT"
 )
 
-// failing is a client whose every request fails with err (a bad remote
-// configuration, reported on first use).
-func failing(err error) *Client {
+// Failing is a client whose every request fails with err: a bad remote
+// configuration, reported on first use.
+func Failing(err error) *Client {
 	return &Client{hc: http.DefaultClient, base: "https://invalid", err: err}
 }

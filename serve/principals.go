@@ -139,7 +139,7 @@ type PrincipalEntry struct {
 	Quota       Quota    `toml:"quota"`
 }
 
-var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // LoadPrincipals reads and validates a principals file (mode 0600 or
 // stricter). Every problem is reported, each with file:line:col.
@@ -189,13 +189,15 @@ func (f *PrincipalsFile) validate(loc locator) Errors {
 		add := func(sub string, format string, args ...any) {
 			key := toml.Key{"principals", name}
 			if sub != "" {
-				key = append(key, strings.Split(sub, ".")...)
+				if k := append(key, strings.Split(sub, ".")...); hasLine(loc, k) {
+					key = k // else: a missing key, reported at its table
+				}
 			}
 			errs = append(errs, loc.errorf(key, "principals.%s: %s", name, fmt.Sprintf(format, args...)))
 		}
 		switch {
 		case !principalName.MatchString(name):
-			add("", "a name is 1-64 of a-z 0-9 _ . - (starting with a letter or digit)")
+			add("", "a name is 1-64 of a-z 0-9 _ - (starting with a letter or digit)")
 		case name == LocalPrincipal || name == TokenPrincipal:
 			add("", "the name %q is reserved (%s)", name, map[string]string{LocalPrincipal: "the unix socket's caller",
 				TokenPrincipal: "control.token_file's principal"}[name])
@@ -221,6 +223,11 @@ func (f *PrincipalsFile) validate(loc locator) Errors {
 		}
 	}
 	return errs
+}
+
+func hasLine(loc locator, key toml.Key) bool {
+	line, _ := loc.find(key)
+	return line > 0
 }
 
 func (f *PrincipalsFile) build() *Principals {
