@@ -341,7 +341,7 @@ func TestPrincipalScopes(t *testing.T) {
 		"read file": func() error { _, err := w.as("runner").ReadFile(ctx, sb.ID, "/x", io.Discard); return err }(),
 		"reload":    func() error { _, err := w.as("runner").ReloadPolicies(ctx); return err }(),
 		"lockdown":  func() error { _, err := w.as("runner").SetLockdown(ctx, client.LockdownRequest{}); return err }(),
-		"approvals": func() error { _, err := w.as("runner").Approvals(ctx); return err }(),
+		"decide":    func() error { _, err := w.as("runner").Decide(ctx, "ap-1", client.Decision{}); return err }(),
 		"logs":      w.as("runner").Logs(ctx, client.LogQuery{}, nopEvent),
 		"tty":       tryTTY(w.as("runner"), sb.ID),
 	} {

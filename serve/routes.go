@@ -42,7 +42,7 @@ var routeScopes = map[string]string{
 	"GET /v1/events/stream":                      ScopeLogs,
 	"GET /ui/":                                   "",
 	"GET /ui/report/{id}":                        ScopeLogs,
-	"GET /v1/approvals":                          ScopeApprove,
+	"GET /v1/approvals":                          "",
 	"POST /v1/approvals/{id}":                    ScopeApprove,
 	"GET /v1/policies":                           "",
 	"GET /v1/policies/explain":                   "",
