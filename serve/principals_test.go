@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -461,6 +462,29 @@ func TestPrincipalLimits(t *testing.T) {
 	}
 	if _, err := c.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"true"}, Timeout: client.Duration(time.Minute)}, io.Discard, io.Discard); err != nil {
 		t.Errorf("exec within the limit: %v", err)
+	}
+}
+
+// fullFake is an appliance at sandbox.max.
+type fullFake struct{ *fakeBackend }
+
+func (fullFake) Create(context.Context, client.CreateRequest) (client.Sandbox, error) {
+	return client.Sandbox{}, client.Errorf(client.CodeQuotaExceeded, "the appliance runs its maximum of 2 sandboxes (sandbox.max)")
+}
+
+// TestApplianceQuotaIsARefusal: the appliance's own limit (sandbox.max)
+// is a refusal event too, naming the principal (here the socket's).
+func TestApplianceQuotaIsARefusal(t *testing.T) {
+	ev := &eventLog{}
+	api := &API{Backend: fullFake{newFake()}, Events: ev}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	if _, err := client.NewTCP(srv.URL, "").Create(context.Background(), client.CreateRequest{}); !client.IsCode(err, client.CodeQuotaExceeded) {
+		t.Fatalf("create: %v", err)
+	}
+	if len(ev.ev) != 1 || ev.ev[0].Refusal == nil || ev.ev[0].Refusal.Principal != "local" || ev.ev[0].Refusal.Status != 429 ||
+		ev.ev[0].Reason != "sandbox.max reached" {
+		t.Errorf("events %+v, want one refusal of local, 429, sandbox.max reached", ev.ev)
 	}
 }
 

@@ -50,6 +50,9 @@ func (a *API) admitCreate(w http.ResponseWriter, r *http.Request, req *client.Cr
 		a.quota.mu.Lock()
 		defer a.quota.mu.Unlock()
 		a.quota.inflight[p.Name]--
+		if client.IsCode(err, client.CodeQuotaExceeded) { // the appliance's own limit (sandbox.max)
+			a.emitRefusal(r, p.Name, &refusal{err: client.Errorf(client.CodeQuotaExceeded, "%v", err), reason: "sandbox.max reached"})
+		}
 		if err == nil && id != "" {
 			if serr := a.owners().Set(id, p.Name); serr != nil {
 				a.log().Error("api: record sandbox owner", "sandbox", id, "principal", p.Name, "err", serr)

@@ -48,7 +48,7 @@ var routeScopes = map[string]string{
 	"GET /v1/policies/explain":                   "",
 	"POST /v1/policies/reload":                   ScopeAdmin,
 	"POST /v1/principals/reload":                 ScopeAdmin,
-	"GET /v1/lockdown":                           "",
+	"GET /v1/lockdown":                           ScopeAdmin,
 	"POST /v1/lockdown":                          ScopeAdmin,
 	"GET /v1/templates":                          "",
 	"GET /v1/templates/{ref}":                    "",
