@@ -86,28 +86,41 @@ func benchSDK(t *testing.T, a *sdkAppliance, root string, env []string, py strin
 		t.Fatal(err)
 	}
 	defer a.c.Delete(ctx, sb.ID)
-	ds := make([]time.Duration, 0, n)
-	for range n + 3 {
-		start := time.Now()
-		if _, err := a.c.Exec(ctx, sb.ID, client.ExecRequest{Shell: "echo hi"}, io.Discard, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
+	token, _ := os.ReadFile(filepath.Join(a.dir, "token"))
+	url := "https://127.0.0.1:" + strconv.Itoa(int(a.ports.control))
+	remote, err := client.NewRemote(url, strings.TrimSpace(string(token)), client.TLSOptions{CAFile: a.caFile()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ds = ds[3:]
-	slices.Sort(ds)
-	fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, unix socket)\n", float64(ds[n/2].Microseconds())/1000, n)
+	for _, c := range []struct {
+		via string
+		c   *client.Client
+	}{{"unix socket", a.c}, {"TLS", remote}} {
+		ds := make([]time.Duration, 0, n)
+		for range n + 3 {
+			start := time.Now()
+			if _, err := c.c.Exec(ctx, sb.ID, client.ExecRequest{Shell: "echo hi"}, io.Discard, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		ds = ds[3:]
+		slices.Sort(ds)
+		fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, %s)\n", float64(ds[n/2].Microseconds())/1000, n, c.via)
+	}
 	script := fmt.Sprintf(`import sys, time
 sys.path.insert(0, %q)
 import airlock
-s = airlock.Sandbox.connect(%q)
-ts = []
-for i in range(%d + 3):
-    t0 = time.perf_counter(); s.commands.run("echo hi"); ts.append(time.perf_counter() - t0)
-ts = sorted(ts[3:])
-print("python sdk commands.run(\"echo hi\") p50 %%.1f ms (n=%%d, unix socket)" %% (ts[len(ts)//2]*1000, len(ts)))
-`, filepath.Join(root, "sdk", "python"), sb.ID, n)
-	fmt.Print(run(t, root, env, py, "-c", script))
+import os
+for via, kw in (("unix socket", {}), ("TLS", {"url": %q, "token": os.environ["AIRLOCK_BENCH_TOKEN"], "ca_file": %q})):
+    s = airlock.Sandbox.connect(%q, **kw)
+    ts = []
+    for i in range(%d + 3):
+        t0 = time.perf_counter(); s.commands.run("echo hi"); ts.append(time.perf_counter() - t0)
+    ts = sorted(ts[3:])
+    print("python sdk commands.run(\"echo hi\") p50 %%.1f ms (n=%%d, %%s)" %% (ts[len(ts)//2]*1000, len(ts), via))
+`, filepath.Join(root, "sdk", "python"), url, a.caFile(), sb.ID, n)
+	fmt.Print(run(t, root, append(env, "AIRLOCK_BENCH_TOKEN="+strings.TrimSpace(string(token))), py, "-c", script))
 }
 
 // requirePytest returns Debian's python3, which must have pytest (make
