@@ -28,6 +28,9 @@ const (
 	// KindLockdown: the kill switch engaged, lifted or re-applied, for every
 	// sandbox or one.
 	KindLockdown Kind = "lockdown"
+	// KindRefusal: the control API turned a request away (401, 403, 404
+	// for another principal's sandbox, 429 over quota).
+	KindRefusal Kind = "refusal"
 )
 
 // Event is one audit record. Common fields are flat; the kind-specific
@@ -63,6 +66,7 @@ type Event struct {
 
 	SecretReflected *SecretReflected `json:"secret_reflected,omitempty"`
 	Lockdown        *Lockdown        `json:"lockdown,omitempty"`
+	Refusal         *Refusal         `json:"refusal,omitempty"`
 
 	// Seq and PrevHash are set by the stream: the record's position and the
 	// hash of the previous record (tamper evidence).
@@ -273,6 +277,18 @@ type SecretReflected struct {
 	Offset   int64  `json:"offset"`   // body: offset of the first occurrence in the decoded body
 	Count    int    `json:"count"`    // occurrences replaced there (0 when refused)
 	Action   string `json:"action"`   // replaced | refused
+}
+
+// Refusal is the payload of a refusal event; the event's reason says why.
+// It never carries a token.
+type Refusal struct {
+	Principal string `json:"principal"` // "" when no token matched (401)
+	Action    string `json:"action"`    // METHOD PATH of the request
+	Status    int    `json:"status"`    // the HTTP status answered
+	Code      string `json:"code"`      // the API error code
+	Peer      string `json:"peer,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Target    string `json:"target,omitempty"` // the sandbox or approval asked for
 }
 
 // Lockdown is the payload of a lockdown event; the event's reason is the

@@ -35,7 +35,7 @@ type Fields struct {
 	Status    []string // http status: 404, or a class like 4xx
 	Package   []string // package name glob, or ECOSYSTEM:NAME
 	ExecID    []string // exec id: exec records only, until events carry one
-	Principal []string // no event carries a principal yet: matches nothing
+	Principal []string // the principal of a refusal record (others carry none yet)
 }
 
 // fieldNames names Fields' members for errors, in order.
@@ -54,7 +54,7 @@ func (f *Fields) each(fn func(name string, vals []string) error) error {
 }
 
 var (
-	filterKinds    = []string{"dns", "flow", "http", "drop", "exec", "lifecycle", "policy", "approval", "gap", "secret_reflected", "lockdown"}
+	filterKinds    = []string{"dns", "flow", "http", "drop", "exec", "lifecycle", "policy", "approval", "gap", "secret_reflected", "lockdown", "refusal"}
 	filterVerdicts = []string{"allow", "deny", "ask", "audit", "would_deny"}
 )
 
@@ -216,7 +216,7 @@ func fieldMatches(name, v string, e *Event) bool {
 	case "exec":
 		return e.Kind == KindExec && e.ID == v
 	}
-	return false // principal: no event carries one yet
+	return name == "principal" && e.Refusal != nil && e.Refusal.Principal == v
 }
 
 func verdictMatches(v string, e *Event) bool {

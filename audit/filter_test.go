@@ -45,7 +45,7 @@ func TestFilterMatches(t *testing.T) {
 		{"package", Filter{Match: Fields{Package: []string{"npm:left-*"}}}, []string{"http/h1"}},
 		{"package other ecosystem", Filter{Match: Fields{Package: []string{"pypi:left-pad"}}}, nil},
 		{"exec id", Filter{Match: Fields{ExecID: []string{"x1"}}}, []string{"exec/x1", "exec/x1"}},
-		{"principal matches nothing yet", Filter{Match: Fields{Principal: []string{"alice"}}}, nil},
+		{"principal matches only refusal records", Filter{Match: Fields{Principal: []string{"alice"}}}, nil},
 		{"sandbox prefix", Filter{Match: Fields{Sandbox: []string{"sb"}, Kind: []string{"lifecycle"}}}, []string{"lifecycle/", "lifecycle/"}},
 		{"host trailing dot and case", Filter{Match: Fields{Host: []string{"REGISTRY.example.test."}, Kind: []string{"dns"}}}, []string{"dns/d1"}},
 		{"rule without position", Filter{Match: Fields{Rule: []string{"deny.hosts[0]"}}}, []string{"flow/f2"}},
@@ -158,5 +158,26 @@ func TestReadJSONLRotatedAndGzip(t *testing.T) {
 	}
 	if err := ReadJSONL([]string{dir}, nil, func(Event) error { return nil }); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Fatalf("directory: %v", err)
+	}
+}
+
+// TestFilterPrincipal: --principal matches the principal a refusal
+// record names, and nothing else.
+func TestFilterPrincipal(t *testing.T) {
+	r := New(KindRefusal, "")
+	r.Refusal = &Refusal{Principal: "alice", Action: "GET /v1/sandboxes/x", Status: 404, Code: "not_found"}
+	f := Filter{Match: Fields{Principal: []string{"alice"}}}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Matches(&r) {
+		t.Error("alice's refusal did not match --principal alice")
+	}
+	if bob := (Filter{Match: Fields{Principal: []string{"bob"}}}); bob.Matches(&r) {
+		t.Error("alice's refusal matched --principal bob")
+	}
+	d := New(KindDNS, "sb")
+	if f.Matches(&d) {
+		t.Error("a dns record matched --principal alice")
 	}
 }

@@ -66,6 +66,9 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	if e.Lockdown != nil {
 		b = appendLockdown(append(b, `,"lockdown":`...), e.Lockdown)
 	}
+	if e.Refusal != nil {
+		b = appendRefusal(append(b, `,"refusal":`...), e.Refusal)
+	}
 	b = optUint(b, `,"seq":`, e.Seq)
 	b = optString(b, `,"prev_hash":`, e.PrevHash)
 	return append(b, '}'), nil
@@ -283,6 +286,17 @@ func appendSecretReflected(b []byte, r *SecretReflected) []byte {
 	b = strconv.AppendInt(append(b, `,"offset":`...), r.Offset, 10)
 	b = strconv.AppendInt(append(b, `,"count":`...), int64(r.Count), 10)
 	b = appendString(append(b, `,"action":`...), r.Action)
+	return append(b, '}')
+}
+
+func appendRefusal(b []byte, r *Refusal) []byte {
+	b = appendString(append(b, `{"principal":`...), r.Principal)
+	b = appendString(append(b, `,"action":`...), r.Action)
+	b = strconv.AppendInt(append(b, `,"status":`...), int64(r.Status), 10)
+	b = appendString(append(b, `,"code":`...), r.Code)
+	b = optString(b, `,"peer":`, r.Peer)
+	b = optString(b, `,"request_id":`, r.RequestID)
+	b = optString(b, `,"target":`, r.Target)
 	return append(b, '}')
 }
 

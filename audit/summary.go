@@ -35,6 +35,8 @@ func Summary(e *Event) string {
 		return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.Stage, a.Destination, a.DecidedBy))
 	case e.Gap != nil:
 		return fmt.Sprintf("%d events dropped %s .. %s", e.Gap.Dropped, e.Gap.From.Format(time.RFC3339), e.Gap.To.Format(time.RFC3339))
+	case e.Refusal != nil:
+		return fmt.Sprintf("refused %d %s to %q: %s", e.Refusal.Status, e.Refusal.Action, e.Refusal.Principal, e.Reason)
 	case e.Lockdown != nil:
 		return fmt.Sprintf("lockdown %s (%s) by %s", e.Lockdown.Action, e.Lockdown.Scope, e.Lockdown.By)
 	case e.SecretReflected != nil:

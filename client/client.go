@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"airlock/audit"
@@ -28,6 +29,7 @@ type Client struct {
 	base   string
 	token  string
 	socket string
+	err    error // set: every request fails with it (FromEnv's bad settings)
 }
 
 // New returns a client of the control API on a unix socket.
@@ -48,8 +50,21 @@ func NewTCP(base, token string) *Client {
 	return &Client{hc: &http.Client{Transport: &http.Transport{Proxy: nil}}, base: base, token: token}
 }
 
-// FromEnv returns a client for AIRLOCK_SOCKET, or DefaultSocket.
+// FromEnv returns a client for AIRLOCK_URL (https://HOST:PORT, with
+// AIRLOCK_TOKEN and, to check the certificate, AIRLOCK_CA_FILE or
+// AIRLOCK_FINGERPRINT), else AIRLOCK_SOCKET, else DefaultSocket. A bad
+// setting is reported by the client's first request.
 func FromEnv() *Client {
+	if u := os.Getenv(EnvURL); u != "" && !strings.HasPrefix(u, "unix:") {
+		c, err := NewRemote(u, os.Getenv(EnvToken), TLSOptions{CAFile: os.Getenv(EnvCAFile), Fingerprint: os.Getenv(EnvFingerprint)})
+		if err != nil {
+			return Failing(fmt.Errorf("%s: %w", EnvURL, err))
+		}
+		return c
+	}
+	if u := os.Getenv(EnvURL); strings.HasPrefix(u, "unix:") {
+		return New(strings.TrimPrefix(strings.TrimPrefix(u, "unix:"), "//"))
+	}
 	if s := os.Getenv("AIRLOCK_SOCKET"); s != "" {
 		return New(s)
 	}
@@ -60,6 +75,9 @@ func FromEnv() *Client {
 func (c *Client) Socket() string { return c.socket }
 
 func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	u := c.base + APIVersion + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

@@ -289,6 +289,9 @@ const (
 	CodeUnsupported  = "unsupported"
 	CodeUnavailable  = "unavailable"
 	CodeUnauthorized = "unauthorized"
+	// CodeForbidden: the caller's principal lacks the scope, or its quota
+	// does not allow what it asked for (a policy, an image, a limit).
+	CodeForbidden = "forbidden"
 	// CodeQuotaExceeded: a limit on how much may run at once is reached.
 	CodeQuotaExceeded = "quota_exceeded"
 	CodeInternal      = "internal"
@@ -313,6 +316,8 @@ func statusOf(code string) int {
 		return http.StatusServiceUnavailable
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeQuotaExceeded:
 		return http.StatusTooManyRequests
 	}

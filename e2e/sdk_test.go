@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"airlock/certs"
 	"airlock/client"
 	"airlock/e2e/world"
+	"airlock/serve"
 )
 
 // sdkMaxSandboxes is sandbox.max of the SDK tests' appliance: the Python
@@ -28,6 +32,7 @@ const sdkMaxSandboxes = 3
 type sdkAppliance struct {
 	*appliance
 	bin, instance, pinDir string
+	tokens                map[string]string // principals of the TLS listener
 }
 
 // TestSDKs drives the Python SDK (pytest) and `airlock mcp` (the official
@@ -48,8 +53,10 @@ func TestSDKs(t *testing.T) {
 		run(t, root, env, py, "-m", "venv", "--system-site-packages", venv)
 		run(t, root, env, filepath.Join(venv, "bin", "pip"), "install", "--no-index", "--no-build-isolation", "./sdk/python")
 		token, _ := os.ReadFile(filepath.Join(a.dir, "token"))
-		penv := append(env, "AIRLOCK_TEST_TCP=http://127.0.0.1:"+strconv.Itoa(int(a.ports.control)),
-			"AIRLOCK_TEST_TOKEN="+strings.TrimSpace(string(token)), "AIRLOCK_TEST_MAX_SANDBOXES="+strconv.Itoa(sdkMaxSandboxes))
+		penv := append(env, "AIRLOCK_TEST_TCP=https://127.0.0.1:"+strconv.Itoa(int(a.ports.control)),
+			"AIRLOCK_TEST_TOKEN="+strings.TrimSpace(string(token)), "AIRLOCK_TEST_MAX_SANDBOXES="+strconv.Itoa(sdkMaxSandboxes),
+			"AIRLOCK_TEST_CA_FILE="+a.caFile(), "AIRLOCK_TEST_FINGERPRINT="+a.leafFingerprint(t),
+			"AIRLOCK_TEST_ALICE_TOKEN="+a.tokens["alice"], "AIRLOCK_TEST_BOB_TOKEN="+a.tokens["bob"])
 		// From a directory of its own, so the installed package is tested.
 		tests := filepath.Join(root, "sdk", "python", "tests")
 		args := []string{"-m", "pytest", "-v", "-p", "no:cacheprovider", tests}
@@ -81,28 +88,41 @@ func benchSDK(t *testing.T, a *sdkAppliance, root string, env []string, py strin
 		t.Fatal(err)
 	}
 	defer a.c.Delete(ctx, sb.ID)
-	ds := make([]time.Duration, 0, n)
-	for range n + 3 {
-		start := time.Now()
-		if _, err := a.c.Exec(ctx, sb.ID, client.ExecRequest{Shell: "echo hi"}, io.Discard, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
+	token, _ := os.ReadFile(filepath.Join(a.dir, "token"))
+	url := "https://127.0.0.1:" + strconv.Itoa(int(a.ports.control))
+	remote, err := client.NewRemote(url, strings.TrimSpace(string(token)), client.TLSOptions{CAFile: a.caFile()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ds = ds[3:]
-	slices.Sort(ds)
-	fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, unix socket)\n", float64(ds[n/2].Microseconds())/1000, n)
+	for _, c := range []struct {
+		via string
+		c   *client.Client
+	}{{"unix socket", a.c}, {"TLS", remote}} {
+		ds := make([]time.Duration, 0, n)
+		for range n + 3 {
+			start := time.Now()
+			if _, err := c.c.Exec(ctx, sb.ID, client.ExecRequest{Shell: "echo hi"}, io.Discard, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		ds = ds[3:]
+		slices.Sort(ds)
+		fmt.Printf("go client Exec(\"echo hi\") p50 %.1f ms (n=%d, %s)\n", float64(ds[n/2].Microseconds())/1000, n, c.via)
+	}
 	script := fmt.Sprintf(`import sys, time
 sys.path.insert(0, %q)
 import airlock
-s = airlock.Sandbox.connect(%q)
-ts = []
-for i in range(%d + 3):
-    t0 = time.perf_counter(); s.commands.run("echo hi"); ts.append(time.perf_counter() - t0)
-ts = sorted(ts[3:])
-print("python sdk commands.run(\"echo hi\") p50 %%.1f ms (n=%%d, unix socket)" %% (ts[len(ts)//2]*1000, len(ts)))
-`, filepath.Join(root, "sdk", "python"), sb.ID, n)
-	fmt.Print(run(t, root, env, py, "-c", script))
+import os
+for via, kw in (("unix socket", {}), ("TLS", {"url": %q, "token": os.environ["AIRLOCK_BENCH_TOKEN"], "ca_file": %q})):
+    s = airlock.Sandbox.connect(%q, **kw)
+    ts = []
+    for i in range(%d + 3):
+        t0 = time.perf_counter(); s.commands.run("echo hi"); ts.append(time.perf_counter() - t0)
+    ts = sorted(ts[3:])
+    print("python sdk commands.run(\"echo hi\") p50 %%.1f ms (n=%%d, %%s)" %% (ts[len(ts)//2]*1000, len(ts), via))
+`, filepath.Join(root, "sdk", "python"), url, a.caFile(), sb.ID, n)
+	fmt.Print(run(t, root, append(env, "AIRLOCK_BENCH_TOKEN="+strings.TrimSpace(string(token))), py, "-c", script))
 }
 
 // requirePytest returns Debian's python3, which must have pytest (make
@@ -179,12 +199,57 @@ func startAgentAppliance(t *testing.T, w *world.World, prefix string, edit func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(a.config, []byte(edit(string(cfg))), 0o600); err != nil {
+	principals, err := a.writePrincipals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(edit(string(cfg)), "\ntoken_file = ", fmt.Sprintf("\nprincipals_file = %q\ntoken_file = ", principals), 1)
+	if err := os.WriteFile(a.config, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a.c = client.New(a.socket)
 	a.serve()
 	return a
+}
+
+// writePrincipals writes the TLS listener's principals: alice may run
+// commands in her sandboxes; bob may hold one sandbox of the default
+// image at a time, under the e2e policy only.
+func (a *sdkAppliance) writePrincipals() (string, error) {
+	a.tokens = map[string]string{}
+	var b strings.Builder
+	b.WriteString("version = 1\n")
+	for _, p := range []struct{ name, quota string }{
+		{"alice", ""},
+		{"bob", fmt.Sprintf("[principals.bob.quota]\nsandboxes = 1\npolicies = [%q]\nimages = [%q]\n", PolicyName, debianImage)},
+	} {
+		tok, hash := serve.NewToken()
+		a.tokens[p.name] = tok
+		fmt.Fprintf(&b, "\n[principals.%s]\ntoken_sha256 = %q\nscopes = [\"sandbox:create\", \"sandbox:exec\", \"files\", \"logs:read\"]\n%s",
+			p.name, hash, p.quota)
+	}
+	path := filepath.Join(a.dir, "principals.toml")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func (a *sdkAppliance) caFile() string { return filepath.Join(a.dir, "state", certs.CertFile) }
+
+// leafFingerprint is the SHA-256 of the certificate the TLS listener
+// presents, verified under the appliance CA.
+func (a *sdkAppliance) leafFingerprint(t *testing.T) string {
+	t.Helper()
+	pem, err := os.ReadFile(a.caFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(int(a.ports.control)), &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("the control listener's TLS under the appliance CA: %v", err)
+	}
+	defer conn.Close()
+	return serve.Fingerprint(conn.ConnectionState().PeerCertificates[0].Raw)
 }
 
 func (a *sdkAppliance) flags() []string {

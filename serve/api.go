@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
+	"sync"
 	"time"
 
 	"airlock/audit"
@@ -58,6 +57,19 @@ type API struct {
 	Token string
 	// MaxBody bounds JSON request bodies (default 16 MiB).
 	MaxBody int64
+	// Principals, when set, are the callers the TCP listener admits by
+	// their bearer tokens (principals.go); it holds Token's admin too.
+	Principals *PrincipalStore
+	// Owners records which principal created each sandbox (shared by
+	// every listener); nil keeps them in memory.
+	Owners *Owners
+	// Events receives a `refusal` record for each request turned away.
+	Events audit.Emitter
+	// Defaults are what a create leaves unset, for quota checks.
+	Defaults Defaults
+
+	ownersOnce sync.Once
+	quota      quotas
 }
 
 type ctxKey int
@@ -68,7 +80,10 @@ const (
 )
 
 // Handler returns the routed handler with request ids, auth and logging.
-func (a *API) Handler() http.Handler {
+func (a *API) Handler() http.Handler { return a.wrap(a.mux()) }
+
+// mux routes every endpoint (TestOpenAPIMatchesRoutes walks it).
+func (a *API) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	v := client.APIVersion
 	mux.HandleFunc("GET "+v+"/health", a.health)
@@ -98,10 +113,11 @@ func (a *API) Handler() http.Handler {
 	a.nodeRoutes(mux, v)
 	mux.HandleFunc("GET "+v+"/approvals", a.approvals)
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
+	a.principalRoutes(mux, v)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, client.Errorf(client.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return a.wrap(mux)
+	return mux
 }
 
 func (a *API) log() *slog.Logger {
@@ -111,8 +127,9 @@ func (a *API) log() *slog.Logger {
 	return a.Log
 }
 
-// wrap adds the request id, the bearer-token check and an access log line.
-func (a *API) wrap(next http.Handler) http.Handler {
+// wrap adds the request id, the principal's checks (authorize) and an
+// access log line.
+func (a *API) wrap(next *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 64 {
@@ -120,8 +137,8 @@ func (a *API) wrap(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
-		if a.Token != "" && !validBearer(r.Header.Get("Authorization"), a.Token) {
-			a.fail(w, r, client.Errorf(client.CodeUnauthorized, "missing or wrong bearer token"))
+		r, ok := a.authorize(w, r, next)
+		if !ok {
 			return
 		}
 		start := time.Now()
@@ -129,11 +146,6 @@ func (a *API) wrap(next http.Handler) http.Handler {
 		a.log().Debug("api", "request_id", id, "method", r.Method, "path", r.URL.Path,
 			"peer", Peer(r.Context()), "duration", time.Since(start))
 	})
-}
-
-func validBearer(h, token string) bool {
-	got, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // RequestID returns the request id of an API request's context.
@@ -211,7 +223,12 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
+	created, ok := a.admitCreate(w, r, &req)
+	if !ok {
+		return
+	}
 	sb, err := a.Backend.Create(r.Context(), req)
+	created(sb.ID, err)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -221,10 +238,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	sbs, err := a.Backend.List(r.Context())
-	if sbs == nil {
-		sbs = []client.Sandbox{}
-	}
-	a.reply(w, r, sbs, err)
+	a.reply(w, r, a.visible(r, sbs), err)
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
@@ -283,7 +297,7 @@ func (a *API) approvals(w http.ResponseWriter, r *http.Request) {
 	if as == nil {
 		as = []client.Approval{}
 	}
-	a.reply(w, r, as, err)
+	a.reply(w, r, a.visibleApprovals(r, as), err)
 }
 
 func (a *API) decide(w http.ResponseWriter, r *http.Request) {
@@ -354,7 +368,10 @@ func (a *API) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nd := newNDJSON(w)
-	send := func(e audit.Event) error { return nd.send(e) }
+	send, ok := a.eventFilter(w, r, q, func(e audit.Event) error { return nd.send(e) })
+	if !ok {
+		return
+	}
 	if follow, ferr := followParam(r); ferr != nil {
 		a.fail(w, r, ferr)
 		return
@@ -395,6 +412,9 @@ func parseLogQuery(r *http.Request) (client.LogQuery, error) {
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	var req client.ExecRequest
 	if !a.decode(w, r, &req) {
+		return
+	}
+	if !a.admitExec(w, r, &req) {
 		return
 	}
 	if len(req.Argv) == 0 && req.Shell == "" {

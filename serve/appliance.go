@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,8 @@ type Appliance struct {
 	wg        sync.WaitGroup
 	started   time.Time
 	reconcil  runner.ReconcileReport
+	// principals: the TCP listener's callers (nil until Serve).
+	principals atomic.Pointer[PrincipalStore]
 }
 
 // Start brings the appliance up in dependency order. On error everything
@@ -561,7 +564,10 @@ func (a *Appliance) goRun(name string, f func() error) {
 // Serve runs the control API (unix socket, optional TCP) and the metrics
 // endpoint until ctx ends, then shuts them down gracefully.
 func (a *Appliance) Serve(ctx context.Context) error {
-	api := &API{Backend: a, Log: a.log.With("component", "api")}
+	api, err := a.controlAPI()
+	if err != nil {
+		return err
+	}
 	ul, err := ListenUnix(a.cfg.Control.Socket, a.cfg.Control.Group)
 	if err != nil {
 		return err
@@ -569,19 +575,12 @@ func (a *Appliance) Serve(ctx context.Context) error {
 	servers := []*http.Server{NewHTTPServer(api.Handler())}
 	listeners := []net.Listener{ul}
 	if a.cfg.Control.TCP.IsValid() {
-		tok, err := ReadToken(a.cfg.Control.TokenFile)
+		srv, tl, err := a.listenControlTCP(api)
 		if err != nil {
 			ul.Close()
 			return err
 		}
-		tl, err := net.Listen("tcp", a.cfg.Control.TCP.String())
-		if err != nil {
-			ul.Close()
-			return fmt.Errorf("control tcp: %w", err)
-		}
-		tapi := *api
-		tapi.Token = tok
-		servers = append(servers, NewHTTPServer(tapi.Handler()))
+		servers = append(servers, srv)
 		listeners = append(listeners, tl)
 	}
 	if m := a.cfg.Metrics.Listen; m.IsValid() {
@@ -662,6 +661,7 @@ func (a *Appliance) ReloadOnSIGHUP(ctx context.Context) {
 				if err := a.Reload("SIGHUP"); err != nil {
 					a.log.Error("policy reload", "err", err)
 				}
+				_ = a.principals.Load().Reload("SIGHUP") // logs what it kept and why
 			}
 		}
 	}()

@@ -75,12 +75,19 @@ type Listen struct {
 }
 
 // Control is the control API: a unix socket (root-owned, group Group,
-// mode 0660) and optionally TCP with a bearer token read from TokenFile.
+// mode 0660; its caller is the admin principal "local") and optionally
+// TCP over TLS, whose callers are the principals of PrincipalsFile and
+// the admin "token" of TokenFile, by their bearer tokens.
 type Control struct {
-	Socket    string         `toml:"socket"`
-	Group     string         `toml:"group"`
-	TCP       netip.AddrPort `toml:"tcp"`
-	TokenFile string         `toml:"token_file"`
+	Socket         string         `toml:"socket"`
+	Group          string         `toml:"group"`
+	TCP            netip.AddrPort `toml:"tcp"`
+	TokenFile      string         `toml:"token_file"`
+	PrincipalsFile string         `toml:"principals_file"`
+	// TLSCert and TLSKey are the TCP listener's certificate and key (PEM);
+	// without them a certificate is minted from the appliance CA.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
 }
 
 // Upstream is how the appliance reaches the world.

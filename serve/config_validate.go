@@ -141,11 +141,17 @@ func (l *Listen) validate(add addFunc) {
 
 func (c *Control) validate(add addFunc) {
 	checkAbs(add, "control.socket", c.Socket)
-	if c.TCP.IsValid() && c.TokenFile == "" {
-		add("control.tcp", "control.tcp needs control.token_file (a bearer token file, mode 0600)")
+	if c.TCP.IsValid() && c.TokenFile == "" && c.PrincipalsFile == "" {
+		add("control.tcp", "control.tcp needs control.token_file (one admin bearer token, mode 0600) or control.principals_file (callers, their token hashes, scopes and quotas; see `airlock principal add`)")
 	}
-	if c.TokenFile != "" {
-		checkAbs(add, "control.token_file", c.TokenFile)
+	for _, f := range []struct{ key, path string }{{"control.token_file", c.TokenFile},
+		{"control.principals_file", c.PrincipalsFile}, {"control.tls_cert", c.TLSCert}, {"control.tls_key", c.TLSKey}} {
+		if f.path != "" {
+			checkAbs(add, f.key, f.path)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		add("control.tls_cert", "control.tls_cert and control.tls_key go together: give both, or neither to mint a certificate from the appliance CA")
 	}
 	if c.TCP.IsValid() && c.TCP.Port() == 0 {
 		add("control.tcp", "control.tcp needs a port")

@@ -74,6 +74,10 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request) {
 			q.AfterSeq = n
 		}
 	}
+	send, ok := a.eventFilter(w, r, q, func(e audit.Event) error { return a.sendSSE(w, e) })
+	if !ok {
+		return
+	}
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -82,23 +86,26 @@ func (a *API) eventStream(w http.ResponseWriter, r *http.Request) {
 	if fl != nil {
 		fl.Flush()
 	}
-	err = a.Backend.FollowLogs(r.Context(), q, func(e audit.Event) error {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "id: "+strconv.FormatUint(e.Seq, 10)+"\nevent: audit\ndata: "+string(b)+"\n\n"); err != nil {
-			return err
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return nil
-	})
+	err = a.Backend.FollowLogs(r.Context(), q, send)
 	if err != nil && r.Context().Err() == nil {
 		b, _ := json.Marshal(client.Errorf(client.CodeInternal, "%v", err))
 		_, _ = io.WriteString(w, "event: failure\ndata: "+string(b)+"\n\n")
 	}
+}
+
+// sendSSE writes one event as a server-sent `audit` event and flushes it.
+func (a *API) sendSSE(w http.ResponseWriter, e audit.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "id: "+strconv.FormatUint(e.Seq, 10)+"\nevent: audit\ndata: "+string(b)+"\n\n"); err != nil {
+		return err
+	}
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	return nil
 }
 
 // ReportHTML renders a sandbox's report from the audit store

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,16 +20,58 @@ import (
 // to AIRLOCK_SOCKET, then client.DefaultSocket.
 var socketFlag string
 
-// addSocketFlag gives a client command the --socket flag.
+// remoteFlags reach an appliance's TCP listener (TLS) instead of the
+// socket; the token comes from AIRLOCK_TOKEN or --token-file, never from
+// the command line (it would show in ps).
+var remoteFlags struct {
+	url, tokenFile, caFile, fingerprint string
+}
+
+// addSocketFlag gives a client command the --socket flag and the flags of
+// a remote appliance (--url, --token-file, --ca-file, --fingerprint).
 func addSocketFlag(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&socketFlag, "socket", "", "control socket of airlock serve (default $AIRLOCK_SOCKET or "+client.DefaultSocket+")")
+	f := cmd.Flags()
+	f.StringVar(&socketFlag, "socket", "", "control socket of airlock serve (default $AIRLOCK_SOCKET or "+client.DefaultSocket+")")
+	f.StringVar(&remoteFlags.url, "url", "", "a remote appliance, https://HOST:PORT (default $AIRLOCK_URL), e.g. --url https://appliance.example.test:7443")
+	f.StringVar(&remoteFlags.tokenFile, "token-file", "", "file holding the principal's bearer token (default $AIRLOCK_TOKEN)")
+	f.StringVar(&remoteFlags.caFile, "ca-file", "", "PEM roots to verify the appliance by, e.g. `airlock ca export` (default $AIRLOCK_CA_FILE)")
+	f.StringVar(&remoteFlags.fingerprint, "fingerprint", "", "pin the appliance's certificate or CA by its SHA-256, as airlock serve logs it (default $AIRLOCK_FINGERPRINT)")
 }
 
 func apiClient() *client.Client {
+	if remoteFlags.url != "" {
+		return remoteClient()
+	}
 	if socketFlag != "" {
 		return client.New(socketFlag)
 	}
 	return client.FromEnv()
+}
+
+// remoteClient is a client of --url; a bad setting fails its first call.
+func remoteClient() *client.Client {
+	tok := os.Getenv(client.EnvToken)
+	if remoteFlags.tokenFile != "" {
+		b, err := os.ReadFile(remoteFlags.tokenFile)
+		if err != nil {
+			return client.Failing(fmt.Errorf("--token-file: %w", err))
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	o := client.TLSOptions{CAFile: firstSet(remoteFlags.caFile, os.Getenv(client.EnvCAFile)),
+		Fingerprint: firstSet(remoteFlags.fingerprint, os.Getenv(client.EnvFingerprint))}
+	c, err := client.NewRemote(remoteFlags.url, tok, o)
+	if err != nil {
+		return client.Failing(fmt.Errorf("--url: %w", err))
+	}
+	return c
+}
+
+func firstSet(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // progress prints "msg..." to w and returns a func that ends the line

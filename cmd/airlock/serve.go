@@ -44,7 +44,9 @@ eBPF path, the sandbox runner and the control API, as configured in FILE
 
 On start, sandboxes a previous appliance left running are adopted and
 leftovers of a crash are cleaned up. SIGHUP reloads the policy directory
-(a broken policy file is rejected and the running version stays). SIGUSR1
+and control.principals_file (a broken file is rejected and the running
+version stays). The TCP listener (control.tcp) speaks TLS and logs the
+SHA-256 fingerprint clients pin ("control API on TLS"). SIGUSR1
 reopens the JSONL stream file (after a log rotator renamed it). SIGINT or
 SIGTERM stop the appliance; sandboxes keep running without network until
 the next start adopts them.

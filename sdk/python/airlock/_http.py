@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -34,6 +35,36 @@ class _UnixConnection(http.client.HTTPConnection):
             s.close()
             raise
         self.sock = s
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS whose server certificate must have the pinned SHA-256."""
+
+    def __init__(self, host: str, port: int, timeout: Optional[float], context: ssl.SSLContext, pin: bytes) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._pin = pin
+
+    def connect(self) -> None:
+        super().connect()
+        der = self.sock.getpeercert(binary_form=True) or b""
+        if hashlib.sha256(der).digest() != self._pin:
+            self.close()
+            raise ssl.SSLError(f"the appliance's certificate (sha256 {hashlib.sha256(der).hexdigest()}) "
+                               "does not match the pinned fingerprint")
+
+
+def parse_fingerprint(s: str) -> bytes:
+    """A SHA-256 fingerprint in hex, colons and case ignored."""
+    h = s.strip().lower()
+    if h.startswith("sha256:"):
+        h = h[len("sha256:"):]
+    try:
+        b = bytes.fromhex(h.replace(":", ""))
+    except ValueError:
+        b = b""
+    if len(b) != 32:
+        raise errors.Invalid(f"fingerprint {s!r}: want the 64 hex digits of a SHA-256", "invalid")
+    return b
 
 
 class Response:
@@ -87,14 +118,35 @@ class Transport:
     it is ``$AIRLOCK_URL``, else the socket ``$AIRLOCK_SOCKET``, else
     ``/run/airlock/airlock.sock`` (the CLI's default). ``token`` (default
     ``$AIRLOCK_TOKEN``) is sent as a bearer token over TCP.
+
+    Over https the appliance's certificate is checked against ``ca_file``
+    (default ``$AIRLOCK_CA_FILE``; e.g. the appliance CA from ``airlock ca
+    export``, which signs the certificate serve mints), else the system
+    roots. ``fingerprint`` (default ``$AIRLOCK_FINGERPRINT``) instead pins
+    the server certificate itself by its SHA-256 (hex): use it for a
+    configured certificate (``control.tls_cert``); a minted one is renewed
+    daily, so pin its CA with ``ca_file``. ``ssl_context`` overrides both.
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
-                 timeout: float = 120.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+                 timeout: float = 120.0, ssl_context: Optional[ssl.SSLContext] = None,
+                 ca_file: Optional[str] = None, fingerprint: Optional[str] = None) -> None:
         url = url or os.environ.get("AIRLOCK_URL") or ""
         self.token = token if token is not None else os.environ.get("AIRLOCK_TOKEN", "")
         self.timeout = timeout
         self._ssl = ssl_context
+        ca_file = ca_file if ca_file is not None else os.environ.get("AIRLOCK_CA_FILE", "")
+        fp = fingerprint if fingerprint is not None else os.environ.get("AIRLOCK_FINGERPRINT", "")
+        self._pin = parse_fingerprint(fp) if fp else b""
+        if self._ssl is None and self._pin:
+            self._ssl = ssl.create_default_context()
+            self._ssl.check_hostname = False
+            self._ssl.verify_mode = ssl.CERT_NONE  # the pin is the check (_PinnedHTTPSConnection)
+        elif self._ssl is None and ca_file:
+            try:
+                self._ssl = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as e:
+                raise errors.Invalid(f"ca_file {ca_file!r}: {e}", "invalid") from e
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self.socket = ""
@@ -116,6 +168,9 @@ class Transport:
     def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         if self.socket:
             return _UnixConnection(self.socket, timeout)
+        if self._scheme == "https" and self._pin:
+            assert self._ssl is not None
+            return _PinnedHTTPSConnection(self._host, self._port, timeout, self._ssl, self._pin)
         if self._scheme == "https":
             return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
                                                context=self._ssl or ssl.create_default_context())

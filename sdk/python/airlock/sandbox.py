@@ -56,7 +56,8 @@ class Sandbox:
                timeout: Optional[float] = None, lifetime: Optional[float] = None,
                workspace_git: Optional[str] = None, setup: Optional[Sequence[Sequence[str]]] = None,
                labels: Optional[Dict[str, str]] = None, url: Optional[str] = None,
-               token: Optional[str] = None, request_timeout: float = 300.0) -> "Sandbox":
+               token: Optional[str] = None, request_timeout: float = 300.0,
+               ca_file: Optional[str] = None, fingerprint: Optional[str] = None) -> "Sandbox":
         """Create a sandbox and return it when it is ready to run commands.
 
         ``image`` and ``policy`` default to the appliance's. ``workspace`` is
@@ -64,8 +65,9 @@ class Sandbox:
         URL cloned there instead). ``secrets`` are held by the appliance for
         injection by its proxy and never enter the sandbox. ``timeout``
         (seconds) is the default bound of each command, ``lifetime`` of the
-        sandbox. ``url``/``token`` choose the appliance (default: the
-        environment, see ``Transport``). ``template`` is not supported by
+        sandbox. ``url``/``token`` choose the appliance and
+        ``ca_file``/``fingerprint`` how its TLS certificate is checked
+        (default: the environment, see ``Transport``). ``template`` is not supported by
         this appliance: pass ``image`` (raises ``NotSupported``).
         """
         if template is not None:
@@ -77,20 +79,24 @@ class Sandbox:
                                "setup": [list(c) for c in setup] if setup else None,
                                "exec_timeout": None if timeout is None else f"{timeout:.3f}s",
                                "lifetime": None if lifetime is None else f"{lifetime:.3f}s"}
-        t = Transport(url, token, timeout=request_timeout)
+        t = Transport(url, token, timeout=request_timeout, ca_file=ca_file, fingerprint=fingerprint)
         info = t.request("POST", "/sandboxes", body={k: v for k, v in req.items() if v is not None}).json()
         return cls(info, t)
 
     @classmethod
-    def connect(cls, sandbox_id: str, url: Optional[str] = None, token: Optional[str] = None) -> "Sandbox":
+    def connect(cls, sandbox_id: str, url: Optional[str] = None, token: Optional[str] = None,
+                ca_file: Optional[str] = None, fingerprint: Optional[str] = None) -> "Sandbox":
         """A handle of an existing sandbox (raises ``NotFound``)."""
-        t = Transport(url, token)
+        t = Transport(url, token, ca_file=ca_file, fingerprint=fingerprint)
         return cls(t.request("GET", f"/sandboxes/{seg(sandbox_id)}").json(), t)
 
     @staticmethod
-    def list(url: Optional[str] = None, token: Optional[str] = None) -> List[Dict[str, Any]]:
-        """Every sandbox of the appliance, as the API describes them."""
-        return Transport(url, token).request("GET", "/sandboxes").json() or []
+    def list(url: Optional[str] = None, token: Optional[str] = None, ca_file: Optional[str] = None,
+             fingerprint: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The caller's sandboxes (an admin's, and the unix socket's: all),
+        as the API describes them."""
+        t = Transport(url, token, ca_file=ca_file, fingerprint=fingerprint)
+        return t.request("GET", "/sandboxes").json() or []
 
     def __enter__(self) -> "Sandbox":
         return self

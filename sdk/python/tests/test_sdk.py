@@ -207,6 +207,7 @@ def test_quota_exceeded(sbx: airlock.Sandbox) -> None:
 
 def test_tcp_token(socket_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     url, token = os.environ["AIRLOCK_TEST_TCP"], os.environ["AIRLOCK_TEST_TOKEN"]
+    monkeypatch.setenv("AIRLOCK_CA_FILE", os.environ["AIRLOCK_TEST_CA_FILE"])
     with pytest.raises(airlock.Denied) as ei:
         airlock.Sandbox.list(url=url, token="wrong-token")
     assert ei.value.status == 401 and ei.value.code == "unauthorized" and ei.value.request_id
@@ -217,6 +218,53 @@ def test_tcp_token(socket_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRLOCK_TOKEN", "")
     with pytest.raises(airlock.Denied):
         airlock.Sandbox.list()
+
+
+def test_tls_verification(socket_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TLS listener is verified by the appliance CA or a pinned
+    fingerprint; a wrong pin or an unknown CA is refused."""
+    url, token = os.environ["AIRLOCK_TEST_TCP"], os.environ["AIRLOCK_TEST_TOKEN"]
+    ca, fp = os.environ["AIRLOCK_TEST_CA_FILE"], os.environ["AIRLOCK_TEST_FINGERPRINT"]
+    monkeypatch.delenv("AIRLOCK_CA_FILE", raising=False)
+    monkeypatch.delenv("AIRLOCK_FINGERPRINT", raising=False)
+    assert isinstance(airlock.Sandbox.list(url=url, token=token, ca_file=ca), list)
+    assert isinstance(airlock.Sandbox.list(url=url, token=token, fingerprint=fp), list)
+    colons = ":".join(fp[i:i + 2] for i in range(0, len(fp), 2)).upper()
+    assert isinstance(airlock.Sandbox.list(url=url, token=token, fingerprint=colons), list)
+    with pytest.raises(airlock.Unavailable) as ei:
+        airlock.Sandbox.list(url=url, token=token, fingerprint="ab" * 32)
+    assert "pinned fingerprint" in str(ei.value)
+    with pytest.raises(airlock.Unavailable):
+        airlock.Sandbox.list(url=url, token=token)  # the system roots do not know the appliance CA
+    with pytest.raises(airlock.Invalid):
+        airlock.Sandbox.list(url=url, token=token, fingerprint="abc")
+    monkeypatch.setenv("AIRLOCK_FINGERPRINT", fp)
+    assert isinstance(airlock.Sandbox.list(url=url, token=token), list)
+
+
+def test_principals(socket_path: str) -> None:
+    """Over TLS, each principal sees and touches only its own sandboxes;
+    quotas refuse with Denied (403) and QuotaExceeded (429)."""
+    url, ca = os.environ["AIRLOCK_TEST_TCP"], os.environ["AIRLOCK_TEST_CA_FILE"]
+    alice = {"url": url, "token": os.environ["AIRLOCK_TEST_ALICE_TOKEN"], "ca_file": ca}
+    bob = {"url": url, "token": os.environ["AIRLOCK_TEST_BOB_TOKEN"], "ca_file": ca}
+    with airlock.Sandbox.create(timeout=60, **alice) as sbx:
+        assert sbx.commands.run("echo mine").stdout.strip() == "mine"
+        assert [s["id"] for s in airlock.Sandbox.list(**alice)] == [sbx.id]
+        assert airlock.Sandbox.list(**bob) == []
+        with pytest.raises(airlock.NotFound) as ei:
+            airlock.Sandbox.connect(sbx.id, **bob)
+        assert ei.value.status == 404 and ei.value.request_id
+        with pytest.raises(airlock.Denied) as di:
+            airlock.Sandbox.create(image="localhost/airlock/busybox:1", **bob)
+        assert di.value.status == 403 and di.value.code == "forbidden" and "quota.images" in str(di.value)
+        with airlock.Sandbox.create(**bob) as mine:
+            with pytest.raises(airlock.QuotaExceeded) as qi:
+                airlock.Sandbox.create(**bob)
+            assert qi.value.status == 429 and "quota.sandboxes" in str(qi.value)
+            assert [s["id"] for s in airlock.Sandbox.list(**bob)] == [mine.id]
+        local = {s["id"] for s in airlock.Sandbox.list()}  # the unix socket: the admin "local"
+        assert sbx.id in local
 
 
 def test_unreachable() -> None:
