@@ -61,27 +61,49 @@ ensure_user_podman() {
 		runuser -u "$SANDBOX_USER" -- mkdir -p "$confdir"
 		runuser -u "$SANDBOX_USER" -- tee "$confdir/containers.conf" >/dev/null <"$HERE/../podman/containers.conf"
 	fi
+	if ! cmp -s "$confdir/storage.conf" "$HERE/../podman/storage.conf"; then
+		runuser -u "$SANDBOX_USER" -- mkdir -p "$confdir"
+		runuser -u "$SANDBOX_USER" -- tee "$confdir/storage.conf" >/dev/null <"$HERE/../podman/storage.conf"
+	fi
 }
 upodman() {
 	(cd / && runuser -u "$SANDBOX_USER" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME="$SB_HOME" XDG_RUNTIME_DIR="$RUNTIME_DIR" podman "$@")
 }
-# ensure_podman_state: rootless Podman keeps its user namespace alive in a
-# pause process. When that process and the containers' conmons are gone (a
-# host that killed the user's processes) but the state still lists running
-# containers, every podman command fails with "invalid internal status".
-# `podman system migrate` is Podman's own reset for exactly that state; run it
-# once, say so, and fail with Podman's message when it does not help.
+# ensure_podman_state: podman works as the sandbox user, after repairing the
+# two states this machine has been seen in:
+# - "invalid internal status": rootless Podman keeps its user namespace alive
+#   in a pause process; when that process and the containers' conmons are gone
+#   (a host that killed the user's processes) but the state still lists running
+#   containers, every command fails. `podman system migrate` is Podman's own
+#   reset for that state.
+# - "database configuration mismatch": the storage was created with another
+#   driver (vfs, before runner/podman/storage.conf chose native overlay).
+#   Podman cannot open it with the new one; reset it with the old driver (its
+#   containers and images go; the images are imported again from the cache,
+#   templates built on the old storage must be built again).
+# Each repair runs once and says so; anything else fails with Podman's words.
 ensure_podman_state() {
-	local out
-	out=$(upodman unshare true 2>&1) && return 0
-	case $out in
-	*"system migrate"*)
-		step "podman state for $SANDBOX_USER is stale (its pause process is gone); running podman system migrate"
-		upodman system migrate >/dev/null 2>&1 || true
-		out=$(upodman unshare true 2>&1) && return 0 ;;
-	esac
-	die "podman as $SANDBOX_USER does not work: $out"
+	local out was tries=0
+	while ! out=$(upodman info --format '{{.Store.GraphDriverName}}' 2>&1); do
+		tries=$((tries + 1))
+		[ $tries -le 2 ] || die "podman as $SANDBOX_USER does not work: $out"
+		case $out in
+		*"database configuration mismatch"*)
+			was=$(printf '%s\n' "$out" | sed -n 's/.*database storage graph driver "\([a-z0-9_-]*\)".*/\1/p' | head -n1)
+			[ -n "$was" ] || die "podman as $SANDBOX_USER: $out"
+			step "migrating $SANDBOX_USER's podman storage from $was to overlay: its containers and images are removed (images are imported again from the cache; rebuild templates made before)"
+			upodman --storage-driver "$was" ps -a --format '    removing container {{.Names}} ({{.Status}})' 2>/dev/null || true
+			upodman --storage-driver "$was" system reset --force >/dev/null 2>&1 ||
+				die "podman system reset of $SANDBOX_USER's $was storage failed"
+			;;
+		*"system migrate"*)
+			step "podman state for $SANDBOX_USER is stale (its pause process is gone); running podman system migrate"
+			upodman system migrate >/dev/null 2>&1 || true
+			;;
+		*) die "podman as $SANDBOX_USER does not work: $out" ;;
+		esac
+	done
 }
 # recipe_hash words...: a short hash of an image's recipe.
 recipe_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-16; }

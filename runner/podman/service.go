@@ -167,6 +167,9 @@ func recoverState(ctx context.Context, u *user.User, runDir string, uid, gid int
 	if err == nil {
 		return nil
 	}
+	if bytes.Contains(out, []byte("database configuration mismatch")) {
+		return fmt.Errorf("podman as %s: its storage was made with another driver (%s): run 'make image' (runner/images/build.sh), which migrates it", u.Username, lastLine(out))
+	}
 	if !staleState(out) {
 		return fmt.Errorf("podman as %s does not work: %w: %s", u.Username, err, lastLine(out))
 	}
