@@ -85,7 +85,16 @@ upodman() {
 # Each repair runs once and says so; anything else fails with Podman's words.
 ensure_podman_state() {
 	local out was tries=0
-	while ! out=$(upodman info --format '{{.Store.GraphDriverName}}' 2>&1); do
+	while :; do
+		if out=$(upodman info --format '{{.Store.GraphDriverName}}' 2>/dev/null); then
+			# Podman 4.3 keeps the database's driver over storage.conf's
+			# and only logs it ("overwritten by graph driver ... from
+			# database").
+			[ "$out" != overlay ] || return 0
+			out="database storage graph driver \"$out\" (want overlay): database configuration mismatch"
+		else
+			out=$(upodman info --format '{{.Store.GraphDriverName}}' 2>&1)
+		fi
 		tries=$((tries + 1))
 		[ $tries -le 2 ] || die "podman as $SANDBOX_USER does not work: $out"
 		case $out in
