@@ -164,6 +164,13 @@ func (a *Appliance) startState(context.Context) error {
 			return err
 		}
 	}
+	if a.cfg.Audit.Store != "" {
+		lock, err := lockStore(a.cfg.Audit.Store + ".lock")
+		if err != nil {
+			return err
+		}
+		a.onClose(lock.Close)
+	}
 	// Searchable (not readable) by others: the sandbox user must reach the
 	// runner's resolv.conf and CA bundle below it.
 	dir := a.runtimeDir()

@@ -337,8 +337,13 @@ max = 24
 
 // startServe runs the appliance as a helper process and waits until its
 // API answers.
+// startServe starts the lab's appliance unless it is running already (a
+// second one on the same store is refused: TestStoreLock).
 func (l *lab) startServe() {
 	t := l.t
+	if l.helper != nil && l.helper.ProcessState == nil && l.helper.Process.Signal(syscall.Signal(0)) == nil {
+		return
+	}
 	l.logf = filepath.Join(l.dir, "serve.log")
 	logf, err := os.OpenFile(l.logf, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -353,7 +358,7 @@ func (l *lab) startServe() {
 	l.helper = cmd
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); logf.Close(); close(exited) }()
-	t.Cleanup(func() { l.stopServe(exited) })
+	t.Cleanup(func() { l.stopServe(cmd, exited) })
 	waitFor(t, 90*time.Second, "the appliance's API", func() bool {
 		select {
 		case <-exited:
@@ -367,15 +372,20 @@ func (l *lab) startServe() {
 	})
 }
 
-func (l *lab) stopServe(exited chan struct{}) {
-	if l.helper == nil || l.helper.ProcessState != nil {
+// stopServe stops the appliance cmd (the one its startServe started, not
+// whichever l.helper names by now: a later start would otherwise leave
+// this one running after the test).
+func (l *lab) stopServe(cmd *exec.Cmd, exited chan struct{}) {
+	select {
+	case <-exited:
 		return
+	default:
 	}
-	l.helper.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
 	case <-time.After(30 * time.Second):
-		l.helper.Process.Kill()
+		cmd.Process.Kill()
 		<-exited
 	}
 }
