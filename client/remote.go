@@ -40,7 +40,7 @@ func NewRemote(base, token string, o TLSOptions) (*Client, error) {
 	if u.Scheme != "https" {
 		return nil, fmt.Errorf("appliance url %q: the control API's TCP listener speaks TLS: use https://", base)
 	}
-	cfg, err := o.config(u.Hostname())
+	cfg, err := o.ClientConfig(u.Hostname())
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,9 @@ func NewRemote(base, token string, o TLSOptions) (*Client, error) {
 	return &Client{hc: &http.Client{Transport: tr}, base: strings.TrimRight(base, "/"), token: token}, nil
 }
 
-func (o TLSOptions) config(host string) (*tls.Config, error) {
+// ClientConfig is the TLS configuration that checks the appliance named
+// host as o says (for callers with their own transport, like airlock ui).
+func (o TLSOptions) ClientConfig(host string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	pem := o.CAPEM
 	if o.CAFile != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -22,15 +24,16 @@ import (
 )
 
 func init() {
-	var listen, apiURL, tokenFile string
+	var listen string
 	c := &cobra.Command{
-		Use:   "ui [--listen 127.0.0.1:PORT] [--url http://HOST:PORT --token-file FILE]",
+		Use:   "ui [--listen 127.0.0.1:PORT] [--url https://HOST:PORT --token-file FILE [--ca-file F | --fingerprint FP]]",
 		Short: "Open the live view: a local port proxying to the appliance's control API",
 		Long: `Serves the appliance's read-only live view (sandboxes, their state,
 recent denials, links to reports, the lockdown state; updated live) on a
 loopback port, proxied to the control socket with your access to it, and
-prints the URL to open. With --url and --token-file it proxies to the
-control API's TCP listener instead, adding the bearer token to every
+prints the URL to open. With --url and --token-file (or $AIRLOCK_TOKEN)
+it proxies to the control API's TCP listener (TLS, checked by --ca-file or
+--fingerprint) instead, adding the principal's bearer token to every
 request (a browser cannot send it itself). The URL carries a random key
 made for this run: other local users who find the port get nothing
 without it. Only GET and HEAD requests of what the page reads pass: the
@@ -38,12 +41,14 @@ page cannot change anything. Stop with Ctrl-C.
 
 Examples:
   airlock ui
-  airlock ui --url http://198.18.0.10:7443 --token-file ~/.config/airlock/token`,
+  airlock ui --url https://198.18.0.10:7443 --token-file ~/.config/airlock/token --ca-file airlock-ca.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			up, err := uiTarget(apiURL, tokenFile)
+			o := client.TLSOptions{CAFile: firstSet(remoteFlags.caFile, os.Getenv(client.EnvCAFile)),
+				Fingerprint: firstSet(remoteFlags.fingerprint, os.Getenv(client.EnvFingerprint))}
+			up, err := uiTarget(remoteFlags.url, remoteFlags.tokenFile, o)
 			if err != nil {
 				return err
 			}
@@ -79,8 +84,6 @@ Examples:
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "loopback address to serve on (port 0: any free port)")
-	c.Flags().StringVar(&apiURL, "url", "", "the control API's TCP listener (http://HOST:PORT) instead of the socket; needs --token-file")
-	c.Flags().StringVar(&tokenFile, "token-file", "", "the bearer token for --url (mode 0600)")
 	addSocketFlag(c)
 	rootCmd.AddCommand(c)
 }
@@ -99,11 +102,14 @@ type uiUpstream struct {
 	socket string
 	base   *url.URL
 	token  string
+	opts   client.TLSOptions
+	tls    *tls.Config
 }
 
 // uiTarget is the socket (--socket, $AIRLOCK_SOCKET) or, with apiURL, the
-// TCP listener with the token read from tokenFile.
-func uiTarget(apiURL, tokenFile string) (uiUpstream, error) {
+// TCP listener (TLS, checked as o says) with the token read from tokenFile
+// or $AIRLOCK_TOKEN.
+func uiTarget(apiURL, tokenFile string, o client.TLSOptions) (uiUpstream, error) {
 	if apiURL == "" {
 		if tokenFile != "" {
 			return uiUpstream{}, usagef("ui: --token-file goes with --url")
@@ -111,22 +117,32 @@ func uiTarget(apiURL, tokenFile string) (uiUpstream, error) {
 		return uiUpstream{socket: apiClient().Socket()}, nil
 	}
 	u, err := url.Parse(apiURL)
-	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
-		return uiUpstream{}, usagef("ui: --url %q: want http://HOST:PORT (or https://)", apiURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return uiUpstream{}, usagef("ui: --url %q: want https://HOST:PORT (the control API's TCP listener speaks TLS)", apiURL)
 	}
-	if tokenFile == "" {
-		return uiUpstream{}, usagef("ui: --url needs --token-file: the TCP listener takes only bearer requests")
+	tok := os.Getenv(client.EnvToken)
+	if tokenFile != "" {
+		if tok, err = serve.ReadToken(tokenFile); err != nil {
+			return uiUpstream{}, fmt.Errorf("ui: %w", err)
+		}
 	}
-	tok, err := serve.ReadToken(tokenFile)
+	if tok == "" {
+		return uiUpstream{}, usagef("ui: --url needs --token-file (or $%s): the TCP listener takes only bearer requests", client.EnvToken)
+	}
+	cfg, err := o.ClientConfig(u.Hostname())
 	if err != nil {
 		return uiUpstream{}, fmt.Errorf("ui: %w", err)
 	}
-	return uiUpstream{base: &url.URL{Scheme: u.Scheme, Host: u.Host}, token: tok}, nil
+	return uiUpstream{base: &url.URL{Scheme: u.Scheme, Host: u.Host}, token: tok, opts: o, tls: cfg}, nil
 }
 
 func (up uiUpstream) client() *client.Client {
 	if up.base != nil {
-		return client.NewTCP(up.base.String(), up.token)
+		c, err := client.NewRemote(up.base.String(), up.token, up.opts)
+		if err != nil {
+			return client.Failing(fmt.Errorf("ui: %w", err))
+		}
+		return c
 	}
 	return client.New(up.socket)
 }
@@ -153,7 +169,7 @@ func uiProxy(up uiUpstream, key string) http.Handler {
 			return d.DialContext(ctx, "unix", up.socket)
 		}}
 	} else {
-		rp.Transport = &http.Transport{Proxy: nil, DialContext: d.DialContext}
+		rp.Transport = &http.Transport{Proxy: nil, DialContext: d.DialContext, TLSClientConfig: up.tls}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

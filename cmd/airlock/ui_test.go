@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"airlock/client"
 	"airlock/serve"
 )
 
@@ -84,28 +86,34 @@ func TestUIProxy(t *testing.T) {
 	}
 }
 
-// TestUIProxyTCP: over the control API's TCP listener, which takes only
-// bearer requests (a browser sent straight there gets 401), the live view
-// adds the token from --token-file to what it passes on, and the page
-// loads; --url and --token-file go together.
+// TestUIProxyTCP: over the control API's TCP listener, which speaks TLS
+// and takes only bearer requests (a browser sent straight there gets 401),
+// the live view checks the listener's certificate by --ca-file, adds the
+// token from --token-file to what it passes on, and the page loads;
+// --url and --token-file go together, and a plain http:// URL is refused.
 func TestUIProxyTCP(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Setenv("AIRLOCK_TOKEN", "")
 	const tok = "0123456789abcdef-ui"
-	api := serve.NewHTTPServer((&serve.API{Backend: storeBackend{}, Token: tok}).Handler())
-	go api.Serve(ln)
+	api := httptest.NewTLSServer((&serve.API{Backend: storeBackend{}, Token: tok}).Handler())
 	defer api.Close()
-	base := "http://" + ln.Addr().String()
-	if resp, err := http.Get(base + "/ui/"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	base := api.URL
+	if resp, err := api.Client().Get(base + "/ui/"); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the page straight from the TCP listener: %v %v, want 401", resp, err)
 	}
-	tf := filepath.Join(t.TempDir(), "token")
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "token")
 	if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	up, err := uiTarget(base, tf)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
+	opts := client.TLSOptions{CAPEM: ca}
+	if _, err := uiTarget(base, tf, client.TLSOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if up, _ := uiTarget(base, tf, client.TLSOptions{}); func() error { _, err := up.client().Health(context.Background()); return err }() == nil {
+		t.Fatal("health over TCP without the listener's CA: no error, want a certificate error")
+	}
+	up, err := uiTarget(base, tf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +134,9 @@ func TestUIProxyTCP(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(strings.ToLower(string(b)), "<html") {
 		t.Fatalf("the page through airlock ui over TCP: %d %.200q", resp.StatusCode, b)
 	}
-	for _, bad := range [][2]string{{base, ""}, {"", tf}, {"ftp://x", tf}, {base + "/v1", tf}} {
-		if _, err := uiTarget(bad[0], bad[1]); err == nil {
+	plain := "http://" + strings.TrimPrefix(base, "https://")
+	for _, bad := range [][2]string{{base, ""}, {"", tf}, {"ftp://x", tf}, {base + "/v1", tf}, {plain, tf}} {
+		if _, err := uiTarget(bad[0], bad[1], opts); err == nil {
 			t.Errorf("uiTarget(%q, %q): no error", bad[0], bad[1])
 		}
 	}
