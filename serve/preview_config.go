@@ -28,8 +28,8 @@ var dnsName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][
 
 func (p *PreviewConfig) validate(add addFunc) {
 	if !p.Listen.IsValid() {
-		if p.Host != "" || p.TLSCert != "" {
-			add("preview.listen", "preview.listen is required when [preview] is configured")
+		if p.Host != "" {
+			add("preview.host", "preview.listen is required when preview.host is set")
 		}
 		return
 	}
@@ -39,7 +39,7 @@ func (p *PreviewConfig) validate(add addFunc) {
 	if (p.TLSCert == "") != (p.TLSKey == "") {
 		add("preview.tls_cert", "preview.tls_cert and preview.tls_key go together")
 	}
-	if p.TLSCert != "" {
+	if p.TLSCert != "" && p.TLSKey != "" {
 		checkAbs(add, "preview.tls_cert", p.TLSCert)
 		checkAbs(add, "preview.tls_key", p.TLSKey)
 	}
