@@ -98,11 +98,15 @@ func (r *rig) advance(d time.Duration) {
 var bearers = map[string]Principal{"tok-alice": {Name: "alice"}, "tok-bob": {Name: "bob"}, "tok-root": {Name: "root", Admin: true}}
 
 // newRig starts a Manager behind a TLS (h2) test listener.
-func newRig(t *testing.T, lim Limits) *rig {
+func newRig(t *testing.T, lim Limits, tweak ...func(*Config)) *rig {
 	r := &rig{ev: &events{}, now: time.Now()}
-	m, err := New(Config{Host: testHost, Key: []byte(strings.Repeat("k", 32)), Dial: loopDialer, Events: r.ev,
+	cfg := Config{Host: testHost, Key: []byte(strings.Repeat("k", 32)), Dial: loopDialer, Events: r.ev,
 		Now: r.clock, Rate: 1000, Burst: 1000,
-		Authenticate: func(tok string) (Principal, bool) { p, ok := bearers[tok]; return p, ok }})
+		Authenticate: func(tok string) (Principal, bool) { p, ok := bearers[tok]; return p, ok }}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,3 +208,25 @@ func TestBadInputBounded(t *testing.T) {
 		t.Errorf("long host: %d %q", status, body)
 	}
 }
+
+// Each preview has its own rate limit: over it 429, another preview
+// unaffected.
+func TestRateLimitPerPreview(t *testing.T) {
+	r := newRig(t, Limits{}, func(c *Config) { c.Rate, c.Burst = 0.001, 3 })
+	_, port := app(t)
+	a, _ := r.expose(t, port)
+	b, _ := r.expose(t, port)
+	c := r.client()
+	auth := []string{"Authorization", "Bearer tok-alice"}
+	for i := 0; i < 3; i++ {
+		if resp, _ := get(t, c, a.URL, auth...); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, c, a.URL, auth...); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("over the limit: %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	if resp, _ := get(t, c, b.URL, auth...); resp.StatusCode != 200 {
+		t.Errorf("another preview: %d, want 200", resp.StatusCode)
+	}
+}
