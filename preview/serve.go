@@ -204,7 +204,6 @@ func (m *Manager) reverseProxy(e *entry) *httputil.ReverseProxy {
 			m.cfg.Log.Info("preview upstream", "preview", e.p.ID, "port", e.p.Port, "err", err)
 			page(w, http.StatusBadGateway, "App not reachable", fmt.Sprintf("Nothing answered on port %d in sandbox %s.", e.p.Port, e.p.Sandbox))
 		},
-		FlushInterval: -1,
 	}
 }
 
