@@ -161,7 +161,9 @@ func startListener(dial preview.Dialer) (*preview.Manager, string, net.Listener,
 	}
 	m, err := preview.New(preview.Config{Host: host, Port: ln.Addr().(*net.TCPAddr).Port, Key: key, Dial: dial,
 		Rate: 1e9, Burst: 1 << 30,
-		Authenticate: func(tok string) (preview.Principal, bool) { return preview.Principal{Name: "bench", Admin: true}, tok == "bench" }})
+		Authenticate: func(tok string) (preview.Principal, bool) {
+			return preview.Principal{Name: "bench", Admin: true}, tok == "bench"
+		}})
 	if err != nil {
 		return nil, "", nil, err
 	}
