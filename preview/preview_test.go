@@ -19,6 +19,9 @@ func TestLinkExchangedForCookie(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("status %d, want 303", resp.StatusCode)
 	}
+	if resp.Header.Get("Referrer-Policy") != "no-referrer" {
+		t.Error("the token's redirect may leak it in a Referer")
+	}
 	if loc := resp.Header.Get("Location"); loc != "/?x=1" {
 		t.Errorf("redirect to %q, want /?x=1 (token removed)", loc)
 	}

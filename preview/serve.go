@@ -151,8 +151,9 @@ func (m *Manager) exchange(w http.ResponseWriter, r *http.Request, e *entry, tok
 	u := *r.URL
 	u.RawQuery = q.Encode()
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-	if _, first := e.opened.LoadOrStore(c.Principal, true); !first {
+	if _, again := e.opened.LoadOrStore(c.Principal, true); !again {
 		m.event(e.p, "opened", c.Principal, "link token exchanged for a cookie")
 	}
 }

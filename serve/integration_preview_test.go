@@ -123,6 +123,12 @@ func TestPreviewInLab(t *testing.T) {
 		if r := l.exec(sb.ID, fmt.Sprintf("curl -sk --max-time 3 https://127.0.0.1:%d/ ; echo rc=$?", pport)); !strings.Contains(r.stdout, "rc=7") && !strings.Contains(r.stdout, "rc=28") {
 			t.Errorf("the sandbox reached the preview listener: %v", r)
 		}
+		// Through its gateway the sandbox meets the kernel path, which
+		// sends every TCP flow to the proxy; the appliance's own address
+		// is refused there, so the listener stays out of reach.
+		if r := l.exec(sb.ID, fmt.Sprintf("curl -sk --noproxy '*' --max-time 5 -o /dev/null -w '%%{http_code}' https://%s:%d/ ; echo rc=$?", l.gw, pport)); strings.HasPrefix(r.stdout, "200") || strings.HasPrefix(r.stdout, "303") || strings.HasPrefix(r.stdout, "401") {
+			t.Errorf("the sandbox reached the preview listener through its gateway: %v", r)
+		}
 	})
 	t.Run("502 naming the port", func(t *testing.T) {
 		ck := exchange(t, c, mustLink(t, l, sb.ID, port+1))
