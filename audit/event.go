@@ -31,6 +31,10 @@ const (
 	// KindRefusal: the control API turned a request away (401, 403, 404
 	// for another principal's sandbox, 429 over quota).
 	KindRefusal Kind = "refusal"
+	// KindPreview: a preview (ingress to a sandbox port) created, opened,
+	// refused, expired or revoked; KindIngress: one request through it.
+	KindPreview Kind = "preview"
+	KindIngress Kind = "ingress"
 )
 
 // Event is one audit record. Common fields are flat; the kind-specific
@@ -67,6 +71,8 @@ type Event struct {
 	SecretReflected *SecretReflected `json:"secret_reflected,omitempty"`
 	Lockdown        *Lockdown        `json:"lockdown,omitempty"`
 	Refusal         *Refusal         `json:"refusal,omitempty"`
+	Preview         *Preview         `json:"preview,omitempty"`
+	Ingress         *Ingress         `json:"ingress,omitempty"`
 
 	// Seq and PrevHash are set by the stream: the record's position and the
 	// hash of the previous record (tamper evidence).

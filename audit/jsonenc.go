@@ -69,6 +69,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	if e.Refusal != nil {
 		b = appendRefusal(append(b, `,"refusal":`...), e.Refusal)
 	}
+	b = appendIngressKinds(b, e)
 	b = optUint(b, `,"seq":`, e.Seq)
 	b = optString(b, `,"prev_hash":`, e.PrevHash)
 	return append(b, '}'), nil

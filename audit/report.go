@@ -35,6 +35,7 @@ type Report struct {
 	Drops    []DropRow
 	Secrets  []SecretUse
 	Packages []PackageUse
+	Previews []PreviewRow // ingress: the sandbox's exposed ports
 	Files    []FileChange
 	Gaps     []Gap // events the pipeline dropped while the sandbox ran
 	Anchor   Anchor
@@ -249,6 +250,9 @@ func (b *reportBuilder) add(e *Event) {
 		b.exec(e)
 	case e.Drop != nil:
 		b.drop(e)
+		return
+	case e.Preview != nil || e.Ingress != nil:
+		b.preview(e)
 		return
 	}
 	b.network(e)

@@ -231,6 +231,11 @@ tr:target{outline:2px solid #2563eb}
 {{range .Packages}}<tr><td>{{.Ecosystem}}</td><td><code>{{.Name}}</code></td><td>{{dash .Version}}</td><td><code>{{.Host}}</code></td><td><span class="badge {{verdict .Verdict}}">{{.Verdict}}</span></td><td>{{.Reason}}</td><td>{{range .Gated}}<div>{{.}}</div>{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="none">No package downloads recognized.</p>{{end}}</section>
 
+<section id="previews"><h2>Previews ({{len .Previews}})</h2>
+{{if .Previews}}<table><tr><th>Preview</th><th>Port</th><th>Name</th><th>Exposed by</th><th>Opened by</th><th>Requests</th><th>Refused</th><th>Sent</th><th>State</th></tr>
+{{range .Previews}}<tr><td><code>{{.ID}}</code></td><td class="n">{{.Port}}</td><td>{{dash .Name}}</td><td>{{.By}}</td><td>{{range .Opened}}<div>{{.}}</div>{{end}}</td><td class="n">{{.Requests}}</td><td class="n">{{.Refused}}</td><td class="n">{{bytes .BytesDown}}</td><td>{{.State}}</td></tr>
+{{end}}</table>{{else}}<p class="none">No ports exposed.</p>{{end}}</section>
+
 <section id="files"><h2>Files changed ({{len .Files}})</h2>
 {{if .Files}}<table><tr><th>Change</th><th>Path</th><th>Size</th></tr>
 {{range .Files}}<tr><td>{{.Op}}</td><td class="mono">{{.Path}}</td><td class="n">{{bytes .Size}}</td></tr>

@@ -157,6 +157,7 @@ func (m *mdWriter) rest(r *Report) {
 		}
 		m.table([]string{"Ecosystem", "Package", "Version", "From", "Verdict", "Why", "Versions gated"}, rows)
 	}
+	m.previews(r)
 	if m.section(fmt.Sprintf("Files changed (%d)", len(r.Files)), len(r.Files), "No file changes recorded.") {
 		var rows [][]string
 		for _, f := range r.Files {

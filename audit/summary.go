@@ -37,6 +37,11 @@ func Summary(e *Event) string {
 		return fmt.Sprintf("%d events dropped %s .. %s", e.Gap.Dropped, e.Gap.From.Format(time.RFC3339), e.Gap.To.Format(time.RFC3339))
 	case e.Refusal != nil:
 		return fmt.Sprintf("refused %d %s to %q: %s", e.Refusal.Status, e.Refusal.Action, e.Refusal.Principal, e.Reason)
+	case e.Preview != nil:
+		return fmt.Sprintf("preview %s %s port %d %s: %s", e.ID, e.Preview.Stage, e.Preview.Port, e.Preview.Principal, e.Reason)
+	case e.Ingress != nil:
+		in := e.Ingress
+		return fmt.Sprintf("ingress %s %s %s %d by %q from %s", e.ID, in.Method, in.Path, in.Status, in.Principal, in.Client)
 	case e.Lockdown != nil:
 		return fmt.Sprintf("lockdown %s (%s) by %s", e.Lockdown.Action, e.Lockdown.Scope, e.Lockdown.By)
 	case e.SecretReflected != nil:

@@ -23,6 +23,7 @@ import (
 	"airlock/dnsd"
 	"airlock/internal/safefile"
 	"airlock/internal/tproxy"
+	"airlock/preview"
 	"airlock/proxy"
 	"airlock/runner"
 )
@@ -82,9 +83,10 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
-	advisory  *advisories // [packages] osv, reloaded with the policies
-	attrib    *attributor // which process made a flow or query
-	node      *nodeState  // node mode only
+	advisory  *advisories      // [packages] osv, reloaded with the policies
+	attrib    *attributor      // which process made a flow or query
+	node      *nodeState       // node mode only
+	previews  *preview.Manager // nil unless [preview] is configured
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -141,6 +143,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Appliance, err er
 		{"reconcile", a.reconcile},
 		{"warm pool", a.startWarm},
 		{"lockdown", a.startLockdown},
+		{"previews", a.startPreview},
 		{"drop events", func(context.Context) error { return a.startDrops(bg) }},
 	}
 	for _, s := range steps {

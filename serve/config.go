@@ -53,6 +53,8 @@ type Config struct {
 	// Packages is package governance that is the appliance's, not a
 	// policy's: the malicious-package denylist.
 	Packages PackagesConfig `toml:"packages"`
+	// Preview is the preview listener (preview_config.go).
+	Preview PreviewConfig `toml:"preview"`
 
 	// File is the path the config was loaded from ("" when built in code).
 	File string `toml:"-"`

@@ -68,6 +68,7 @@ func (c *Config) validate(loc locator) Errors {
 		}
 	}
 	c.Pool.validate(add, c.Network.capacity(), c.Sandbox.Max)
+	c.Preview.validate(add)
 	return errs
 }
 

@@ -46,6 +46,9 @@ var apiOps = map[string]apiOp{
 	"POST /v1/sandboxes/{id}/processes/{exec}/kill":   {Summary: "Kill a background process"},
 	"POST /v1/sandboxes/{id}/processes/{exec}/signal": {Summary: "Signal a process", Body: client.Signal{}},
 	"GET /v1/sandboxes/{id}/processes/{exec}/attach":  {Summary: "Follow a process's output as NDJSON frames", Resp: mediaNDJSON},
+	"POST /v1/sandboxes/{id}/previews":                {Summary: "Expose a sandbox port on the preview listener", Body: client.ExposeRequest{}, Resp: client.Preview{}, Status: 201},
+	"GET /v1/sandboxes/{id}/previews":                 {Summary: "The live previews of a sandbox", Resp: []client.Preview{}},
+	"DELETE /v1/sandboxes/{id}/previews/{preview}":    {Summary: "Revoke a preview, closing its connections"},
 
 	"PUT /v1/sandboxes/{id}/files":               {Summary: "Copy a tar stream into a directory", Query: []string{"path"}, Body: mediaTar},
 	"GET /v1/sandboxes/{id}/files":               {Summary: "Copy a path out as a tar stream", Query: []string{"path"}, Resp: mediaTar},

@@ -262,6 +262,12 @@ func isolationCalls(c *client.Client, id string) map[string]func(context.Context
 			_, err := c.RequestAccess(ctx, id, client.AccessRequest{Destination: "hooks.example.test"})
 			return err
 		},
+		"expose": func(ctx context.Context) error {
+			_, err := c.Expose(ctx, id, client.ExposeRequest{Port: 80})
+			return err
+		},
+		"previews": func(ctx context.Context) error { _, err := c.Previews(ctx, id); return err },
+		"unexpose": func(ctx context.Context) error { return c.Unexpose(ctx, id, "pv0000000000000000") },
 	}
 }
 

@@ -24,6 +24,9 @@ var routeScopes = map[string]string{
 	"POST /v1/sandboxes/{id}/processes/{exec}/kill":   ScopeExec,
 	"POST /v1/sandboxes/{id}/processes/{exec}/signal": ScopeExec,
 	"GET /v1/sandboxes/{id}/processes/{exec}/attach":  ScopeAttach,
+	"POST /v1/sandboxes/{id}/previews":                ScopeExec,
+	"GET /v1/sandboxes/{id}/previews":                 "",
+	"DELETE /v1/sandboxes/{id}/previews/{preview}":    ScopeExec,
 
 	"PUT /v1/sandboxes/{id}/files":               ScopeFiles,
 	"GET /v1/sandboxes/{id}/files":               ScopeFiles,

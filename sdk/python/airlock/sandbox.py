@@ -131,6 +131,28 @@ class Sandbox:
                             body={"destination": destination, "reason": reason}).json()
         return Approval._from(d)
 
+    def expose(self, port: int, ttl: Optional[str] = None, to: Optional[List[str]] = None,
+               name: Optional[str] = None) -> Dict[str, Any]:
+        """Show the web app on ``port`` to reviewers through a preview
+        (``airlock sandbox expose``): returns ``{id, url, expires, to,
+        links}``, where ``links`` maps each principal to a one-time URL."""
+        body: Dict[str, Any] = {"port": port}
+        if ttl:
+            body["ttl"] = ttl
+        if to:
+            body["to"] = list(to)
+        if name:
+            body["name"] = name
+        return self._t.request("POST", f"/sandboxes/{seg(self.id)}/previews", body=body).json()
+
+    def previews(self) -> List[Dict[str, Any]]:
+        """The sandbox's live previews (without links)."""
+        return self._t.request("GET", f"/sandboxes/{seg(self.id)}/previews").json() or []
+
+    def unexpose(self, preview_id: str) -> None:
+        """Revoke a preview; its open connections are closed."""
+        self._t.request("DELETE", f"/sandboxes/{seg(self.id)}/previews/{seg(preview_id)}").read()
+
     def approval(self, approval_id: str) -> Approval:
         """The current state of an access request this sandbox filed."""
         for d in self._t.request("GET", "/approvals").json() or []:

@@ -167,6 +167,17 @@ def test_request_access(sbx: airlock.Sandbox) -> None:
     assert sbx.approval(ap2.id).status == "denied"
 
 
+def test_previews_off(sbx: airlock.Sandbox) -> None:
+    # The e2e appliance has no [preview] listener: expose says so, and
+    # there is nothing to list or revoke.
+    with pytest.raises(airlock.Invalid) as ei:
+        sbx.expose(8080, ttl="5m")
+    assert "[preview]" in str(ei.value)
+    assert sbx.previews() == []
+    with pytest.raises(airlock.NotFound):
+        sbx.unexpose("pv0000000000000000")
+
+
 def test_not_found_and_context_manager(socket_path: str) -> None:
     with pytest.raises(airlock.NotFound) as ei:
         airlock.Sandbox.connect("sb-does-not-exist")
