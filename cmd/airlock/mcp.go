@@ -37,6 +37,16 @@ a warning on stderr. Off loopback it needs --tls-cert and --tls-key:
   {"type": "http", "url": "http://127.0.0.1:8765/mcp",
    "headers": {"Authorization": "Bearer TOKEN"}}
 
+Either way the tools run as the socket's admin "local", and a refused
+HTTP request is a warning on stderr, not an audit event (a client cannot
+write the appliance's audit log). For several users, serve MCP from the
+appliance itself: its control listener has the same tools at /v1/mcp,
+each call run as the principal whose token carries it (scopes, quotas,
+ownership and refusal events as for the REST API):
+
+  {"type": "http", "url": "https://HOST:PORT/v1/mcp",
+   "headers": {"Authorization": "Bearer TOKEN"}}
+
 Logs go to stderr.`,
 	Example: `  airlock mcp
   airlock mcp --http 127.0.0.1:8765 --token-file /etc/airlock/token
