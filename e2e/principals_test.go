@@ -85,7 +85,20 @@ func TestPrincipalsOnAppliance(t *testing.T) {
 		return strings.Replace(cfg, "\nmax = 8\n", "\nmax = 64\n", 1)
 	}, principalsFile(specs))
 	t.Run("mcp", func(t *testing.T) { testMCPOnListener(t, a) })
+	t.Run("mcp-ts", func(t *testing.T) { testMCPListenerTS(t, a) })
 	t.Run("ten-by-five", func(t *testing.T) { testTenByFive(t, a) })
+}
+
+// testMCPListenerTS runs sdk/mcp-test/mcp-listener.test.mjs: the official
+// TypeScript MCP client on /v1/mcp as mcpa and mcpb.
+func testMCPListenerTS(t *testing.T, a *sdkAppliance) {
+	dir := filepath.Join(repoRoot(), "sdk", "mcp-test")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the MCP test client is not installed: run `make sdk-deps` (npm ci in sdk/mcp-test; make test does): %v", err)
+	}
+	env := append(os.Environ(), "AIRLOCK_MCP_URL="+a.url()+client.APIVersion+"/mcp", "AIRLOCK_MCP_IMAGE="+serve.DefaultImage,
+		"AIRLOCK_MCP_TOKEN_A="+a.tokens["mcpa"], "AIRLOCK_MCP_TOKEN_B="+a.tokens["mcpb"], "NODE_EXTRA_CA_CERTS="+a.caFile())
+	run(t, dir, env, "node", "--test", "mcp-listener.test.mjs")
 }
 
 // testTenByFive: ten principals each fire six creates at once with a
