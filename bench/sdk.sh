@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SDK round trips: `echo hi` through the Go client and the Python SDK over
-# the unix socket (one appliance, one sandbox, one run), and MCP
-# run_command through `airlock mcp` on stdio (20 calls). Needs root, Podman
+# the unix socket and over TLS (one appliance, one sandbox, one run), and
+# MCP run_command through `airlock mcp` on stdio and streamable HTTP and
+# through the appliance's own /v1/mcp on TLS (20 calls each). Needs root, Podman
 # and the sandbox image (make setup image) and the MCP test client (make
 # sdk-deps). The whole test log is kept; its path is printed.
 #   bench/sdk.sh [N]     N round trips each for Go and Python (default 50)
@@ -11,7 +12,7 @@ make -s sdk-deps
 log=$(mktemp /tmp/airlock-bench-sdk.XXXXXX.log)
 rc=0
 AIRLOCK_SDK_BENCH="${1:-50}" go test -tags 'remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp' \
-  -count=1 -timeout 20m -run 'TestSDKs' -v ./e2e >"$log" 2>&1 || rc=$?
+  -count=1 -timeout 20m -run 'TestSDKs|TestPrincipalsOnAppliance/mcp-ts' -v ./e2e >"$log" 2>&1 || rc=$?
 grep -E '^ *(go client|python sdk|# mcp).* p50' "$log" | sed 's/^ *# *//; s/^ *//' | sort -u
 grep -E '^ *--- (PASS|FAIL)|FAILED' "$log" || true
 echo "full log: $log"

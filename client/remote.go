@@ -138,3 +138,10 @@ const (
 func Failing(err error) *Client {
 	return &Client{hc: http.DefaultClient, base: "https://invalid", err: err}
 }
+
+// NewTransport returns a client whose requests go through rt to base
+// (like "http://airlock"): the appliance's MCP endpoint calls its own API
+// this way, in process, as the principal of each tool call.
+func NewTransport(base string, rt http.RoundTripper) *Client {
+	return &Client{hc: &http.Client{Transport: rt}, base: base}
+}

@@ -179,6 +179,14 @@ func startSDKAppliance(t *testing.T, w *world.World) *sdkAppliance {
 // it, on its own instance (name led by prefix), its config edited by edit.
 func startAgentAppliance(t *testing.T, w *world.World, prefix string, edit func(string) string) *sdkAppliance {
 	t.Helper()
+	return startApplianceWith(t, w, prefix, edit, (*sdkAppliance).writePrincipals)
+}
+
+// startApplianceWith is startAgentAppliance with the principals file that
+// principals writes (it returns its path and fills a.tokens).
+func startApplianceWith(t *testing.T, w *world.World, prefix string, edit func(string) string,
+	principals func(*sdkAppliance) (string, error)) *sdkAppliance {
+	t.Helper()
 	a := &sdkAppliance{appliance: &appliance{t: t, w: w}, bin: buildSDKBinaries(t),
 		instance: prefix + w.ID, pinDir: "/sys/fs/bpf/airlock-" + prefix + w.ID}
 	var err error
@@ -199,11 +207,11 @@ func startAgentAppliance(t *testing.T, w *world.World, prefix string, edit func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	principals, err := a.writePrincipals()
+	pfile, err := principals(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(edit(string(cfg)), "\ntoken_file = ", fmt.Sprintf("\nprincipals_file = %q\ntoken_file = ", principals), 1)
+	edited := strings.Replace(edit(string(cfg)), "\ntoken_file = ", fmt.Sprintf("\nprincipals_file = %q\ntoken_file = ", pfile), 1)
 	if err := os.WriteFile(a.config, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,7 @@ func (a *API) mux() *http.ServeMux {
 	mux.HandleFunc("POST "+v+"/approvals/{id}", a.decide)
 	a.principalRoutes(mux, v)
 	a.previewRoutes(mux, v)
+	a.mcpRoutes(mux, v)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, client.Errorf(client.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -78,6 +78,10 @@ var apiOps = map[string]apiOp{
 	"GET /v1/lockdown":           {Summary: "The kill switch's state", Resp: client.LockdownState{}},
 	"POST /v1/lockdown":          {Summary: "Engage or lift the kill switch", Body: client.LockdownRequest{}, Resp: client.LockdownState{}},
 
+	"POST /v1/mcp":   {Summary: "MCP streamable HTTP: a JSON-RPC message; each tool call runs as the caller", Body: "application/json", Resp: mediaSSE},
+	"GET /v1/mcp":    {Summary: "MCP streamable HTTP: the session's stream of server messages", Resp: mediaSSE},
+	"DELETE /v1/mcp": {Summary: "MCP streamable HTTP: end the session (Mcp-Session-Id)"},
+
 	"GET /v1/templates":           {Summary: "List templates", Resp: []client.Template{}},
 	"POST /v1/templates":          {Summary: "Build a template", Body: client.TemplateRequest{}, Resp: client.Template{}},
 	"GET /v1/templates/{ref}":     {Summary: "Describe a template version", Resp: client.Template{}},

@@ -53,6 +53,7 @@ func (f reportFake) Report(_ context.Context, id string, _ bool, w io.Writer) er
 type principalWorld struct {
 	t      *testing.T
 	fb     *fakeBackend
+	api    *API
 	file   string
 	store  *PrincipalStore
 	ca     *certs.CA
@@ -93,6 +94,7 @@ func startPrincipals(t *testing.T, body string, tokens map[string]string) *princ
 	}
 	api := &API{Backend: reportFake{w.fb}, Log: log, Principals: w.store, Events: w.events,
 		Defaults: Defaults{Policy: "default", Image: "busybox", Lifetime: 4 * time.Hour, ExecTimeout: 10 * time.Minute}}
+	w.api = api
 	srv := NewHTTPServer(api.Handler())
 	go srv.Serve(tls.NewListener(l, tcfg))
 	t.Cleanup(func() { srv.Close() })

@@ -53,11 +53,15 @@ var routeScopes = map[string]string{
 	"POST /v1/principals/reload":                 ScopeAdmin,
 	"GET /v1/lockdown":                           ScopeAdmin,
 	"POST /v1/lockdown":                          ScopeAdmin,
-	"GET /v1/templates":                          "",
-	"GET /v1/templates/{ref}":                    "",
-	"GET /v1/templates/{ref}/log":                "",
-	"POST /v1/templates":                         ScopeAdmin,
-	"DELETE /v1/templates/{ref}":                 ScopeAdmin,
+	// MCP: each tool call is checked as the route it makes (mcp.go).
+	"POST /v1/mcp":                "",
+	"GET /v1/mcp":                 "",
+	"DELETE /v1/mcp":              "",
+	"GET /v1/templates":           "",
+	"GET /v1/templates/{ref}":     "",
+	"GET /v1/templates/{ref}/log": "",
+	"POST /v1/templates":          ScopeAdmin,
+	"DELETE /v1/templates/{ref}":  ScopeAdmin,
 
 	// Node mode (serve --node): the CNI plugin's calls, on the unix socket.
 	"POST /v1/pods":        ScopeAdmin,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+
+	"airlock/internal/mcptools"
 )
 
 var mcpCmd = &cobra.Command{
@@ -35,6 +37,16 @@ a warning on stderr. Off loopback it needs --tls-cert and --tls-key:
   {"type": "http", "url": "http://127.0.0.1:8765/mcp",
    "headers": {"Authorization": "Bearer TOKEN"}}
 
+Either way the tools run as the socket's admin "local", and a refused
+HTTP request is a warning on stderr, not an audit event (a client cannot
+write the appliance's audit log). For several users, serve MCP from the
+appliance itself: its control listener has the same tools at /v1/mcp,
+each call run as the principal whose token carries it (scopes, quotas,
+ownership and refusal events as for the REST API):
+
+  {"type": "http", "url": "https://HOST:PORT/v1/mcp",
+   "headers": {"Authorization": "Bearer TOKEN"}}
+
 Logs go to stderr.`,
 	Example: `  airlock mcp
   airlock mcp --http 127.0.0.1:8765 --token-file /etc/airlock/token
@@ -51,7 +63,7 @@ Logs go to stderr.`,
 		ctx, cancel := signalContext()
 		defer cancel()
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		s := newMCPServer(&mcpTools{c: apiClient()}, log)
+		s := mcptools.NewServer(mcptools.Fixed(apiClient()), version, log)
 		if mcpHTTPFlags.addr != "" {
 			return serveMCPHTTP(ctx, s, mcpHTTPFlags, log, func(a net.Addr) {
 				fmt.Fprintf(os.Stderr, "airlock mcp: streamable HTTP on %s://%s%s\n",
@@ -75,46 +87,3 @@ func init() {
 	f.StringVar(&mcpHTTPFlags.keyFile, "tls-key", "", "with --http: the certificate's private key (PEM)")
 	rootCmd.AddCommand(mcpCmd)
 }
-
-// newMCPServer registers the sandbox tools on a new MCP server.
-func newMCPServer(t *mcpTools, log *slog.Logger) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "airlock", Title: "Airlock sandboxes", Version: version},
-		&mcp.ServerOptions{Logger: log, Instructions: mcpInstructions})
-	mcp.AddTool(s, &mcp.Tool{Name: "create_sandbox", Description: descCreate}, t.create)
-	mcp.AddTool(s, &mcp.Tool{Name: "run_command", Description: descRun}, t.run)
-	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: descRead}, t.readFile)
-	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: descWrite}, t.writeFile)
-	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: descList}, t.listFiles)
-	mcp.AddTool(s, &mcp.Tool{Name: "destroy_sandbox", Description: descDestroy}, t.destroy)
-	mcp.AddTool(s, &mcp.Tool{Name: "egress_log", Description: descEgress}, t.egressLog)
-	mcp.AddTool(s, &mcp.Tool{Name: "request_access", Description: descAccess}, t.requestAccess)
-	return s
-}
-
-const mcpInstructions = `Airlock runs your commands in isolated Linux sandboxes (Debian by default)
-whose network access is decided by a policy: some destinations are allowed,
-others are refused. Create a sandbox, run commands and edit files in it,
-and destroy it when done. When a command fails to reach the network, call
-egress_log: it names the policy rule that refused the connection and why.
-If you need a refused destination for your task, call request_access with
-a reason; a person decides.`
-
-const (
-	descCreate = `Create a new sandbox and return its sandbox_id (needed by every other tool). ` +
-		`It is ready to run commands when this returns (a few seconds). The network is limited by the policy; ` +
-		`files live under /workspace. Destroy it with destroy_sandbox when done.`
-	descRun = `Run a shell command (/bin/sh -c) in a sandbox and return exit_code, stdout, stderr and exec_id. ` +
-		`A non-zero exit_code is a normal result, not a tool error. The command is stopped after timeout_seconds ` +
-		`(default 120); then timed_out is true. Output beyond 64 KiB per stream is cut (truncated: true).`
-	descRead    = `Read a text file from a sandbox (UTF-8, at most 1 MiB returned). Paths are inside the sandbox, e.g. /workspace/main.py.`
-	descWrite   = `Write (create or replace) a text file in a sandbox with the given content. Missing parent directories are created.`
-	descList    = `List a directory of a sandbox (default /workspace): each entry's name, type (file, dir, symlink) and size in bytes.`
-	descDestroy = `Destroy a sandbox and everything in it. Its egress log stays on the appliance.`
-	descEgress  = `Show a sandbox's recent network decisions, refusals first: for each, the destination, the kind (dns, flow, http), ` +
-		`the verdict (deny, allow, ask, audit), the policy rule that decided and the reason. Use it to understand why a ` +
-		`command could not reach something.`
-	descAccess = `Ask a person to grant a sandbox access to a destination (a host, host:port or URL) the policy refuses or asks about. ` +
-		`Give a short reason. Returns approval_id and status: pending, granted or denied. A person decides with ` +
-		"`airlock approve`; call again with the approval_id (and optionally wait_seconds) to see the decision. " +
-		`Do not retry the refused request until the status is granted.`
-)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"airlock/client"
+	"airlock/internal/mcptools"
 )
 
 const testMCPToken = "mcp-test-token-0123456789"
@@ -31,7 +32,7 @@ func startMCPHTTP(t *testing.T) (endpoint string, log *syncBuffer) {
 	}
 	log = &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := newMCPServer(&mcpTools{c: client.New(serveAPI(t, &mcpBackend{}))}, logger)
+	s := mcptools.NewServer(mcptools.Fixed(client.New(serveAPI(t, &mcpBackend{}))), "test", logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)

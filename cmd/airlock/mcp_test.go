@@ -16,6 +16,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/mcptools"
 	"airlock/serve"
 )
 
@@ -37,7 +38,7 @@ func (b *mcpBackend) Exec(_ context.Context, id string, req client.ExecRequest, 
 	if id != "sb-1" {
 		return client.ExecResult{}, client.Errorf(client.CodeNotFound, "no sandbox %q", id)
 	}
-	_, _ = io.WriteString(stdout, strings.Repeat("x", mcpMaxOutput+10))
+	_, _ = io.WriteString(stdout, strings.Repeat("x", mcptools.MaxOutput+10))
 	return client.ExecResult{ID: "ex-1", ExitCode: 2}, nil
 }
 
@@ -58,7 +59,7 @@ func startMCP(t *testing.T, b serve.Backend) *mcp.ClientSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	st, ct := mcp.NewInMemoryTransports()
-	s := newMCPServer(&mcpTools{c: client.New(sock)}, slog.New(slog.DiscardHandler))
+	s := mcptools.NewServer(mcptools.Fixed(client.New(sock)), "test", slog.New(slog.DiscardHandler))
 	if _, err := s.Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestMCPToolsHaveSchemas(t *testing.T) {
 func TestMCPRunCommand(t *testing.T) {
 	cs := startMCP(t, &mcpBackend{})
 	r, out := callTool(t, cs, "run_command", map[string]any{"sandbox_id": "sb-1", "command": "yes x"})
-	if r.IsError || out["exit_code"] != 2.0 || out["truncated"] != true || len(out["stdout"].(string)) != mcpMaxOutput {
+	if r.IsError || out["exit_code"] != 2.0 || out["truncated"] != true || len(out["stdout"].(string)) != mcptools.MaxOutput {
 		t.Errorf("run_command: error %v, exit %v, truncated %v", r.IsError, out["exit_code"], out["truncated"])
 	}
 	r, _ = callTool(t, cs, "run_command", map[string]any{"sandbox_id": "sb-nope", "command": "true"})

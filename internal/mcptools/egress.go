@@ -1,4 +1,4 @@
-package main
+package mcptools
 
 import (
 	"context"
@@ -36,17 +36,21 @@ type egressOut struct {
 // egressKinds are the event kinds that carry an egress decision.
 var egressKinds = map[audit.Kind]bool{"dns": true, "flow": true, "http": true, "drop": true, "approval": true}
 
-func (t *mcpTools) egressLog(ctx context.Context, _ *mcp.CallToolRequest, in egressIn) (*mcp.CallToolResult, egressOut, error) {
+func (t *Tools) egressLog(ctx context.Context, req *mcp.CallToolRequest, in egressIn) (*mcp.CallToolResult, egressOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, egressOut{}, err
+	}
 	limit := in.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 500)
-	if _, err := t.c.Get(ctx, in.SandboxID); err != nil {
+	if _, err := c.Get(ctx, in.SandboxID); err != nil {
 		return nil, egressOut{}, fmt.Errorf("egress_log: %w", err)
 	}
 	var ds []decision
-	err := t.c.Logs(ctx, client.LogQuery{Sandbox: in.SandboxID, Limit: 4 * limit, Newest: true}, func(e audit.Event) error {
+	err = c.Logs(ctx, client.LogQuery{Sandbox: in.SandboxID, Limit: 4 * limit, Newest: true}, func(e audit.Event) error {
 		if egressKinds[e.Kind] && e.Verdict != "" && !isCloseRecord(e) {
 			ds = append(ds, toDecision(e))
 		}
@@ -116,13 +120,17 @@ type accessOut struct {
 	Hint        string `json:"hint"`
 }
 
-func (t *mcpTools) requestAccess(ctx context.Context, _ *mcp.CallToolRequest, in accessIn) (*mcp.CallToolResult, accessOut, error) {
+func (t *Tools) requestAccess(ctx context.Context, req *mcp.CallToolRequest, in accessIn) (*mcp.CallToolResult, accessOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, accessOut{}, err
+	}
 	id := in.ApprovalID
 	if id == "" {
 		if in.Destination == "" {
 			return nil, accessOut{}, fmt.Errorf("request_access: give a destination to ask for, or the approval_id of an earlier request")
 		}
-		ap, err := t.c.RequestAccess(ctx, in.SandboxID, client.AccessRequest{Destination: in.Destination, Reason: in.Reason})
+		ap, err := c.RequestAccess(ctx, in.SandboxID, client.AccessRequest{Destination: in.Destination, Reason: in.Reason})
 		if err != nil {
 			return nil, accessOut{}, fmt.Errorf("request_access: %w", err)
 		}
@@ -130,7 +138,7 @@ func (t *mcpTools) requestAccess(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	deadline := time.Now().Add(time.Duration(min(max(in.WaitSeconds, 0), 300)) * time.Second)
 	for {
-		ap, err := t.approval(ctx, in.SandboxID, id)
+		ap, err := approval(ctx, c, in.SandboxID, id)
 		if err != nil {
 			return nil, accessOut{}, fmt.Errorf("request_access: %w", err)
 		}
@@ -151,8 +159,8 @@ func (t *mcpTools) requestAccess(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 }
 
-func (t *mcpTools) approval(ctx context.Context, sandbox, id string) (client.Approval, error) {
-	as, err := t.c.Approvals(ctx)
+func approval(ctx context.Context, c *client.Client, sandbox, id string) (client.Approval, error) {
+	as, err := c.Approvals(ctx)
 	if err != nil {
 		return client.Approval{}, err
 	}

@@ -1,4 +1,10 @@
-package main
+// Package mcptools is Airlock's MCP (Model Context Protocol) server: the
+// sandbox tools an agent calls, each one a call of the control API made
+// through the client the caller chooses. `airlock mcp` (stdio, or its own
+// HTTP listener) drives the API over the unix socket; the appliance's
+// control listener serves the same tools at /v1/mcp, each call running
+// as the principal whose bearer token carried it.
+package mcptools
 
 import (
 	"bytes"
@@ -13,12 +19,22 @@ import (
 	"airlock/client"
 )
 
-// mcpTools are the MCP tools, each a call of the control API.
-type mcpTools struct{ c *client.Client }
+// Tools are the MCP tools. Each call asks For for the control API client
+// it runs through.
+type Tools struct {
+	// For returns the client of the call req (carried by ctx).
+	For func(ctx context.Context, req *mcp.CallToolRequest) (*client.Client, error)
+}
+
+// Fixed runs every tool call through c.
+func Fixed(c *client.Client) *Tools {
+	return &Tools{For: func(context.Context, *mcp.CallToolRequest) (*client.Client, error) { return c, nil }}
+}
 
 const (
-	mcpMaxOutput = 64 << 10
-	mcpMaxRead   = 1 << 20
+	// MaxOutput is how much of each output stream run_command returns.
+	MaxOutput = 64 << 10
+	maxRead   = 1 << 20
 )
 
 type createIn struct {
@@ -35,10 +51,14 @@ type createOut struct {
 	Warnings  []string `json:"warnings,omitempty"`
 }
 
-func (t *mcpTools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, createOut, error) {
-	req := client.CreateRequest{Image: in.Image, Policy: in.Policy, Env: in.Env,
+func (t *Tools) create(ctx context.Context, req *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, createOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, createOut{}, err
+	}
+	cr := client.CreateRequest{Image: in.Image, Policy: in.Policy, Env: in.Env,
 		ExecTimeout: client.Duration(time.Duration(in.TimeoutSeconds) * time.Second), Labels: map[string]string{"created-by": "mcp"}}
-	sb, err := t.c.Create(ctx, req)
+	sb, err := c.Create(ctx, cr)
 	if err != nil {
 		return nil, createOut{}, fmt.Errorf("create_sandbox: %w", err)
 	}
@@ -78,7 +98,11 @@ func (c *capped) Write(p []byte) (int, error) {
 	return c.buf.Write(p)
 }
 
-func (t *mcpTools) run(ctx context.Context, _ *mcp.CallToolRequest, in runIn) (*mcp.CallToolResult, runOut, error) {
+func (t *Tools) run(ctx context.Context, req *mcp.CallToolRequest, in runIn) (*mcp.CallToolResult, runOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, runOut{}, err
+	}
 	if strings.TrimSpace(in.Command) == "" {
 		return nil, runOut{}, fmt.Errorf("run_command: command is empty")
 	}
@@ -86,8 +110,8 @@ func (t *mcpTools) run(ctx context.Context, _ *mcp.CallToolRequest, in runIn) (*
 	if in.TimeoutSeconds > 0 {
 		to = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	stdout, stderr := &capped{n: mcpMaxOutput}, &capped{n: mcpMaxOutput}
-	res, err := t.c.Exec(ctx, in.SandboxID, client.ExecRequest{Shell: in.Command, Cwd: in.Cwd, Env: in.Env,
+	stdout, stderr := &capped{n: MaxOutput}, &capped{n: MaxOutput}
+	res, err := c.Exec(ctx, in.SandboxID, client.ExecRequest{Shell: in.Command, Cwd: in.Cwd, Env: in.Env,
 		Timeout: client.Duration(to)}, stdout, stderr)
 	if err != nil {
 		return nil, runOut{}, fmt.Errorf("run_command: %w", err)
@@ -107,10 +131,14 @@ type readOut struct {
 	Truncated bool   `json:"truncated,omitempty"`
 }
 
-func (t *mcpTools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, readOut, error) {
+func (t *Tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, readOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, readOut{}, err
+	}
 	var b capped
-	b.n = mcpMaxRead
-	if _, err := t.c.ReadFile(ctx, in.SandboxID, in.Path, &b); err != nil {
+	b.n = maxRead
+	if _, err := c.ReadFile(ctx, in.SandboxID, in.Path, &b); err != nil {
 		return nil, readOut{}, fmt.Errorf("read_file %s: %w", in.Path, err)
 	}
 	return nil, readOut{Path: in.Path, Content: strings.ToValidUTF8(b.buf.String(), "\uFFFD"), Truncated: b.over}, nil
@@ -127,13 +155,17 @@ type writeOut struct {
 	Size int64  `json:"size"`
 }
 
-func (t *mcpTools) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, writeOut, error) {
+func (t *Tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, writeOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, writeOut{}, err
+	}
 	if dir := path.Dir(in.Path); path.IsAbs(in.Path) && dir != "/" {
-		if err := t.c.Mkdir(ctx, in.SandboxID, dir, true); err != nil {
+		if err := c.Mkdir(ctx, in.SandboxID, dir, true); err != nil {
 			return nil, writeOut{}, fmt.Errorf("write_file %s: make %s: %w", in.Path, dir, err)
 		}
 	}
-	fi, err := t.c.WriteFile(ctx, in.SandboxID, in.Path, 0, int64(len(in.Content)), strings.NewReader(in.Content))
+	fi, err := c.WriteFile(ctx, in.SandboxID, in.Path, 0, int64(len(in.Content)), strings.NewReader(in.Content))
 	if err != nil {
 		return nil, writeOut{}, fmt.Errorf("write_file %s: %w", in.Path, err)
 	}
@@ -156,11 +188,15 @@ type listOut struct {
 	Entries []entry `json:"entries"`
 }
 
-func (t *mcpTools) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {
+func (t *Tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, listOut{}, err
+	}
 	if in.Path == "" {
 		in.Path = "/workspace"
 	}
-	fs, err := t.c.ListDir(ctx, in.SandboxID, in.Path)
+	fs, err := c.ListDir(ctx, in.SandboxID, in.Path)
 	if err != nil {
 		return nil, listOut{}, fmt.Errorf("list_files %s: %w", in.Path, err)
 	}
@@ -179,8 +215,12 @@ type destroyOut struct {
 	Destroyed string `json:"destroyed"`
 }
 
-func (t *mcpTools) destroy(ctx context.Context, _ *mcp.CallToolRequest, in sandboxIn) (*mcp.CallToolResult, destroyOut, error) {
-	if err := t.c.Delete(ctx, in.SandboxID); err != nil {
+func (t *Tools) destroy(ctx context.Context, req *mcp.CallToolRequest, in sandboxIn) (*mcp.CallToolResult, destroyOut, error) {
+	c, err := t.For(ctx, req)
+	if err != nil {
+		return nil, destroyOut{}, err
+	}
+	if err := c.Delete(ctx, in.SandboxID); err != nil {
 		return nil, destroyOut{}, fmt.Errorf("destroy_sandbox: %w", err)
 	}
 	return nil, destroyOut{Destroyed: in.SandboxID}, nil
