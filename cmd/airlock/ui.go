@@ -81,7 +81,8 @@ Examples:
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "loopback address to serve on (port 0: any free port)")
 	c.Flags().StringVar(&apiURL, "url", "", "the control API's TCP listener (http://HOST:PORT) instead of the socket; needs --token-file")
 	c.Flags().StringVar(&tokenFile, "token-file", "", "the bearer token for --url (mode 0600)")
-	addSocketFlag(c)
+	// only --socket: --url and --token-file are the view's own (above)
+	c.Flags().StringVar(&socketFlag, "socket", "", "control socket of airlock serve (default $AIRLOCK_SOCKET or "+client.DefaultSocket+")")
 	rootCmd.AddCommand(c)
 }
 
