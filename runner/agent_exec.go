@@ -20,6 +20,7 @@ type execMeta struct {
 	cwd, user   string
 	background  bool
 	tty         bool
+	record      string // the shell record's artifact name
 }
 
 // execAgent runs a command through the sandbox's agent: requested,
@@ -33,6 +34,11 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	}
 	m := execMeta{sandbox: sb.ID, id: res.ID, argv: argv, cwd: cwd, user: req.User, background: req.Background, tty: req.TTY}
 	res.Agent, res.Background = AgentName, req.Background
+	rec, err := r.shellRecord(&m, &req)
+	if err != nil {
+		return res, err
+	}
+	defer func() { rec.finish(res.ExitCode) }()
 	r.agentEvent(m, "requested", nil, nil, "")
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
 	if (req.Background || req.TTY) && req.Timeout == 0 {
@@ -160,6 +166,7 @@ func (r *Runner) agentEvent(m execMeta, stage string, res *ExecResult, out *outp
 		x.StderrHead, x.StderrTail, k = out.stderr.render(secrets)
 		x.Redactions += k
 	}
+	x.Record = m.record
 	e.Exec = x
 	r.cfg.Emitter.Emit(e)
 }

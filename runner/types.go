@@ -172,6 +172,12 @@ type ExecRequest struct {
 	Rows, Cols uint16
 	Resize     <-chan agentwire.Resize
 	Background bool
+	// Record (TTY only) keeps the session as a shell record: what was
+	// typed and shown, timed, secrets redacted, bounded
+	// (MaxShellRecordBytes); an artifact when the sandbox ends. Principal
+	// names who opened it, in the record.
+	Record    bool
+	Principal string
 }
 
 // ExecResult is how a command ended. Captured output beyond MaxCapture is
