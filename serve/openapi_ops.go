@@ -46,6 +46,8 @@ var apiOps = map[string]apiOp{
 	"POST /v1/sandboxes/{id}/processes/{exec}/kill":   {Summary: "Kill a background process"},
 	"POST /v1/sandboxes/{id}/processes/{exec}/signal": {Summary: "Signal a process", Body: client.Signal{}},
 	"GET /v1/sandboxes/{id}/processes/{exec}/attach":  {Summary: "Follow a process's output as NDJSON frames", Resp: mediaNDJSON},
+	"POST /v1/sandboxes/{id}/shell": {Summary: "Open a recorded shell session (an upgrade, like a tty exec); its record becomes the artifact shells/EXEC_ID.jsonl",
+		Body: client.ExecRequest{}, Resp: mediaBytes},
 
 	"PUT /v1/sandboxes/{id}/files":               {Summary: "Copy a tar stream into a directory", Query: []string{"path"}, Body: mediaTar},
 	"GET /v1/sandboxes/{id}/files":               {Summary: "Copy a path out as a tar stream", Query: []string{"path"}, Resp: mediaTar},

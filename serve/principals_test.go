@@ -242,7 +242,14 @@ func checkOwnView(t *testing.T, w *principalWorld, name string, owned map[string
 			t.Errorf("%s %s on %s's sandbox: %v, want not_found", name, what, neighbour(name), err)
 		}
 	}
-	w.wantRefusal(name, "POST /v1/sandboxes/"+other+"/exec", "another principal", 404)
+	for _, act := range []string{"exec", "resume", "shell", "fs/file"} {
+		method := "POST"
+		if act == "fs/file" {
+			method = "GET"
+		}
+		w.wantRefusal(name, method+" /v1/sandboxes/"+other+"/"+act, "another principal", 404)
+	}
+	w.wantRefusal(name, "DELETE /v1/sandboxes/"+other, "another principal", 404)
 }
 
 func isolationCalls(c *client.Client, id string) map[string]func(context.Context) error {
@@ -258,6 +265,9 @@ func isolationCalls(c *client.Client, id string) map[string]func(context.Context
 		"report":    func(ctx context.Context) error { return c.Report(ctx, id, true, io.Discard) },
 		"summary":   func(ctx context.Context) error { _, err := c.Summary(ctx, id); return err },
 		"delete":    func(ctx context.Context) error { return c.Delete(ctx, id) },
+		"pause":     func(ctx context.Context) error { return c.Pause(ctx, id) },
+		"resume":    func(ctx context.Context) error { return c.Resume(ctx, id) },
+		"shell":     func(ctx context.Context) error { return tryShell(c, id) },
 		"access": func(ctx context.Context) error {
 			_, err := c.RequestAccess(ctx, id, client.AccessRequest{Destination: "hooks.example.test"})
 			return err
@@ -345,6 +355,7 @@ func TestPrincipalScopes(t *testing.T) {
 		"decide":    func() error { _, err := w.as("runner").Decide(ctx, "ap-1", client.Decision{}); return err }(),
 		"logs":      w.as("runner").Logs(ctx, client.LogQuery{}, nopEvent),
 		"tty":       tryTTY(w.as("runner"), sb.ID),
+		"shell":     tryShell(w.as("runner"), sb.ID),
 	} {
 		if !client.IsCode(err, client.CodeForbidden) {
 			t.Errorf("runner %s: %v, want forbidden", what, err)
@@ -352,12 +363,18 @@ func TestPrincipalScopes(t *testing.T) {
 	}
 	w.wantRefusal("runner", "POST /v1/policies/reload", "missing scope admin", 403)
 	w.wantRefusal("runner", "POST /v1/sandboxes/"+sb.ID+"/exec", "missing scope attach", 403)
+	w.wantRefusal("runner", "POST /v1/sandboxes/"+sb.ID+"/shell", "missing scope attach", 403)
 	if _, err := w.as("runner").Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"true"}}, io.Discard, io.Discard); err != nil {
 		t.Errorf("runner exec: %v", err)
 	}
 	if _, err := w.as("viewer").Health(ctx); err != nil {
 		t.Errorf("health needs no scope: %v", err)
 	}
+}
+
+func tryShell(c *client.Client, id string) error {
+	_, err := c.Shell(context.Background(), id, client.ExecRequest{}, strings.NewReader(""), io.Discard, nil)
+	return err
 }
 
 func tryTTY(c *client.Client, id string) error {

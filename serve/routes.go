@@ -24,6 +24,7 @@ var routeScopes = map[string]string{
 	"POST /v1/sandboxes/{id}/processes/{exec}/kill":   ScopeExec,
 	"POST /v1/sandboxes/{id}/processes/{exec}/signal": ScopeExec,
 	"GET /v1/sandboxes/{id}/processes/{exec}/attach":  ScopeAttach,
+	"POST /v1/sandboxes/{id}/shell":                   ScopeAttach,
 
 	"PUT /v1/sandboxes/{id}/files":               ScopeFiles,
 	"GET /v1/sandboxes/{id}/files":               ScopeFiles,

@@ -26,7 +26,7 @@ func init() {
 		sandboxSimpleCmd("pause", "Stop a sandbox: its network cut in the kernel, its processes stopped (SIGSTOP)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Continue a paused sandbox and restore its network", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
-		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd(), sandboxReplayCmd())
+		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd(), sandboxReplayCmd(), sandboxShellCmd())
 	for _, c := range cmd.Commands() {
 		addSocketFlag(c)
 	}
