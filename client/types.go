@@ -36,6 +36,12 @@ type Sandbox struct {
 	// the template version, when it came from one.
 	ImageID  string `json:"image_id,omitempty"`
 	Template string `json:"template,omitempty"`
+	// Owner is the principal that created it ("": the admins', e.g. one
+	// made before principals); only it or an admin may act on it.
+	// Deadline is when its lifetime ends (it is then destroyed, its
+	// artifacts kept); zero: no lifetime.
+	Owner    string    `json:"owner,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // CreateRequest asks for a new sandbox.

@@ -199,7 +199,7 @@ func explainClone(err error, req client.CreateRequest) error {
 func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
 	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State, Agent: sb.Agent,
 		ImageID: sb.ImageID, Template: sb.Template,
-		Created: sb.Created, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
+		Created: sb.Created, Deadline: sb.Deadline, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
 	if sb.Address.IsValid() {
 		out.Address = sb.Address.String()
 	}

@@ -57,6 +57,9 @@ func shellInLab(t *testing.T, l *lab) {
 		t.Fatalf("create sandbox: %v\n%s", err, l.tail(20))
 	}
 	defer l.c.Delete(context.Background(), sb.ID)
+	if got, err := l.c.Get(ctx, sb.ID); err != nil || got.Deadline.IsZero() || got.Owner != "local" {
+		t.Errorf("the sandbox shows no deadline (sandbox.lifetime) or owner: %+v, %v", got, err)
+	}
 	inR, inW := io.Pipe()
 	screen := &lockedBuffer{}
 	done := make(chan struct{})

@@ -227,8 +227,14 @@ func checkOwnView(t *testing.T, w *principalWorld, name string, owned map[string
 		if !contains(owned[name], sb.ID) {
 			t.Errorf("%s sees %s, not its own", name, sb.ID)
 		}
+		if sb.Owner != name {
+			t.Errorf("%s lists %s with owner %q", name, sb.ID, sb.Owner)
+		}
 	}
 	mine := owned[name][0]
+	if got, err := c.Get(ctx, mine); err != nil || got.Owner != name {
+		t.Errorf("%s gets its own %s with owner %q (%v)", name, mine, got.Owner, err)
+	}
 	if _, err := c.Exec(ctx, mine, client.ExecRequest{Argv: []string{"true"}}, io.Discard, io.Discard); err != nil {
 		t.Errorf("%s exec in its own sandbox: %v", name, err)
 	}

@@ -183,10 +183,10 @@ func sandboxLsCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), sbs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tPOLICY\tADDRESS\tAGE\tIMAGE")
+			fmt.Fprintln(tw, "ID\tSTATE\tPOLICY\tADDRESS\tAGE\tIMAGE\tOWNER\tLIFETIME LEFT")
 			for _, sb := range sbs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.State, sb.Policy, sb.Address,
-					time.Since(sb.Created).Round(time.Second), sb.Image)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.State, sb.Policy, sb.Address,
+					time.Since(sb.Created).Round(time.Second), sb.Image, dashIf(sb.Owner), lifetimeLeft(sb.Deadline))
 			}
 			return tw.Flush()
 		},
@@ -284,4 +284,19 @@ func splitRemote(s string) (id, path string, ok bool) {
 		return "", "", false
 	}
 	return id, path, true
+}
+
+func dashIf(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// lifetimeLeft is the time until deadline, "-" for none.
+func lifetimeLeft(deadline time.Time) string {
+	if deadline.IsZero() {
+		return "-"
+	}
+	return max(time.Until(deadline), 0).Round(time.Second).String()
 }
