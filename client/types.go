@@ -42,6 +42,8 @@ type Sandbox struct {
 	// artifacts kept); zero: no lifetime.
 	Owner    string    `json:"owner,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// IdleTimeout: it is destroyed once no command ran for this long.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 }
 
 // CreateRequest asks for a new sandbox.
@@ -65,6 +67,9 @@ type CreateRequest struct {
 	Secrets     map[string]string `json:"secrets,omitempty"`
 	ExecTimeout Duration          `json:"exec_timeout,omitempty"`
 	Lifetime    Duration          `json:"lifetime,omitempty"`
+	// IdleTimeout destroys the sandbox (artifacts kept) once no command
+	// has run in it for this long; 0: sandbox.idle_timeout.
+	IdleTimeout Duration          `json:"idle_timeout,omitempty"`
 	ReadOnly    bool              `json:"read_only,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	// CapAdd grants capabilities inside the sandbox's own namespaces beyond

@@ -73,6 +73,7 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	}
 	if req.Background {
 		res.Running = true
+		r.busy(sb.ID, 1) // until its follower sees it end
 		go r.follow(m, a)
 		return res, nil
 	}
@@ -88,6 +89,7 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 // command to end, attached so the record gets its output, then writes its
 // finished event and lets the agent forget it.
 func (r *Runner) follow(m execMeta, a Agent) {
+	defer r.busy(m.sandbox, -1)
 	out := newOutputRecord()
 	var exit *agentwire.Exit
 	var err error
@@ -133,6 +135,7 @@ func (r *Runner) recoverExecs(ctx context.Context, sb Sandbox, a Agent) {
 
 func (r *Runner) followRecovered(m execMeta, a Agent) {
 	r.recovering.Store(m.id, true)
+	r.busy(m.sandbox, 1)
 	r.follow(m, a)
 }
 

@@ -39,6 +39,7 @@ func sandboxCreateCmd() *cobra.Command {
 		env, secrets      []string
 		capAdd, outputs   []string
 		execTimeout, life time.Duration
+		idle              time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
 		gitURL, template  string
@@ -60,6 +61,7 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
+			req.IdleTimeout = client.Duration(idle)
 			req.CapAdd, req.Outputs, req.Template = capAdd, outputs, template
 			if copyWS {
 				req.WorkspaceMode = "copy"
@@ -92,6 +94,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=VALUE task secret for proxy injection (repeatable)")
 	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
 	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
+	f.DurationVar(&idle, "idle-timeout", 0, "destroy the sandbox once no command ran in it for this long, e.g. --idle-timeout 30m (default sandbox.idle_timeout)")
 	f.BoolVar(&copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it")
 	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
