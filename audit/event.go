@@ -218,6 +218,9 @@ type Exec struct {
 	StderrTail  string `json:"stderr_tail,omitempty"`
 	Redactions  int    `json:"redactions,omitempty"`
 	Recovered   bool   `json:"recovered,omitempty"` // finished record written after an appliance restart
+	// Record is the artifact name of a recorded shell session's record
+	// (shells/ID.jsonl: what was typed and shown, timed, secrets redacted).
+	Record string `json:"record,omitempty"`
 }
 
 // Lifecycle is the payload of a lifecycle event.

@@ -228,6 +228,7 @@ func appendExec(b []byte, x *Exec) []byte {
 	if x.Recovered {
 		b = append(b, `,"recovered":true`...)
 	}
+	b = optString(b, `,"record":`, x.Record)
 	return append(b, '}')
 }
 

@@ -77,6 +77,9 @@ type Command struct {
 	TimedOut   bool
 	Killed     bool
 	End        time.Time // when it finished; zero while it runs
+	// Record is the artifact of a recorded shell session
+	// (shells/EXEC_ID.jsonl), beside report.md among the artifacts.
+	Record string
 }
 
 // CategoryTraffic is the allowed traffic of one category.
@@ -304,6 +307,7 @@ func (b *reportBuilder) exec(e *Event) {
 	if x.Stage == "started" {
 		c.Start = e.Time
 	}
+	setIf(&c.Record, x.Record)
 	if x.Stage == "finished" {
 		c.End = e.Time
 		c.DurationMS, c.ExitCode, c.TimedOut, c.Killed = x.DurationMS, x.ExitCode, x.TimedOut, x.Killed

@@ -202,7 +202,7 @@ tr:target{outline:2px solid #2563eb}
 
 <section id="commands"><h2>Commands ({{len .Commands}})</h2>
 {{if .Commands}}<table><tr><th>Started</th><th>Command</th><th>Exit</th><th>Duration</th><th>Working dir</th></tr>
-{{range .Commands}}<tr id="cmd-{{.ID}}"><td>{{clock .Start}}</td><td class="mono">{{wbr .Argv}}</td><td><span class="badge {{exitClass .ExitCode}}">{{exit .ExitCode}}{{if .TimedOut}} timed out{{end}}{{if .Killed}} killed{{end}}</span></td><td class="n">{{ms .DurationMS}}</td><td class="mono">{{dash .Cwd}}</td></tr>
+{{range .Commands}}<tr id="cmd-{{.ID}}"><td>{{clock .Start}}</td><td class="mono">{{wbr .Argv}}{{with .Record}}<br>shell session, record <code>{{.}}</code> (airlock sandbox artifacts){{end}}</td><td><span class="badge {{exitClass .ExitCode}}">{{exit .ExitCode}}{{if .TimedOut}} timed out{{end}}{{if .Killed}} killed{{end}}</span></td><td class="n">{{ms .DurationMS}}</td><td class="mono">{{dash .Cwd}}</td></tr>
 {{end}}</table>{{else}}<p class="none">No commands recorded.</p>{{end}}</section>
 
 <section id="network"><h2>Network by category</h2>

@@ -104,7 +104,11 @@ func (m *mdWriter) commands(cs []Command) {
 		if c.TimedOut {
 			exit += " (timed out)"
 		}
-		rows = append(rows, []string{c.Start.UTC().Format("15:04:05.000"), "`" + c.Argv + "`", exit, humanMS(c.DurationMS)})
+		cmd := "`" + c.Argv + "`"
+		if c.Record != "" { // a relative link: report.md sits beside it among the artifacts
+			cmd += fmt.Sprintf(" (shell session, record [%s](%s))", c.Record, c.Record)
+		}
+		rows = append(rows, []string{c.Start.UTC().Format("15:04:05.000"), cmd, exit, humanMS(c.DurationMS)})
 	}
 	m.table([]string{"Started", "Command", "Exit", "Duration"}, rows)
 }

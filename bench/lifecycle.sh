@@ -8,6 +8,11 @@
 #   cold     `sandbox create --read-only` (read-only root: a pool miss, so a
 #            container is made) and create plus the first exec
 #   bare     `podman run --rm --network none echo hi` of the same image
+#   burst    BURST creates at once against the pool of POOL (the rest are
+#            misses, made while the pool refills): every create must
+#            succeed; p50 and p99 of each create
+#   reset    `sandbox reset` of one sandbox, N times (target p50 under 1 s)
+#   pause    `sandbox pause` then `sandbox resume` of one sandbox, N times
 # N runs each, p50 and p99; the pool refills in the background meanwhile (a
 # claimed run waits for one ready member). Target:
 # claimed create p50 under 90 ms.
@@ -20,7 +25,8 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${AIRLOCK_BIN:-$HERE/bin/airlock}
 IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
 N=${N:-20}
-POOL=${POOL:-4}
+POOL=${POOL:-10}
+BURST=${BURST:-50}
 SANDBOX_USER=airlock-sandbox
 # shellcheck source=../scripts/lib.sh
 . "$HERE/scripts/lib.sh"
@@ -100,7 +106,7 @@ sb=$("$BIN" sandbox create --read-only)
 "$BIN" sandbox exec "$sb" -- echo hi >/dev/null
 "$BIN" sandbox rm "$sb" >/dev/null 2>&1
 
-for f in floor bare claimed claimed_exec cold cold_exec; do : >"$WORK/$f"; done
+for f in floor bare claimed claimed_exec cold cold_exec burst reset pause; do : >"$WORK/$f"; done
 rm_sb() { "$BIN" sandbox rm "$1" >/dev/null 2>>"$WORK/rm.err" || { echo "bench/lifecycle.sh: rm $1 failed:" >&2; tail -2 "$WORK/rm.err" >&2; }; }
 claimed() { # the claimed record of sandbox $1 (the stream is written asynchronously)
 	for _ in $(seq 1 50); do grep -q "\"sandbox\":\"$1\".*\"stage\":\"claimed\"" "$WORK/events.jsonl" && return; sleep 0.1; done
@@ -131,6 +137,33 @@ for _ in $(seq 1 "$N"); do
 	rm_sb "$sb"
 done
 
+# A burst: BURST creates at once, the pool full at the start.
+wait_ready "$POOL"
+pids=()
+for i in $(seq 1 "$BURST"); do
+	( t0=$(now); if sb=$("$BIN" sandbox create 2>"$WORK/burst.$i.err"); then echo "$(ms "$t0" "$(now)") $sb" >"$WORK/burst.$i"; fi ) &
+	pids+=($!)
+done
+wait "${pids[@]}" # not serve's
+fails=0
+for i in $(seq 1 "$BURST"); do
+	if [ -s "$WORK/burst.$i" ]; then
+		read -r c sb <"$WORK/burst.$i"; echo "$c" >>"$WORK/burst"; rm_sb "$sb"
+	else
+		fails=$((fails + 1)); echo "bench/lifecycle.sh: burst create $i failed: $(tail -1 "$WORK/burst.$i.err")" >&2
+	fi
+done
+
+# Reset and pause+resume of one busybox sandbox.
+sb=$("$BIN" sandbox create --read-only)
+for _ in $(seq 1 "$N"); do
+	t0=$(now); "$BIN" sandbox reset "$sb" >/dev/null; t1=$(now); ms "$t0" "$t1" >>"$WORK/reset"
+	t0=$(now); "$BIN" sandbox pause "$sb" >/dev/null; "$BIN" sandbox resume "$sb" >/dev/null; t1=$(now)
+	ms "$t0" "$t1" >>"$WORK/pause"
+done
+"$BIN" sandbox exec "$sb" -- echo hi >/dev/null || die "sandbox $sb does not run a command after resets and pauses"
+rm_sb "$sb"
+
 row() { printf '  %-52s %8s %8s ms\n' "$1" "$(pct 50 <"$WORK/$2")" "$(pct 99 <"$WORK/$2")"; }
 printf '\nsandbox create latency (%s, pool of %d, %d runs each):\n' "$IMAGE" "$POOL" "$N"
 printf '  %-52s %8s %8s\n' "" p50 p99
@@ -140,4 +173,11 @@ row "claimed: create + first exec (echo hi)" claimed_exec
 row "cold: sandbox create --read-only (pool miss)" cold
 row "cold: create + first exec (echo hi)" cold_exec
 row "bare: podman run --rm --network none echo hi" bare
+row "burst: $BURST creates at once, pool of $POOL (each)" burst
+row "reset: sandbox reset (busybox)" reset
+row "pause: sandbox pause + resume round trip" pause
+printf '  burst: %d of %d creates succeeded\n' "$((BURST - fails))" "$BURST"
+printf '  load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v c="$(pct 50 <"$WORK/claimed")" 'BEGIN { printf "  claimed create p50 %s ms (target < 90 ms): %s\n", c, (c < 90 ? "met" : "NOT met") }'
+awk -v c="$(pct 50 <"$WORK/reset")" 'BEGIN { printf "  reset p50 %s ms (target < 1000 ms): %s\n", c, (c < 1000 ? "met" : "NOT met") }'
+[ "$fails" = 0 ] || die "$fails of $BURST burst creates failed"

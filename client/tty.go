@@ -24,12 +24,24 @@ type Resize struct {
 // stdin-eof and resize up; stdout and one result (ExecResult JSON, or an
 // Error) down.
 func (c *Client) ExecTTY(ctx context.Context, id string, req ExecRequest, stdin io.Reader, stdout io.Writer, resize <-chan Resize) (ExecResult, error) {
+	return c.terminal(ctx, sbPath(id, "/exec"), req, stdin, stdout, resize)
+}
+
+// Shell opens a recorded shell session (POST /v1/sandboxes/{id}/shell):
+// like ExecTTY, with req's command defaulting to /bin/sh; what is typed
+// and shown is kept as the artifact shells/EXEC_ID.jsonl (EXEC_ID is the
+// result's ID). It needs the attach scope.
+func (c *Client) Shell(ctx context.Context, id string, req ExecRequest, stdin io.Reader, stdout io.Writer, resize <-chan Resize) (ExecResult, error) {
+	return c.terminal(ctx, sbPath(id, "/shell"), req, stdin, stdout, resize)
+}
+
+func (c *Client) terminal(ctx context.Context, path string, req ExecRequest, stdin io.Reader, stdout io.Writer, resize <-chan Resize) (ExecResult, error) {
 	req.TTY = true
 	b, err := json.Marshal(req)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	hr, err := c.newRequest(ctx, http.MethodPost, sbPath(id, "/exec"), nil, bytes.NewReader(b))
+	hr, err := c.newRequest(ctx, http.MethodPost, path, nil, bytes.NewReader(b))
 	if err != nil {
 		return ExecResult{}, err
 	}

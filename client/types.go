@@ -36,6 +36,14 @@ type Sandbox struct {
 	// the template version, when it came from one.
 	ImageID  string `json:"image_id,omitempty"`
 	Template string `json:"template,omitempty"`
+	// Owner is the principal that created it ("": the admins', e.g. one
+	// made before principals); only it or an admin may act on it.
+	// Deadline is when its lifetime ends (it is then destroyed, its
+	// artifacts kept); zero: no lifetime.
+	Owner    string    `json:"owner,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// IdleTimeout: it is destroyed once no command ran for this long.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 }
 
 // CreateRequest asks for a new sandbox.
@@ -59,6 +67,9 @@ type CreateRequest struct {
 	Secrets     map[string]string `json:"secrets,omitempty"`
 	ExecTimeout Duration          `json:"exec_timeout,omitempty"`
 	Lifetime    Duration          `json:"lifetime,omitempty"`
+	// IdleTimeout destroys the sandbox (artifacts kept) once no command
+	// has run in it for this long; 0: sandbox.idle_timeout.
+	IdleTimeout Duration          `json:"idle_timeout,omitempty"`
 	ReadOnly    bool              `json:"read_only,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	// CapAdd grants capabilities inside the sandbox's own namespaces beyond

@@ -20,6 +20,7 @@ type execMeta struct {
 	cwd, user   string
 	background  bool
 	tty         bool
+	record      string // the shell record's artifact name
 }
 
 // execAgent runs a command through the sandbox's agent: requested,
@@ -33,6 +34,11 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	}
 	m := execMeta{sandbox: sb.ID, id: res.ID, argv: argv, cwd: cwd, user: req.User, background: req.Background, tty: req.TTY}
 	res.Agent, res.Background = AgentName, req.Background
+	rec, err := r.shellRecord(&m, &req)
+	if err != nil {
+		return res, err
+	}
+	defer func() { rec.finish(res.ExitCode) }()
 	r.agentEvent(m, "requested", nil, nil, "")
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
 	if (req.Background || req.TTY) && req.Timeout == 0 {
@@ -67,6 +73,7 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	}
 	if req.Background {
 		res.Running = true
+		r.busy(sb.ID, 1) // until its follower sees it end
 		go r.follow(m, a)
 		return res, nil
 	}
@@ -82,6 +89,7 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 // command to end, attached so the record gets its output, then writes its
 // finished event and lets the agent forget it.
 func (r *Runner) follow(m execMeta, a Agent) {
+	defer r.busy(m.sandbox, -1)
 	out := newOutputRecord()
 	var exit *agentwire.Exit
 	var err error
@@ -127,6 +135,7 @@ func (r *Runner) recoverExecs(ctx context.Context, sb Sandbox, a Agent) {
 
 func (r *Runner) followRecovered(m execMeta, a Agent) {
 	r.recovering.Store(m.id, true)
+	r.busy(m.sandbox, 1)
 	r.follow(m, a)
 }
 
@@ -160,6 +169,7 @@ func (r *Runner) agentEvent(m execMeta, stage string, res *ExecResult, out *outp
 		x.StderrHead, x.StderrTail, k = out.stderr.render(secrets)
 		x.Redactions += k
 	}
+	x.Record = m.record
 	e.Exec = x
 	r.cfg.Emitter.Emit(e)
 }

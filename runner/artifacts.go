@@ -59,6 +59,7 @@ const (
 	ArtifactOutput   = "output"   // outputs/N-NAME.tar: a declared output path
 	ArtifactCommands = "commands" // commands.jsonl: the sandbox's exec records
 	ArtifactReport   = "report"   // report.md: the review report
+	ArtifactShell    = "shell"    // shells/EXEC.jsonl: a recorded shell session
 	ArtifactOther    = "other"
 )
 
@@ -137,6 +138,7 @@ func (r *Runner) export(ctx context.Context, sb Sandbox, reason string) Artifact
 	x.step("workspace diff", x.workspace(ctx))
 	x.step("outputs", x.outputs(ctx))
 	x.step("command records", x.commands())
+	x.step("shell records", x.shells())
 	if r.cfg.ArtifactHook != nil {
 		x.step("report", r.cfg.ArtifactHook(ctx, sb, x.dir))
 	}
@@ -450,6 +452,8 @@ func artifactKind(name string) string {
 		return ArtifactFileKind
 	case strings.HasPrefix(name, "outputs/"):
 		return ArtifactOutput
+	case strings.HasPrefix(name, "shells/"):
+		return ArtifactShell
 	}
 	return ArtifactOther
 }

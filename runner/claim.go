@@ -21,6 +21,7 @@ type claimRecord struct {
 	Outputs     []string          `json:"outputs,omitempty"`
 	ExecTimeout time.Duration     `json:"exec_timeout"`
 	Deadline    time.Time         `json:"deadline,omitzero"`
+	IdleTimeout time.Duration     `json:"idle_timeout,omitempty"`
 	Created     time.Time         `json:"created"`
 	PooledAt    time.Time         `json:"pooled_at"`
 }
@@ -72,7 +73,8 @@ func (r *Runner) claim(ctx context.Context, sb *sandbox, req CreateRequest) (San
 	now := r.cfg.Now().UTC()
 	pooledAt := sb.info.Created
 	rec := claimRecord{Policy: req.Policy, Env: maps.Clone(req.Env), Workspace: req.Workspace,
-		Outputs: slices.Clone(req.Outputs), ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), Created: now, PooledAt: pooledAt}
+		Outputs: slices.Clone(req.Outputs), ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), Created: now, PooledAt: pooledAt,
+		IdleTimeout: max(req.IdleTimeout, 0)}
 	if req.Lifetime > 0 {
 		rec.Deadline = now.Add(req.Lifetime)
 	}
@@ -101,6 +103,7 @@ func (r *Runner) claim(ctx context.Context, sb *sandbox, req CreateRequest) (San
 func applyClaim(sb *sandbox, c claimRecord) {
 	sb.info.Policy, sb.info.Workspace, sb.info.Outputs = c.Policy, c.Workspace, c.Outputs
 	sb.info.ExecTimeout, sb.info.Deadline, sb.info.Created = c.ExecTimeout, c.Deadline, c.Created
+	sb.info.IdleTimeout = c.IdleTimeout
 	sb.env = c.Env
 	sb.claimed = true
 }

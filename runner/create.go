@@ -46,6 +46,7 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)
 	}
+	info.IdleTimeout = req.IdleTimeout
 	sb := &sandbox{info: info}
 	if err := r.create(ctx, sb, req); err != nil {
 		r.abort(sb)
@@ -72,7 +73,7 @@ func validateCreate(req CreateRequest) error {
 		return fmt.Errorf("create sandbox: workspace %q must be an absolute path: %w", req.Workspace.HostDir, ErrInvalid)
 	case req.Workspace.HostDir != "" && req.Workspace.Mode != WorkspaceBind && req.Workspace.Mode != WorkspaceCopy:
 		return fmt.Errorf("create sandbox: workspace mode %q: want %q or %q: %w", req.Workspace.Mode, WorkspaceBind, WorkspaceCopy, ErrInvalid)
-	case req.Lifetime < 0 || req.ExecTimeout < 0:
+	case req.Lifetime < 0 || req.ExecTimeout < 0 || req.IdleTimeout < 0:
 		return fmt.Errorf("create sandbox: negative timeout: %w", ErrInvalid)
 	}
 	for k := range req.Env {
@@ -223,6 +224,7 @@ func (r *Runner) abort(sb *sandbox) {
 }
 
 func (r *Runner) startTimer(sb *sandbox) {
+	r.startIdle(sb)
 	if sb.info.Deadline.IsZero() {
 		return
 	}

@@ -37,6 +37,7 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 		if sb.timer != nil {
 			sb.timer.Stop()
 		}
+		sb.stopIdle()
 	}
 	r.mu.Unlock()
 	if !ok {

@@ -39,6 +39,8 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
+	r.busy(id, 1) // the idle clock stands still while a command runs
+	defer r.busy(id, -1)
 	req.Env = r.claimEnv(id, req.Env)
 	res := ExecResult{ID: r.cfg.NewID()}
 	cwd := cmpOr(req.Cwd, WorkspaceDir)

@@ -174,6 +174,9 @@ func labelInfo(c Container, execTimeout time.Duration) Sandbox {
 	if t, err := time.Parse(time.RFC3339Nano, l[LabelDeadline]); err == nil {
 		info.Deadline = t
 	}
+	if d, err := time.ParseDuration(l[LabelIdle]); err == nil && d > 0 {
+		info.IdleTimeout = d
+	}
 	if mode, dir, ok := strings.Cut(l[LabelWorkspace], ":"); ok {
 		info.Workspace = Workspace{HostDir: dir, Mode: WorkspaceMode(mode)}
 	}

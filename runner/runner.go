@@ -121,7 +121,8 @@ type sandbox struct {
 	info   Sandbox
 	detach func() error
 	timer  *time.Timer
-	agent  Agent // nil: commands through the engine
+	idle   idleClock // IdleTimeout's clock
+	agent  Agent     // nil: commands through the engine
 	// exported: the artifacts were written (by a destroy that then failed).
 	exported bool
 	ifindex  int               // host end of the veth
@@ -287,6 +288,7 @@ func (r *Runner) Close() error {
 		if sb.timer != nil {
 			sb.timer.Stop()
 		}
+		sb.stopIdle()
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ const (
 	LabelImage     = "io.airlock.image"
 	LabelCreated   = "io.airlock.created"
 	LabelDeadline  = "io.airlock.deadline"
+	LabelIdle      = "io.airlock.idle-timeout"
 	LabelExecLimit = "io.airlock.exec-timeout"
 	LabelWorkspace = "io.airlock.workspace"
 	LabelReadOnly  = "io.airlock.read-only"
@@ -283,6 +284,9 @@ func sandboxLabels(in SpecInput) map[string]string {
 	}
 	if in.ExecTimeout > 0 {
 		l[LabelExecLimit] = in.ExecTimeout.String()
+	}
+	if in.Req.IdleTimeout > 0 {
+		l[LabelIdle] = in.Req.IdleTimeout.String()
 	}
 	if w := in.Req.Workspace; w.HostDir != "" {
 		l[LabelWorkspace] = string(w.Mode) + ":" + w.HostDir

@@ -69,9 +69,13 @@ type CreateRequest struct {
 	Workspace Workspace
 	// Setup runs, in order, after the network path is in place; a failing
 	// command fails the create. Each is an audited exec.
-	Setup        [][]string
-	ExecTimeout  time.Duration // default for each exec; 0: Config.ExecTimeout
-	Lifetime     time.Duration // the sandbox is destroyed after this; 0: none
+	Setup       [][]string
+	ExecTimeout time.Duration // default for each exec; 0: Config.ExecTimeout
+	Lifetime    time.Duration // the sandbox is destroyed after this; 0: none
+	// IdleTimeout destroys the sandbox (artifacts kept) once no command
+	// has run in it for this long; a running command, in the background
+	// too, keeps it alive. 0: none.
+	IdleTimeout  time.Duration
 	Limits       Limits
 	ReadOnlyRoot bool // read-only root with tmpfs /tmp, /var/tmp, /run
 	// CapAdd grants capabilities beyond DefaultCaps, effective only inside
@@ -111,6 +115,7 @@ type Sandbox struct {
 	HostIf      string        `json:"host_if,omitempty"`
 	Created     time.Time     `json:"created"`
 	Deadline    time.Time     `json:"deadline,omitzero"`
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	ExecTimeout time.Duration `json:"exec_timeout"`
 	ReadOnly    bool          `json:"read_only_root"`
 	CapAdd      []string      `json:"cap_add,omitempty"` // beyond DefaultCaps, normalized (CAP_NET_RAW)
@@ -172,6 +177,12 @@ type ExecRequest struct {
 	Rows, Cols uint16
 	Resize     <-chan agentwire.Resize
 	Background bool
+	// Record (TTY only) keeps the session as a shell record: what was
+	// typed and shown, timed, secrets redacted, bounded
+	// (MaxShellRecordBytes); an artifact when the sandbox ends. Principal
+	// names who opened it, in the record.
+	Record    bool
+	Principal string
 }
 
 // ExecResult is how a command ended. Captured output beyond MaxCapture is

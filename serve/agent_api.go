@@ -46,6 +46,7 @@ func (a *API) agentRoutes(mux *http.ServeMux, v string) {
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/fs/list", a.agent(a.listDir))
 	mux.HandleFunc("GET "+v+"/sandboxes/{id}/fs/stat", a.agent(a.statPath))
 	mux.HandleFunc("POST "+v+"/sandboxes/{id}/fs/mkdir", a.agent(a.mkdir))
+	mux.HandleFunc("POST "+v+"/sandboxes/{id}/shell", a.shell)
 }
 
 func (a *API) agent(h func(AgentBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
@@ -191,6 +192,16 @@ func (a *API) mkdir(b AgentBackend, w http.ResponseWriter, r *http.Request) {
 // execTTY upgrades the connection and relays a terminal session in the
 // agent's frames (see client.ExecTTY).
 func (a *API) execTTY(b AgentBackend, w http.ResponseWriter, r *http.Request, req client.ExecRequest) {
+	a.relayTTY(w, r, func(ctx context.Context, stdin io.Reader, resize <-chan client.Resize, out io.Writer) (client.ExecResult, error) {
+		return b.ExecTTY(ctx, r.PathValue("id"), req, stdin, resize, out)
+	})
+}
+
+// ttyRun runs one terminal session for relayTTY.
+type ttyRun func(ctx context.Context, stdin io.Reader, resize <-chan client.Resize, out io.Writer) (client.ExecResult, error)
+
+// relayTTY upgrades the connection and relays the session run starts.
+func (a *API) relayTTY(w http.ResponseWriter, r *http.Request, run ttyRun) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), client.TTYUpgrade) {
 		a.fail(w, r, client.Errorf(client.CodeInvalid, "a terminal exec is an upgrade: send Connection: Upgrade and Upgrade: %s (client.ExecTTY)", client.TTYUpgrade))
 		return
@@ -250,7 +261,7 @@ func (a *API) execTTY(b AgentBackend, w http.ResponseWriter, r *http.Request, re
 		}
 		return total, nil
 	})
-	res, err := b.ExecTTY(ctx, r.PathValue("id"), req, stdinR, resize, out)
+	res, err := run(ctx, stdinR, resize, out)
 	f := client.ExecFrame{Exit: &res}
 	if err != nil {
 		var ae *client.Error

@@ -149,6 +149,11 @@ func (s *Secrets) secretValues(sandbox string) []string {
 
 // ExecTTY runs a command on a terminal through the agent.
 func (a *Appliance) ExecTTY(ctx context.Context, id string, req client.ExecRequest, stdin io.Reader, resize <-chan client.Resize, stdout io.Writer) (client.ExecResult, error) {
+	return a.execTerminal(ctx, id, req, stdin, resize, stdout, "", false)
+}
+
+// execTerminal runs a terminal session, recorded when record is set.
+func (a *Appliance) execTerminal(ctx context.Context, id string, req client.ExecRequest, stdin io.Reader, resize <-chan client.Resize, stdout io.Writer, principal string, record bool) (client.ExecResult, error) {
 	rs := make(chan agentwire.Resize)
 	go func() {
 		defer close(rs)
@@ -166,7 +171,8 @@ func (a *Appliance) ExecTTY(ctx context.Context, id string, req client.ExecReque
 		}
 	}()
 	rr := runner.ExecRequest{Argv: req.Argv, Shell: req.Shell, User: req.User, Cwd: req.Cwd, Env: req.Env,
-		Stdin: stdin, Stdout: stdout, Timeout: time.Duration(req.Timeout), TTY: true, Rows: req.Rows, Cols: req.Cols, Resize: rs}
+		Stdin: stdin, Stdout: stdout, Timeout: time.Duration(req.Timeout), TTY: true, Rows: req.Rows, Cols: req.Cols, Resize: rs,
+		Record: record, Principal: principal}
 	res, err := a.runner.Exec(ctx, id, rr)
 	if err != nil {
 		return client.ExecResult{}, apiError(err)

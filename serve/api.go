@@ -235,17 +235,29 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, sb)
+	writeJSON(w, http.StatusCreated, a.withOwner(sb))
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	sbs, err := a.Backend.List(r.Context())
-	a.reply(w, r, a.visible(r, sbs), err)
+	sbs = a.visible(r, sbs)
+	for i := range sbs {
+		sbs[i] = a.withOwner(sbs[i])
+	}
+	a.reply(w, r, sbs, err)
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	sb, err := a.Backend.Get(r.Context(), r.PathValue("id"))
-	a.reply(w, r, sb, err)
+	a.reply(w, r, a.withOwner(sb), err)
+}
+
+// withOwner names the principal that created sb (owners.json).
+func (a *API) withOwner(sb client.Sandbox) client.Sandbox {
+	if o, ok := a.owners().Owner(sb.ID); ok {
+		sb.Owner = o
+	}
+	return sb
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request) {

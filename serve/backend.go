@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -146,6 +147,7 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 	if rr.Lifetime == 0 {
 		rr.Lifetime = a.cfg.Sandbox.Lifetime.Duration
 	}
+	rr.IdleTimeout = cmp.Or(time.Duration(req.IdleTimeout), a.cfg.Sandbox.IdleTimeout.Duration)
 	if req.Workspace != "" {
 		if !filepath.IsAbs(req.Workspace) {
 			return rr, nil, client.Errorf(client.CodeInvalid, "workspace %q must be an absolute host path", req.Workspace)
@@ -199,7 +201,7 @@ func explainClone(err error, req client.CreateRequest) error {
 func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
 	out := client.Sandbox{ID: sb.ID, Image: sb.Image, Policy: sb.Policy, State: sb.State, Agent: sb.Agent,
 		ImageID: sb.ImageID, Template: sb.Template,
-		Created: sb.Created, Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
+		Created: sb.Created, Deadline: sb.Deadline, IdleTimeout: client.Duration(sb.IdleTimeout), Workspace: sb.Workspace.HostDir, Secrets: a.secrets.TaskNames(sb.ID)}
 	if sb.Address.IsValid() {
 		out.Address = sb.Address.String()
 	}

@@ -137,6 +137,9 @@ type Sandbox struct {
 	Image       string   `toml:"image"`
 	ExecTimeout Duration `toml:"exec_timeout"`
 	Lifetime    Duration `toml:"lifetime"`
+	// IdleTimeout destroys a sandbox no command ran in for this long (0:
+	// none), unless its create sets its own.
+	IdleTimeout Duration `toml:"idle_timeout"`
 	Max         int      `toml:"max"`
 	// MaxFileMB bounds one file read or written through the agent's files
 	// API, in MiB (0: runner.DefaultMaxFileBytes).

@@ -49,6 +49,8 @@ var apiOps = map[string]apiOp{
 	"POST /v1/sandboxes/{id}/previews":                {Summary: "Expose a sandbox port on the preview listener", Body: client.ExposeRequest{}, Resp: client.Preview{}, Status: 201},
 	"GET /v1/sandboxes/{id}/previews":                 {Summary: "The live previews of a sandbox", Resp: []client.Preview{}},
 	"DELETE /v1/sandboxes/{id}/previews/{preview}":    {Summary: "Revoke a preview, closing its connections"},
+	"POST /v1/sandboxes/{id}/shell": {Summary: "Open a recorded shell session (an upgrade, like a tty exec); its record becomes the artifact shells/EXEC_ID.jsonl",
+		Body: client.ExecRequest{}, Resp: mediaBytes},
 
 	"PUT /v1/sandboxes/{id}/files":               {Summary: "Copy a tar stream into a directory", Query: []string{"path"}, Body: mediaTar},
 	"GET /v1/sandboxes/{id}/files":               {Summary: "Copy a path out as a tar stream", Query: []string{"path"}, Resp: mediaTar},

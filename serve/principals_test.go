@@ -229,8 +229,14 @@ func checkOwnView(t *testing.T, w *principalWorld, name string, owned map[string
 		if !contains(owned[name], sb.ID) {
 			t.Errorf("%s sees %s, not its own", name, sb.ID)
 		}
+		if sb.Owner != name {
+			t.Errorf("%s lists %s with owner %q", name, sb.ID, sb.Owner)
+		}
 	}
 	mine := owned[name][0]
+	if got, err := c.Get(ctx, mine); err != nil || got.Owner != name {
+		t.Errorf("%s gets its own %s with owner %q (%v)", name, mine, got.Owner, err)
+	}
 	if _, err := c.Exec(ctx, mine, client.ExecRequest{Argv: []string{"true"}}, io.Discard, io.Discard); err != nil {
 		t.Errorf("%s exec in its own sandbox: %v", name, err)
 	}
@@ -244,7 +250,14 @@ func checkOwnView(t *testing.T, w *principalWorld, name string, owned map[string
 			t.Errorf("%s %s on %s's sandbox: %v, want not_found", name, what, neighbour(name), err)
 		}
 	}
-	w.wantRefusal(name, "POST /v1/sandboxes/"+other+"/exec", "another principal", 404)
+	for _, act := range []string{"exec", "resume", "shell", "fs/file"} {
+		method := "POST"
+		if act == "fs/file" {
+			method = "GET"
+		}
+		w.wantRefusal(name, method+" /v1/sandboxes/"+other+"/"+act, "another principal", 404)
+	}
+	w.wantRefusal(name, "DELETE /v1/sandboxes/"+other, "another principal", 404)
 }
 
 func isolationCalls(c *client.Client, id string) map[string]func(context.Context) error {
@@ -260,6 +273,9 @@ func isolationCalls(c *client.Client, id string) map[string]func(context.Context
 		"report":    func(ctx context.Context) error { return c.Report(ctx, id, true, io.Discard) },
 		"summary":   func(ctx context.Context) error { _, err := c.Summary(ctx, id); return err },
 		"delete":    func(ctx context.Context) error { return c.Delete(ctx, id) },
+		"pause":     func(ctx context.Context) error { return c.Pause(ctx, id) },
+		"resume":    func(ctx context.Context) error { return c.Resume(ctx, id) },
+		"shell":     func(ctx context.Context) error { return tryShell(c, id) },
 		"access": func(ctx context.Context) error {
 			_, err := c.RequestAccess(ctx, id, client.AccessRequest{Destination: "hooks.example.test"})
 			return err
@@ -353,6 +369,7 @@ func TestPrincipalScopes(t *testing.T) {
 		"decide":    func() error { _, err := w.as("runner").Decide(ctx, "ap-1", client.Decision{}); return err }(),
 		"logs":      w.as("runner").Logs(ctx, client.LogQuery{}, nopEvent),
 		"tty":       tryTTY(w.as("runner"), sb.ID),
+		"shell":     tryShell(w.as("runner"), sb.ID),
 	} {
 		if !client.IsCode(err, client.CodeForbidden) {
 			t.Errorf("runner %s: %v, want forbidden", what, err)
@@ -360,12 +377,18 @@ func TestPrincipalScopes(t *testing.T) {
 	}
 	w.wantRefusal("runner", "POST /v1/policies/reload", "missing scope admin", 403)
 	w.wantRefusal("runner", "POST /v1/sandboxes/"+sb.ID+"/exec", "missing scope attach", 403)
+	w.wantRefusal("runner", "POST /v1/sandboxes/"+sb.ID+"/shell", "missing scope attach", 403)
 	if _, err := w.as("runner").Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"true"}}, io.Discard, io.Discard); err != nil {
 		t.Errorf("runner exec: %v", err)
 	}
 	if _, err := w.as("viewer").Health(ctx); err != nil {
 		t.Errorf("health needs no scope: %v", err)
 	}
+}
+
+func tryShell(c *client.Client, id string) error {
+	_, err := c.Shell(context.Background(), id, client.ExecRequest{}, strings.NewReader(""), io.Discard, nil)
+	return err
 }
 
 func tryTTY(c *client.Client, id string) error {

@@ -27,6 +27,7 @@ var routeScopes = map[string]string{
 	"POST /v1/sandboxes/{id}/previews":                ScopeExec,
 	"GET /v1/sandboxes/{id}/previews":                 "",
 	"DELETE /v1/sandboxes/{id}/previews/{preview}":    ScopeExec,
+	"POST /v1/sandboxes/{id}/shell":                   ScopeAttach,
 
 	"PUT /v1/sandboxes/{id}/files":               ScopeFiles,
 	"GET /v1/sandboxes/{id}/files":               ScopeFiles,

@@ -26,7 +26,7 @@ func init() {
 		sandboxSimpleCmd("pause", "Stop a sandbox: its network cut in the kernel, its processes stopped (SIGSTOP)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Continue a paused sandbox and restore its network", (*client.Client).Resume, "resumed"),
 		sandboxSimpleCmd("rm", "Destroy sandboxes: container, network path, address and secrets", (*client.Client).Delete, "removed"),
-		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd(), sandboxReplayCmd(),
+		sandboxSnapshotCmd(), sandboxArtifactsCmd(), sandboxResetCmd(), sandboxReplayCmd(), sandboxShellCmd(),
 		sandboxExposeCmd(), sandboxPreviewsCmd(), sandboxUnexposeCmd())
 	for _, c := range cmd.Commands() {
 		addSocketFlag(c)
@@ -40,6 +40,7 @@ func sandboxCreateCmd() *cobra.Command {
 		env, secrets      []string
 		capAdd, outputs   []string
 		execTimeout, life time.Duration
+		idle              time.Duration
 		readOnly, asJSON  bool
 		copyWS            bool
 		gitURL, template  string
@@ -61,6 +62,7 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			req.ExecTimeout, req.Lifetime, req.ReadOnly = client.Duration(execTimeout), client.Duration(life), readOnly
+			req.IdleTimeout = client.Duration(idle)
 			req.CapAdd, req.Outputs, req.Template = capAdd, outputs, template
 			if copyWS {
 				req.WorkspaceMode = "copy"
@@ -93,6 +95,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=VALUE task secret for proxy injection (repeatable)")
 	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
 	f.DurationVar(&life, "lifetime", 0, "destroy the sandbox after this long")
+	f.DurationVar(&idle, "idle-timeout", 0, "destroy the sandbox once no command ran in it for this long, e.g. --idle-timeout 30m (default sandbox.idle_timeout)")
 	f.BoolVar(&copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it")
 	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
@@ -184,10 +187,10 @@ func sandboxLsCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), sbs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tPOLICY\tADDRESS\tAGE\tIMAGE")
+			fmt.Fprintln(tw, "ID\tSTATE\tPOLICY\tADDRESS\tAGE\tIMAGE\tOWNER\tLIFETIME LEFT")
 			for _, sb := range sbs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.State, sb.Policy, sb.Address,
-					time.Since(sb.Created).Round(time.Second), sb.Image)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.State, sb.Policy, sb.Address,
+					time.Since(sb.Created).Round(time.Second), sb.Image, dashIf(sb.Owner), lifetimeLeft(sb.Deadline))
 			}
 			return tw.Flush()
 		},
@@ -285,4 +288,19 @@ func splitRemote(s string) (id, path string, ok bool) {
 		return "", "", false
 	}
 	return id, path, true
+}
+
+func dashIf(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// lifetimeLeft is the time until deadline, "-" for none.
+func lifetimeLeft(deadline time.Time) string {
+	if deadline.IsZero() {
+		return "-"
+	}
+	return max(time.Until(deadline), 0).Round(time.Second).String()
 }

@@ -40,8 +40,11 @@ be gone), creates a fresh sandbox from the same template version (or image)
 under the same policy, runs each recorded command again with its cwd and
 user, and prints each command's old and new exit code, duration and output
 digest (sha256 of the recorded stdout head and tail). A command whose exit
-code or output digest differs is flagged CHANGED; the exit status is then 1.
-Background commands are not replayed. The fresh sandbox is removed unless
+code or output digest differs is flagged CHANGED. Then the egress that
+differs (as "airlock policy replay" reads requests): each DNS question,
+connection or HTTP request that only one run made, or that the two runs
+made with another outcome (allowed, denied, ask). The exit status is 1 when
+a command or the egress differs. Background commands are not replayed. The fresh sandbox is removed unless
 --keep.`,
 		Example: `  airlock sandbox replay 3f9c2a1b7e40
   airlock sandbox replay --keep 3f9c2a1b7e40`,
@@ -88,7 +91,15 @@ func replay(ctx context.Context, c *client.Client, id string, keep bool, out, er
 	if keep {
 		fmt.Fprintf(errw, "airlock: kept sandbox %s\n", sb.ID)
 	}
-	if printCommandReplay(out, steps) > 0 {
+	oldG, err := egressOf(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	newG, err := egressOf(ctx, c, sb.ID)
+	if err != nil {
+		return err
+	}
+	if printCommandReplay(out, steps)+printEgressReplay(out, oldG, newG) > 0 {
 		return exitError{1}
 	}
 	return nil

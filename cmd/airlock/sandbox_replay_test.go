@@ -23,6 +23,7 @@ type replayBackend struct {
 	created client.CreateRequest
 	ran     [][]string
 	deleted []string
+	net     map[string][]audit.Event // network records by sandbox
 }
 
 func finished(argv []string, code int, out string) audit.Event {
@@ -56,6 +57,7 @@ func (b *replayBackend) Logs(_ context.Context, q client.LogQuery, fn func(audit
 		}
 		b.mu.Unlock()
 	}
+	evs = append(evs, b.net[q.Sandbox]...)
 	for _, e := range evs {
 		e.Sandbox = q.Sandbox
 		if q.Kind != "" && e.Kind != q.Kind {
@@ -120,5 +122,51 @@ func TestSandboxReplay(t *testing.T) {
 	if len(lines) != 7 || strings.Count(out.String(), "CHANGED") != 1 || !strings.Contains(lines[2], "date") ||
 		!strings.Contains(lines[2], "CHANGED") || !strings.Contains(lines[4], "3 → 3") || lines[6] != "5 command(s), 1 changed" {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func netEvent(kind audit.Kind, verdict string, set func(*audit.Event)) audit.Event {
+	e := audit.New(kind, "")
+	e.Verdict = verdict
+	set(&e)
+	return e
+}
+
+// TestSandboxReplayEgress: the replay prints the egress that differs — a
+// request the original made and the replay did not, one only the replay
+// made (denied) — not the ones both made alike, and exits 1.
+func TestSandboxReplayEgress(t *testing.T) {
+	dns := func(e *audit.Event) { e.DNS = &audit.DNS{QName: "registry.example.test", QType: "A"} }
+	get := func(e *audit.Event) {
+		e.HTTP = &audit.HTTP{Method: "GET", Scheme: "https", Host: "registry.example.test", Path: "/left-pad"}
+	}
+	paste := func(e *audit.Event) {
+		e.Flow = &audit.Flow{Stage: "decision", SNI: "paste.example.test", OrigDst: "198.18.9.9:443"}
+	}
+	b := &replayBackend{net: map[string][]audit.Event{
+		"old":  {netEvent(audit.KindDNS, "allow", dns), netEvent(audit.KindHTTP, "allow", get)},
+		"new1": {netEvent(audit.KindDNS, "allow", dns), netEvent(audit.KindFlow, "deny", paste)},
+	}}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	if code := run([]string{"sandbox", "replay", "--socket", sock, "old"}); code != 1 {
+		t.Errorf("exit %d, want 1\n%s%s", code, out.String(), errb.String())
+	}
+	_, egress, _ := strings.Cut(out.String(), "changed\n")
+	want := "egress: 2 distinct request(s) before, 2 in the replay, 2 differ\n" +
+		"  GET https://registry.example.test/left-pad: allowed → not made\n" +
+		"  connect paste.example.test:443: not made → denied\n"
+	if egress != want {
+		t.Errorf("egress section:\n%s\nwant:\n%s", egress, want)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +17,22 @@ import (
 // execTTY runs an interactive terminal session: this terminal in raw mode,
 // its size followed (SIGWINCH), keys typed into the sandbox's terminal.
 func execTTY(cmd *cobra.Command, id string, req client.ExecRequest, env []string, interactive bool) error {
+	res, err := runTerminal(cmd, id, req, env, interactive, apiClient().ExecTTY)
+	if err != nil {
+		return err
+	}
+	return exitFor(cmd.ErrOrStderr(), res)
+}
+
+// terminalCall is the client method a terminal session goes through.
+type terminalCall func(ctx context.Context, id string, req client.ExecRequest, stdin io.Reader, stdout io.Writer, resize <-chan client.Resize) (client.ExecResult, error)
+
+// runTerminal runs a session on this terminal: raw mode when interactive,
+// its size followed (SIGWINCH).
+func runTerminal(cmd *cobra.Command, id string, req client.ExecRequest, env []string, interactive bool, call terminalCall) (client.ExecResult, error) {
 	var err error
 	if req.Env, err = keyValues("--env", env); err != nil {
-		return err
+		return client.ExecResult{}, err
 	}
 	in := int(os.Stdin.Fd())
 	resize := make(chan client.Resize, 1)
@@ -29,7 +43,7 @@ func execTTY(cmd *cobra.Command, id string, req client.ExecRequest, env []string
 		if interactive {
 			old, err := term.MakeRaw(in)
 			if err != nil {
-				return fmt.Errorf("raw terminal: %w", err)
+				return client.ExecResult{}, fmt.Errorf("raw terminal: %w", err)
 			}
 			defer term.Restore(in, old)
 		}
@@ -53,9 +67,5 @@ func execTTY(cmd *cobra.Command, id string, req client.ExecRequest, env []string
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	res, err := apiClient().ExecTTY(ctx, id, req, stdin, cmd.OutOrStdout(), resize)
-	if err != nil {
-		return err
-	}
-	return exitFor(cmd.ErrOrStderr(), res)
+	return call(ctx, id, req, stdin, cmd.OutOrStdout(), resize)
 }
