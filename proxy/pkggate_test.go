@@ -108,7 +108,18 @@ type advisoriesFunc func() *policies.Advisories
 func (f advisoriesFunc) Advisories() *policies.Advisories { return f() }
 
 // newGateEnv starts the registry and a proxy in front of it.
-func newGateEnv(t *testing.T) *gateEnv {
+func newGateEnv(t *testing.T) *gateEnv { return newGateEnvWith(t, gateOpts{}) }
+
+// gateOpts change the gate's world: more packages, a package cache, a
+// tenant the sandbox belongs to, another policy.
+type gateOpts struct {
+	npm, py []pkgreg.Package
+	cache   *PackageCache
+	tenant  func() string
+	policy  func(base Decider) Decider
+}
+
+func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 	t.Helper()
 	_, caCert, caKey, caDER := testCA(t, "registry test CA")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,7 +127,7 @@ func newGateEnv(t *testing.T) *gateEnv {
 		t.Fatal(err)
 	}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	reg, err := pkgreg.New(fmt.Sprintf("https://registry.example.test:%d", port), gateNPM, gatePy)
+	reg, err := pkgreg.New(fmt.Sprintf("https://registry.example.test:%d", port), append(o.npm, gateNPM...), append(o.py, gatePy...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +167,17 @@ func newGateEnv(t *testing.T) *gateEnv {
 	p, err := New(Config{
 		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{pemCert(caDER)}, RootCAs: x509.NewCertPool(),
 		Identify: IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
-			return Sandbox{ID: "sb1", Policy: pol}, a == lo
+			sb := Sandbox{ID: "sb1", Policy: pol}
+			if o.tenant != nil {
+				sb.Tenant = o.tenant()
+			}
+			if o.policy != nil {
+				sb.Policy = o.policy(pol)
+			}
+			return sb, a == lo
 		}),
-		Advisories: advisoriesFunc(func() *policies.Advisories { return adv }),
+		Advisories:   advisoriesFunc(func() *policies.Advisories { return adv }),
+		PackageCache: o.cache,
 		AskTimeout: 300 * time.Millisecond,
 		Approver: ApproverFunc(func(context.Context, Hold) (bool, error) {
 			return g.approve.Load(), nil

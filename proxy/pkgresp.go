@@ -39,7 +39,8 @@ func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *h
 	if err != nil {
 		return p.metaRefusal(x, req, err)
 	}
-	hidden := p.judgeAll(x, gs, p.times.put(gs.key, vs))
+	vm := p.times.put(gs.key, vs)
+	hidden := p.judgeAll(x, gs, vm)
 	sdists := gs.kind != gateNPMMeta && gs.g.DeniesSdists(x.pkg)
 	if len(hidden) > 0 || sdists {
 		seen := map[string]bool{}
@@ -64,6 +65,7 @@ func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *h
 		resp.Header.Del("ETag")
 		resp.Header.Del("Last-Modified")
 	}
+	p.metaStore(x, gs, body, ctype, vm)
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	resp.ContentLength = int64(len(body))

@@ -42,6 +42,8 @@ type Stats struct {
 	Stores    int64 `json:"stores"`
 	Evictions int64 `json:"evictions"`
 	Corrupt   int64 `json:"corrupt"` // entries (or index lines) dropped because their digest did not match
+	// MetaEntries is the metadata documents cached (filled by the proxy).
+	MetaEntries int `json:"meta_entries"`
 }
 
 // Cache is safe for concurrent use.

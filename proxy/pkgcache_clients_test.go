@@ -1,0 +1,312 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"airlock/audit"
+	"airlock/e2e/world/pkgreg"
+	"airlock/policies"
+)
+
+// The shared verified cache through the real proxy, with real npm and
+// pip: a second install of the same tree is served from the cache and
+// the registry sees no second download; an entry altered on disk is
+// found and fetched again; a policy that denies a cached package still
+// denies it; the cache survives a restart.
+
+const cacheTreeSize = 50
+
+// cacheTree is an npm tree of 50 packages: a root that depends on 49.
+func cacheTree() []pkgreg.Package {
+	deps := map[string]string{}
+	var out []pkgreg.Package
+	for i := 1; i < cacheTreeSize; i++ {
+		n := fmt.Sprintf("cache-dep-%02d", i)
+		deps[n] = "^1.0.0"
+		out = append(out, pkgreg.Package{Name: n, Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}}})
+	}
+	return append(out, pkgreg.Package{Name: "cache-root", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Deps: deps}}})
+}
+
+// cachePy is 20 PyPI packages.
+func cachePy() []pkgreg.Package {
+	var out []pkgreg.Package
+	for i := range 20 {
+		out = append(out, pkgreg.Package{Name: fmt.Sprintf("cache-py-%02d", i), Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}}})
+	}
+	return out
+}
+
+func openTestCache(t *testing.T, dir string, max int64) *PackageCache {
+	t.Helper()
+	pc, err := OpenPackageCache(dir, max, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+func newCacheEnv(t *testing.T, dir string) (*gateEnv, *PackageCache) {
+	pc := openTestCache(t, dir, 1<<30)
+	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(), cache: pc}), pc
+}
+
+// npmInstall installs the tree into a new project with its own npm cache
+// (so npm's own cache serves nothing) and returns how long it took.
+func (g *gateEnv) npmInstall(t *testing.T, name string, pkgs ...string) time.Duration {
+	t.Helper()
+	proj := filepath.Join(g.dir, name)
+	os.MkdirAll(proj, 0o755)
+	proxyURL := "http://" + g.explicit
+	start := time.Now()
+	args := append([]string{"install", "--no-audit", "--no-fund", "--loglevel=warn", "--no-package-lock",
+		"--registry", g.regURL("registry.example.test", "/"), "--proxy", proxyURL, "--https-proxy", proxyURL,
+		"--cafile", filepath.Join(g.dir, "ca.pem"), "--cache", filepath.Join(g.dir, name+"-npm-cache")}, pkgs...)
+	out, err := g.run(t, proj, "npm", args...)
+	if err != nil {
+		t.Fatalf("npm install (%s): %v\n%s\nevents:\n%s", name, err, out, g.ev.dump())
+	}
+	return time.Since(start)
+}
+
+func (g *gateEnv) pipInstall(t *testing.T, name string, pkgs ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	args := append([]string{"-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir", "--no-deps",
+		"--target", filepath.Join(g.dir, name), "--index-url", g.regURL("registry.example.test", "/simple/"),
+		"--proxy", "http://" + g.explicit, "--cert", filepath.Join(g.dir, "ca.pem")}, pkgs...)
+	out, err := g.run(t, g.dir, "python3", args...)
+	if err != nil {
+		t.Fatalf("pip install (%s): %v\n%s\nevents:\n%s", name, err, out, g.ev.dump())
+	}
+	return time.Since(start)
+}
+
+// artifactHits counts the registry's artifact downloads from index from on.
+func (g *gateEnv) artifactDownloads(from int) int {
+	n := 0
+	for _, h := range g.reg.Hits()[from:] {
+		if strings.Contains(h.Path, "/-/") || strings.HasPrefix(h.Path, "/packages/") {
+			n++
+		}
+	}
+	return n
+}
+
+// cacheCounts counts the artifact events (a version named) by cache
+// value, from event index from on.
+func (g *gateEnv) cacheCounts(from int) map[string]int {
+	out := map[string]int{}
+	evs := g.ev.all()
+	for _, e := range evs[min(from, len(evs)):] {
+		if e.HTTP == nil || e.HTTP.Package == nil || e.HTTP.Package.Version == "" || e.HTTP.Status != 200 {
+			continue
+		}
+		out[e.HTTP.Package.Cache]++
+	}
+	return out
+}
+
+func TestPackageCacheNPMClient(t *testing.T) {
+	requireTool(t, "npm", "--version")
+	g, pc := newCacheEnv(t, t.TempDir())
+	first := g.npmInstall(t, "first", "cache-root")
+	if got := installedVersion(t, filepath.Join(g.dir, "first", "node_modules", "cache-dep-07", "package.json")); got != "1.0.0" {
+		t.Fatalf("cache-dep-07 is %q", got)
+	}
+	if st := pc.Stats(); st.Entries != cacheTreeSize {
+		t.Fatalf("after the first install the cache holds %d artifacts, want %d: %+v", st.Entries, cacheTreeSize, st)
+	}
+	hits, evs := len(g.reg.Hits()), len(g.ev.all())
+	second := g.npmInstall(t, "second", "cache-root")
+	if got := installedVersion(t, filepath.Join(g.dir, "second", "node_modules", "cache-dep-49", "package.json")); got != "1.0.0" {
+		t.Fatalf("cache-dep-49 is %q", got)
+	}
+	if n := g.artifactDownloads(hits); n != 0 {
+		t.Errorf("the registry saw %d artifact downloads on the second install", n)
+	}
+	c := g.cacheCounts(evs)
+	if c[cacheHit]*10 < cacheTreeSize*9 || c[cacheMiss] != 0 {
+		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, cacheTreeSize)
+	}
+	t.Logf("npm, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
+		cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+}
+
+func TestPackageCachePipClient(t *testing.T) {
+	requireTool(t, "python3", "-m", "pip", "--version")
+	g, pc := newCacheEnv(t, t.TempDir())
+	var pkgs []string
+	for _, p := range cachePy() {
+		pkgs = append(pkgs, p.Name)
+	}
+	first := g.pipInstall(t, "first", pkgs...)
+	if st := pc.Stats(); st.Entries != len(pkgs) {
+		t.Fatalf("after the first install the cache holds %d artifacts, want %d", st.Entries, len(pkgs))
+	}
+	hits, evs := len(g.reg.Hits()), len(g.ev.all())
+	second := g.pipInstall(t, "second", pkgs...)
+	if m, _ := filepath.Glob(filepath.Join(g.dir, "second", "cache_py_*-1.0.0.dist-info")); len(m) != len(pkgs) {
+		t.Fatalf("second install has %d packages", len(m))
+	}
+	if n := g.artifactDownloads(hits); n != 0 {
+		t.Errorf("the registry saw %d artifact downloads on the second install", n)
+	}
+	c := g.cacheCounts(evs)
+	if c[cacheHit]*10 < len(pkgs)*9 || c[cacheMiss] != 0 {
+		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, len(pkgs))
+	}
+	t.Logf("pip, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
+		len(pkgs), first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+}
+
+// TestPackageCacheTamperedEntry: an entry changed on disk is not served:
+// it is dropped and the artifact fetched (and verified) again.
+func TestPackageCacheTamperedEntry(t *testing.T) {
+	requireTool(t, "npm", "--version")
+	dir := t.TempDir()
+	g, pc := newCacheEnv(t, dir)
+	g.npmInstall(t, "first", "cache-dep-03")
+	l := pc.List()
+	if len(l) != 1 {
+		t.Fatalf("cache holds %v", l)
+	}
+	blob := filepath.Join(dir, "blobs", l[0].Key[:2], l[0].Key)
+	b, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(blob, b, 0o600)
+	hits := len(g.reg.Hits())
+	g.npmInstall(t, "second", "cache-dep-03")
+	if n := g.artifactDownloads(hits); n != 1 {
+		t.Errorf("after tampering the registry saw %d downloads, want 1 (the refetch)", n)
+	}
+	if st := pc.Stats(); st.Corrupt != 1 || st.Entries != 1 {
+		t.Errorf("stats %+v, want one corrupt entry dropped and the refetched one stored", st)
+	}
+	if got, _ := os.ReadFile(blob); string(got) != string(g.reg.Artifact(pkgreg.NPMTarballPath("cache-dep-03", "1.0.0"))) {
+		t.Error("the refetched entry is not the registry's artifact")
+	}
+}
+
+// TestPackageCachePolicyStillDenies: a cached version that the
+// sandbox's (new) policy denies is refused, never served from the cache.
+func TestPackageCachePolicyStillDenies(t *testing.T) {
+	pc := openTestCache(t, t.TempDir(), 1<<30)
+	strict := false
+	var strictPol Decider
+	g := newGateEnvWith(t, gateOpts{cache: pc, policy: func(base Decider) Decider {
+		if strict {
+			return strictPol
+		}
+		return base
+	}})
+	parsed, err := policies.Parse("strict.toml", []byte(strings.ReplaceAll(strings.Replace(gatePolicy, `min_release_age = "72h"`, `min_release_age = "300d"`, 1), "REGPORT", fmt.Sprint(g.regPort))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strictPol = policies.Bind(parsed, worldOperator)
+	url := g.regURL("registry.example.test", pkgreg.NPMTarballPath("gate-demo", "1.1.0"))
+	if resp, _ := g.get(t, url, ""); resp.StatusCode != 200 {
+		t.Fatalf("first download: %d", resp.StatusCode)
+	}
+	if resp, _ := g.get(t, url, ""); resp.StatusCode != 200 || g.nthPackage(t, pkgreg.NPMTarballPath("gate-demo", "1.1.0"), 2).Cache != cacheHit {
+		t.Fatalf("second download: %d, not a hit", resp.StatusCode)
+	}
+	strict = true
+	resp, body := g.get(t, url, "")
+	if resp.StatusCode != 403 || !strings.Contains(body, policies.CodeTooNew) {
+		t.Fatalf("under the strict policy the cached version got %d %q", resp.StatusCode, body)
+	}
+	if st := pc.Stats(); st.Hits != 1 {
+		t.Errorf("cache hits %d, want 1 (the refused request never reached the cache)", st.Hits)
+	}
+}
+
+// TestPackageCachePrivateScope: an artifact fetched with credentials is
+// cached for its tenant only.
+func TestPackageCachePrivateScope(t *testing.T) {
+	pc := openTestCache(t, t.TempDir(), 1<<30)
+	tenant := "alice"
+	g := newGateEnvWith(t, gateOpts{cache: pc, tenant: func() string { return tenant }})
+	path := pkgreg.NPMTarballPath("gate-demo", "1.0.0")
+	n := 0
+	get := func() *audit.Package {
+		req, _ := http.NewRequest(http.MethodGet, g.regURL("registry.example.test", path), nil)
+		req.Header.Set("Authorization", "Bearer private-token")
+		resp, err := g.explicitClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("download: %d", resp.StatusCode)
+		}
+		n++
+		return g.nthPackage(t, path, n)
+	}
+	if pk := get(); pk.Cache != cacheMiss {
+		t.Fatalf("first download cache %q", pk.Cache)
+	}
+	if pk := get(); pk.Cache != cacheHit {
+		t.Fatalf("alice's second download cache %q", pk.Cache)
+	}
+	tenant = "bob"
+	if pk := get(); pk.Cache != cacheMiss {
+		t.Fatalf("bob got alice's private artifact from the cache (%q)", pk.Cache)
+	}
+	for _, m := range pc.List() {
+		if m.Scope == "" {
+			t.Errorf("a private artifact was stored shared: %+v", m)
+		}
+	}
+}
+
+// TestPackageCacheRestart: a new appliance on the same cache directory
+// serves the tree from the cache; the new registry sees no download.
+func TestPackageCacheRestart(t *testing.T) {
+	requireTool(t, "npm", "--version")
+	dir := t.TempDir()
+	g, pc := newCacheEnv(t, dir)
+	g.npmInstall(t, "first", "cache-root")
+	pc.Close()
+	g.p.Close()
+	g2, pc2 := newCacheEnv(t, dir)
+	if st := pc2.Stats(); st.Entries != cacheTreeSize || st.Corrupt != 0 {
+		t.Fatalf("after the restart %+v", st)
+	}
+	g2.npmInstall(t, "second", "cache-root")
+	if n := g2.artifactDownloads(0); n != 0 {
+		t.Errorf("after the restart the registry saw %d downloads", n)
+	}
+}
+
+// nthPackage is the package of the nth finished http event for path.
+func (g *gateEnv) nthPackage(t *testing.T, path string, n int) *audit.Package {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		seen := 0
+		for _, e := range g.ev.all() {
+			if e.Kind == audit.KindHTTP && e.HTTP != nil && e.HTTP.Path == path && e.HTTP.Status != 0 {
+				if seen++; seen == n {
+					return e.HTTP.Package
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no http event %d for %s; events:\n%s", n, path, g.ev.dump())
+	return nil
+}
