@@ -178,7 +178,7 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 		}),
 		Advisories:   advisoriesFunc(func() *policies.Advisories { return adv }),
 		PackageCache: o.cache,
-		AskTimeout: 300 * time.Millisecond,
+		AskTimeout:   300 * time.Millisecond,
 		Approver: ApproverFunc(func(context.Context, Hold) (bool, error) {
 			return g.approve.Load(), nil
 		}),
