@@ -271,6 +271,9 @@ func TestPackageCachePrivateScope(t *testing.T) {
 			t.Errorf("a private artifact was stored shared: %+v", m)
 		}
 	}
+	if n, _, err := pc.Purge(func(m CacheEntry) bool { return m.Name == "gate-demo" }); n != 2 || err != nil || pc.Stats().Entries != 0 {
+		t.Errorf("purge of gate-demo: %d, %v; left %d", n, err, pc.Stats().Entries)
+	}
 }
 
 // TestPackageCacheRestart: a new appliance on the same cache directory
