@@ -15,7 +15,9 @@ type cacheFake struct {
 	a *Appliance
 }
 
-func (f cacheFake) CacheStats(ctx context.Context) (client.CacheStats, error) { return f.a.CacheStats(ctx) }
+func (f cacheFake) CacheStats(ctx context.Context) (client.CacheStats, error) {
+	return f.a.CacheStats(ctx)
+}
 func (f cacheFake) CacheEntries(ctx context.Context, n string) ([]client.CacheEntry, error) {
 	return f.a.CacheEntries(ctx, n)
 }
