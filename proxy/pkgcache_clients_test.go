@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +56,12 @@ func openTestCache(t *testing.T, dir string, max int64) *PackageCache {
 }
 
 func newCacheEnv(t *testing.T, dir string) (*gateEnv, *PackageCache) {
+	return newCacheEnvLatency(t, dir, 0)
+}
+
+func newCacheEnvLatency(t *testing.T, dir string, latency time.Duration) (*gateEnv, *PackageCache) {
 	pc := openTestCache(t, dir, 1<<30)
-	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(), cache: pc}), pc
+	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(), cache: pc, latency: latency}), pc
 }
 
 // npmInstall installs the tree into a new project with its own npm cache
@@ -116,8 +121,14 @@ func (g *gateEnv) cacheCounts(from int) map[string]int {
 }
 
 func TestPackageCacheNPMClient(t *testing.T) {
+	t.Run("loopback", func(t *testing.T) { testCacheNPM(t, 0) })
+	// A registry 50 ms away, as a distant one is: the time a cache saves.
+	t.Run("distant", func(t *testing.T) { testCacheNPM(t, 50*time.Millisecond) })
+}
+
+func testCacheNPM(t *testing.T, latency time.Duration) {
 	requireTool(t, "npm", "--version")
-	g, pc := newCacheEnv(t, t.TempDir())
+	g, pc := newCacheEnvLatency(t, t.TempDir(), latency)
 	first := g.npmInstall(t, "first", "cache-root")
 	if got := installedVersion(t, filepath.Join(g.dir, "first", "node_modules", "cache-dep-07", "package.json")); got != "1.0.0" {
 		t.Fatalf("cache-dep-07 is %q", got)
@@ -134,16 +145,22 @@ func TestPackageCacheNPMClient(t *testing.T) {
 		t.Errorf("the registry saw %d artifact downloads on the second install", n)
 	}
 	c := g.cacheCounts(evs)
+	t.Logf("mean request time: first install %v, second %v", g.meanDuration(0, evs), g.meanDuration(evs, len(g.ev.all())))
 	if c[cacheHit]*10 < cacheTreeSize*9 || c[cacheMiss] != 0 {
 		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, cacheTreeSize)
 	}
-	t.Logf("npm, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
-		cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+	t.Logf("npm, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
+		latency, cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
 }
 
 func TestPackageCachePipClient(t *testing.T) {
+	t.Run("loopback", func(t *testing.T) { testCachePip(t, 0) })
+	t.Run("distant", func(t *testing.T) { testCachePip(t, 50*time.Millisecond) })
+}
+
+func testCachePip(t *testing.T, latency time.Duration) {
 	requireTool(t, "python3", "-m", "pip", "--version")
-	g, pc := newCacheEnv(t, t.TempDir())
+	g, pc := newCacheEnvLatency(t, t.TempDir(), latency)
 	var pkgs []string
 	for _, p := range cachePy() {
 		pkgs = append(pkgs, p.Name)
@@ -164,8 +181,8 @@ func TestPackageCachePipClient(t *testing.T) {
 	if c[cacheHit]*10 < len(pkgs)*9 || c[cacheMiss] != 0 {
 		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, len(pkgs))
 	}
-	t.Logf("pip, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
-		len(pkgs), first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+	t.Logf("pip, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
+		latency, len(pkgs), first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
 }
 
 // TestPackageCacheTamperedEntry: an entry changed on disk is not served:
@@ -312,4 +329,78 @@ func (g *gateEnv) nthPackage(t *testing.T, path string, n int) *audit.Package {
 	}
 	t.Fatalf("no http event %d for %s; events:\n%s", n, path, g.ev.dump())
 	return nil
+}
+
+// bigPackument is an npm package of 200 versions.
+func bigPackument() pkgreg.Package {
+	p := pkgreg.Package{Name: "cache-big"}
+	for i := range 200 {
+		p.Versions = append(p.Versions, pkgreg.Version{Version: fmt.Sprintf("1.%d.0", i), Age: time.Duration(400-i) * day})
+	}
+	p.Versions[199].Age = time.Hour // one the gate hides
+	return p
+}
+
+// metaLatencies fetches the packument n times through the proxy and
+// returns the sorted latencies.
+func (g *gateEnv) metaLatencies(t *testing.T, n int) []time.Duration {
+	t.Helper()
+	url := g.regURL("registry.example.test", "/cache-big")
+	c := g.explicitClient()
+	out := make([]time.Duration, 0, n)
+	for range n {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Accept", "application/vnd.npm.install-v1+json")
+		start := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("packument: %d", resp.StatusCode)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPackageCacheMetadataLatency: a packument of 200 versions served
+// from the metadata cache, against the gate rewriting it on every
+// request; the hit's whole round trip through the proxy (MITM included)
+// bounds the latency the gate adds on a hit.
+func TestPackageCacheMetadataLatency(t *testing.T) {
+	big := []pkgreg.Package{bigPackument()}
+	cached := newGateEnvWith(t, gateOpts{npm: big, cache: openTestCache(t, t.TempDir(), 1<<30)})
+	plain := newGateEnvWith(t, gateOpts{npm: big})
+	cached.metaLatencies(t, 1) // the miss that fills the cache
+	plain.metaLatencies(t, 1)
+	hit, rewrite := cached.metaLatencies(t, 200), plain.metaLatencies(t, 200)
+	evs := cached.ev.all()
+	if last := evs[len(evs)-1]; last.HTTP == nil || last.HTTP.Package == nil || last.HTTP.Package.Cache != cacheHit || last.HTTP.Package.GatedTotal != 1 {
+		t.Fatalf("last packument event is not a hit with the gated version: %+v", last.HTTP)
+	}
+	t.Logf("200-version packument through the proxy: p50 %v (p90 %v) on a cache hit; %v (p90 %v) rewritten by the gate on every request",
+		hit[100], hit[180], rewrite[100], rewrite[180])
+	if hit[100] >= rewrite[100] {
+		t.Errorf("a cache hit (p50 %v) is not faster than a rewrite (p50 %v)", hit[100], rewrite[100])
+	}
+}
+
+// meanDuration is the mean duration of the http events [from, to).
+func (g *gateEnv) meanDuration(from, to int) time.Duration {
+	var sum int64
+	n := 0
+	for _, e := range g.ev.all()[from:to] {
+		if e.HTTP != nil && e.HTTP.Status != 0 {
+			sum += e.HTTP.DurationMS
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum/int64(n)) * time.Millisecond
 }

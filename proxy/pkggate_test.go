@@ -117,6 +117,7 @@ type gateOpts struct {
 	cache   *PackageCache
 	tenant  func() string
 	policy  func(base Decider) Decider
+	latency time.Duration // the registry answers this much later (a distant registry)
 }
 
 func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
@@ -139,7 +140,11 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"name":"gate-corrupt","versions":{"1.0.0":`)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+	var h http.Handler = mux
+	if o.latency > 0 {
+		h = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { time.Sleep(o.latency); mux.ServeHTTP(rw, r) })
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{leafFor(t, caCert, caKey, gateNames)}}}
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
