@@ -404,3 +404,28 @@ func (g *gateEnv) meanDuration(from, to int) time.Duration {
 	}
 	return time.Duration(sum/int64(n)) * time.Millisecond
 }
+
+// TestPackageCacheOnlyPassesUnreadable: in a category with no gate rule
+// the cache alone watches metadata; a document it cannot read passes as
+// it came (it is not refused, as the gate refuses what it must read),
+// and is not cached.
+func TestPackageCacheOnlyPassesUnreadable(t *testing.T) {
+	pc := openTestCache(t, t.TempDir(), 1<<30)
+	g := newGateEnvWith(t, gateOpts{cache: pc, noOSV: true})
+	resp, body := g.get(t, g.regURL("plain.example.test", "/gate-corrupt"), "")
+	if resp.StatusCode != 200 || !strings.HasPrefix(body, `{"name":"gate-corrupt"`) {
+		t.Fatalf("unreadable packument in a category without rules: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := g.get(t, g.regURL("plain.example.test", "/gate-demo"), ""); resp.StatusCode != 200 {
+		t.Fatalf("packument: %d", resp.StatusCode)
+	}
+	// Its downloads are checked and cached all the same.
+	path := pkgreg.NPMTarballPath("gate-demo", "2.0.0")
+	g.get(t, g.regURL("plain.example.test", path), "")
+	if pk := g.nthPackage(t, path, 1); pk.Cache != cacheMiss || pk.Integrity == "" || pc.Stats().Entries != 1 {
+		t.Fatalf("download in a category without rules: %+v, %d entries", pk, pc.Stats().Entries)
+	}
+	if st := pc.Stats(); st.MetaEntries != 1 {
+		t.Errorf("metadata entries %d, want 1 (the unreadable one is not kept)", st.MetaEntries)
+	}
+}

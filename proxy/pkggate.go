@@ -45,7 +45,8 @@ type gateState struct {
 	mode policies.Mode
 	key  string // the version cache key: category|ecosystem|name
 
-	metaKey metaKey // the metadata cache key, when the package cache is on
+	metaKey   metaKey // the metadata cache key, when the package cache is on
+	cacheOnly bool    // no gate rule applies: the cache alone watches
 }
 
 func (p *Proxy) advisories() *policies.Advisories {
@@ -63,8 +64,11 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 	}
 	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), mode: cat.Mode,
 		key: cat.Name + "|" + pkg.Ecosystem + "|" + pkg.Name}
-	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) && p.cfg.PackageCache == nil {
-		return nil
+	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) {
+		if p.cfg.PackageCache == nil {
+			return nil
+		}
+		gs.cacheOnly = true
 	}
 	switch {
 	case pkg.Version != "":

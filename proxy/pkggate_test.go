@@ -50,7 +50,7 @@ var gatePy = []pkgreg.Package{
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test", "sdist.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test", "sdist.example.test", "plain.example.test"}
 
 const gatePolicy = `version = 1
 
@@ -93,6 +93,11 @@ kind = "registries"
 hosts = ["sdist.example.test"]
 ports = [REGPORT]
 sdists = "deny"
+
+[categories.plain]
+kind = "registries"
+hosts = ["plain.example.test"]
+ports = [REGPORT]
 `
 
 type gateEnv struct {
@@ -118,6 +123,7 @@ type gateOpts struct {
 	tenant  func() string
 	policy  func(base Decider) Decider
 	latency time.Duration // the registry answers this much later (a distant registry)
+	noOSV   bool          // no malicious-package denylist
 }
 
 func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
@@ -181,7 +187,12 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 			}
 			return sb, a == lo
 		}),
-		Advisories:   advisoriesFunc(func() *policies.Advisories { return adv }),
+		Advisories: advisoriesFunc(func() *policies.Advisories {
+			if o.noOSV {
+				return nil
+			}
+			return adv
+		}),
 		PackageCache: o.cache,
 		AskTimeout:   300 * time.Millisecond,
 		Approver: ApproverFunc(func(context.Context, Hold) (bool, error) {
