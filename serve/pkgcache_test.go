@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 
 	"airlock/client"
@@ -70,5 +71,20 @@ func TestPackageCacheConfig(t *testing.T) {
 		if (tc.want == "") != (len(got) == 0) || tc.want != "" && got[0] != tc.want {
 			t.Errorf("%s: errors at %v, want %q", name, got, tc.want)
 		}
+	}
+}
+
+// TestRegistryTenants: the proxy learns each sandbox's owner, the scope
+// of its private registries' cached artifacts.
+func TestRegistryTenants(t *testing.T) {
+	r := NewRegistry()
+	a := netip.MustParseAddr("198.18.0.10")
+	r.Add("sb-1", a, nil)
+	if sb, ok := r.ProxyIdentifier().Identify(a); !ok || sb.Tenant != "" {
+		t.Fatalf("without tenants: %+v %v", sb, ok)
+	}
+	r.SetTenants(func(id string) string { return map[string]string{"sb-1": "alice"}[id] })
+	if sb, _ := r.ProxyIdentifier().Identify(a); sb.Tenant != "alice" {
+		t.Fatalf("tenant %q, want alice", sb.Tenant)
 	}
 }
