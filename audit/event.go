@@ -164,6 +164,10 @@ type Package struct {
 	GatedTotal int            `json:"gated_total,omitempty"`
 	// Warning is a gate that failed open (no publish time known).
 	Warning string `json:"warning,omitempty"`
+	// Cache is "hit" when the package cache answered the request, "miss"
+	// when it could not (and will keep the verified artifact); empty when
+	// the cache is off or does not apply.
+	Cache string `json:"cache,omitempty"`
 }
 
 // MaxGated bounds Package.Gated.

@@ -177,7 +177,8 @@ func appendPackageGate(b []byte, p *Package) []byte {
 		b = append(b, ']')
 	}
 	b = optInt(b, `,"gated_total":`, int64(p.GatedTotal))
-	return optString(b, `,"warning":`, p.Warning)
+	b = optString(b, `,"warning":`, p.Warning)
+	return optString(b, `,"cache":`, p.Cache)
 }
 
 func appendDrop(b []byte, d *Drop) []byte {

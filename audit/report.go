@@ -125,12 +125,15 @@ type SecretUse struct {
 // PackageUse is a package download or metadata request the proxy
 // recognized: Reason says why it was denied (package_too_new,
 // osv:MAL-…, install_script, …), Gated lists the versions the package
-// gate hid from its metadata ("2.0.0: package_too_new …").
+// gate hid from its metadata ("2.0.0: package_too_new …"). Cache is
+// "hit" when the appliance's package cache served it, "miss" when it
+// was fetched (and kept), "" when the cache is off.
 type PackageUse struct {
 	Ecosystem, Name, Version, Host, Verdict string
 	Reason                                  string
 	Published                               string
 	Gated                                   []string
+	Cache                                   string
 }
 
 // Anchor is the sandbox's place in the hash chain.
@@ -452,7 +455,7 @@ func (b *reportBuilder) packageRow(e *Event, host string) {
 }
 
 func packageUse(e *Event, p *Package, host string) PackageUse {
-	u := PackageUse{Ecosystem: p.Ecosystem, Name: p.Name, Version: p.Version, Host: host, Verdict: verdictLabel(e), Published: p.Published}
+	u := PackageUse{Ecosystem: p.Ecosystem, Name: p.Name, Version: p.Version, Host: host, Verdict: verdictLabel(e), Published: p.Published, Cache: p.Cache}
 	if e.Verdict == "deny" || e.WouldDeny {
 		u.Reason = e.Reason
 	}

@@ -227,8 +227,8 @@ tr:target{outline:2px solid #2563eb}
 {{end}}</table>{{else}}<p class="none">No secrets injected.</p>{{end}}</section>
 
 <section id="packages"><h2>Packages fetched ({{len .Packages}})</h2>
-{{if .Packages}}<table><tr><th>Ecosystem</th><th>Package</th><th>Version</th><th>From</th><th>Verdict</th><th>Why</th><th>Versions gated</th></tr>
-{{range .Packages}}<tr><td>{{.Ecosystem}}</td><td><code>{{.Name}}</code></td><td>{{dash .Version}}</td><td><code>{{.Host}}</code></td><td><span class="badge {{verdict .Verdict}}">{{.Verdict}}</span></td><td>{{.Reason}}</td><td>{{range .Gated}}<div>{{.}}</div>{{end}}</td></tr>
+{{if .Packages}}<table><tr><th>Ecosystem</th><th>Package</th><th>Version</th><th>From</th><th>Verdict</th><th>Why</th><th>Versions gated</th><th>Cache</th></tr>
+{{range .Packages}}<tr><td>{{.Ecosystem}}</td><td><code>{{.Name}}</code></td><td>{{dash .Version}}</td><td><code>{{.Host}}</code></td><td><span class="badge {{verdict .Verdict}}">{{.Verdict}}</span></td><td>{{.Reason}}</td><td>{{range .Gated}}<div>{{.}}</div>{{end}}</td><td>{{dash .Cache}}</td></tr>
 {{end}}</table>{{else}}<p class="none">No package downloads recognized.</p>{{end}}</section>
 
 <section id="previews"><h2>Previews ({{len .Previews}})</h2>

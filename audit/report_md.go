@@ -157,9 +157,9 @@ func (m *mdWriter) rest(r *Report) {
 	if m.section(fmt.Sprintf("Packages fetched (%d)", len(r.Packages)), len(r.Packages), "No package downloads recognized.") {
 		var rows [][]string
 		for _, p := range r.Packages {
-			rows = append(rows, []string{p.Ecosystem, "`" + p.Name + "`", p.Version, "`" + p.Host + "`", p.Verdict, p.Reason, strings.Join(p.Gated, "; ")})
+			rows = append(rows, []string{p.Ecosystem, "`" + p.Name + "`", p.Version, "`" + p.Host + "`", p.Verdict, p.Reason, strings.Join(p.Gated, "; "), p.Cache})
 		}
-		m.table([]string{"Ecosystem", "Package", "Version", "From", "Verdict", "Why", "Versions gated"}, rows)
+		m.table([]string{"Ecosystem", "Package", "Version", "From", "Verdict", "Why", "Versions gated", "Cache"}, rows)
 	}
 	m.previews(r)
 	if m.section(fmt.Sprintf("Files changed (%d)", len(r.Files)), len(r.Files), "No file changes recorded.") {

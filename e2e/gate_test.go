@@ -19,6 +19,17 @@ func (s *scenario) gateSteps(npmReg, pypi string) {
 			return expect(r.code == 0, "npm install failed",
 				strings.Contains(r.stdout, "gate-demo@1.1.0"), "npm did not install gate-demo@1.1.0, the newest version older than 72h")
 		})
+	// The appliance's package cache ([packages.cache]) kept the verified
+	// tarball: an install with an empty npm cache gets it from there.
+	wmark := s.w.Mark()
+	s.step("a second npm install of the same package is served from the appliance's package cache",
+		"mkdir -p /tmp/gateproj2 && cd /tmp/gateproj2 && npm install --no-audit --no-fund --cache /tmp/npm-cache2 --registry "+npmReg+" gate-demo && node -e 'console.log(require(\"gate-demo\"))'",
+		func(r result) []string {
+			got := s.w.Since(wmark, world.ByRole(world.RoleNPM), world.Containing("gate-demo-1.1.0.tgz"))
+			return expect(r.code == 0, "npm install failed",
+				strings.Contains(r.stdout, "gate-demo@1.1.0"), "npm did not install gate-demo@1.1.0",
+				len(got) == 0, "the registry served the tarball again (the cache did not):\n"+records(got))
+		})
 	s.step("npm install of a version younger than the gate fails",
 		"cd /tmp/gateproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-demo@2.0.0",
 		func(r result) []string {

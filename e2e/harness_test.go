@@ -308,6 +308,9 @@ max = 8
 
 [packages]
 osv = [%q]
+
+[packages.cache]
+max_mb = 256
 `, filepath.Join(a.dir, "state"), filepath.Join(a.dir, "policies"), PolicyName,
 			a.pool, a.gateway, a.ports.proxy, a.ports.explicit, a.socket, a.ports.control,
 			filepath.Join(a.dir, "token"), a.w.DNSAddr(), strings.Join(a.upstreamAllow(), `", "`), a.w.CAFile,

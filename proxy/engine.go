@@ -37,6 +37,7 @@ type exch struct {
 	evPkg      audit.Package    // its event's copy
 	gate       *gateState       // a metadata response the package gate rewrites
 	verify     *verifySpec      // a download checked against its registry digest
+	cacheScope string           // the package cache scope of the download ("" shared)
 }
 
 var _ goproxy.RoundTripper = (*exch)(nil)

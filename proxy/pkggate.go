@@ -44,6 +44,9 @@ type gateState struct {
 	kind gateKind
 	mode policies.Mode
 	key  string // the version cache key: category|ecosystem|name
+
+	metaKey   metaKey // the metadata cache key, when the package cache is on
+	cacheOnly bool    // no gate rule applies: the cache alone watches
 }
 
 func (p *Proxy) advisories() *policies.Advisories {
@@ -62,7 +65,10 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), mode: cat.Mode,
 		key: cat.Name + "|" + pkg.Ecosystem + "|" + pkg.Name}
 	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) {
-		return nil
+		if p.cfg.PackageCache == nil {
+			return nil
+		}
+		gs.cacheOnly = true
 	}
 	switch {
 	case pkg.Version != "":
@@ -91,6 +97,9 @@ func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
 	if gs.kind == gateDownload {
 		return p.gateDownload(x, req, gs)
 	}
+	if resp := p.metaCached(x, req, gs); resp != nil {
+		return resp
+	}
 	x.gate = gs
 	h := req.Header
 	if gs.kind == gateNPMMeta {
@@ -109,8 +118,12 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	}
 	locked := gs.lock.Digests(pkg)
 	if gs.g == nil || !ageGated(pkg.Ecosystem) {
-		p.expectIntegrity(x, req, pkgmeta.Version{}, locked)
-		return nil
+		var ver pkgmeta.Version
+		if p.cfg.PackageCache != nil && len(locked) == 0 && ageGated(pkg.Ecosystem) {
+			ver = p.versionInfo(x, req, gs) // the digest the cache needs
+		}
+		p.expectIntegrity(x, req, ver, locked)
+		return p.cacheLookup(x, req)
 	}
 	ver := p.versionInfo(x, req, gs)
 	vi := info(ver)
@@ -122,7 +135,7 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	}
 	if gv.Action == policies.ActionAllow {
 		p.expectIntegrity(x, req, ver, locked)
-		return nil
+		return p.cacheLookup(x, req)
 	}
 	v := x.v
 	v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason

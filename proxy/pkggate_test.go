@@ -50,7 +50,7 @@ var gatePy = []pkgreg.Package{
 	{Name: "gate_mal", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}, {Version: "1.1.0", Age: 20 * day}}},
 }
 
-var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test", "sdist.example.test"}
+var gateNames = []string{"registry.example.test", "audit.example.test", "open.example.test", "scripts.example.test", "locked.example.test", "routed.example.test", "sdist.example.test", "plain.example.test"}
 
 const gatePolicy = `version = 1
 
@@ -93,6 +93,11 @@ kind = "registries"
 hosts = ["sdist.example.test"]
 ports = [REGPORT]
 sdists = "deny"
+
+[categories.plain]
+kind = "registries"
+hosts = ["plain.example.test"]
+ports = [REGPORT]
 `
 
 type gateEnv struct {
@@ -108,7 +113,20 @@ type advisoriesFunc func() *policies.Advisories
 func (f advisoriesFunc) Advisories() *policies.Advisories { return f() }
 
 // newGateEnv starts the registry and a proxy in front of it.
-func newGateEnv(t *testing.T) *gateEnv {
+func newGateEnv(t *testing.T) *gateEnv { return newGateEnvWith(t, gateOpts{}) }
+
+// gateOpts change the gate's world: more packages, a package cache, a
+// tenant the sandbox belongs to, another policy.
+type gateOpts struct {
+	npm, py []pkgreg.Package
+	cache   *PackageCache
+	tenant  func() string
+	policy  func(base Decider) Decider
+	latency time.Duration // the registry answers this much later (a distant registry)
+	noOSV   bool          // no malicious-package denylist
+}
+
+func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 	t.Helper()
 	_, caCert, caKey, caDER := testCA(t, "registry test CA")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,7 +134,7 @@ func newGateEnv(t *testing.T) *gateEnv {
 		t.Fatal(err)
 	}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	reg, err := pkgreg.New(fmt.Sprintf("https://registry.example.test:%d", port), gateNPM, gatePy)
+	reg, err := pkgreg.New(fmt.Sprintf("https://registry.example.test:%d", port), append(o.npm, gateNPM...), append(o.py, gatePy...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +146,11 @@ func newGateEnv(t *testing.T) *gateEnv {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"name":"gate-corrupt","versions":{"1.0.0":`)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+	var h http.Handler = mux
+	if o.latency > 0 {
+		h = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { time.Sleep(o.latency); mux.ServeHTTP(rw, r) })
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{leafFor(t, caCert, caKey, gateNames)}}}
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
@@ -156,10 +178,23 @@ func newGateEnv(t *testing.T) *gateEnv {
 	p, err := New(Config{
 		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{pemCert(caDER)}, RootCAs: x509.NewCertPool(),
 		Identify: IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
-			return Sandbox{ID: "sb1", Policy: pol}, a == lo
+			sb := Sandbox{ID: "sb1", Policy: pol}
+			if o.tenant != nil {
+				sb.Tenant = o.tenant()
+			}
+			if o.policy != nil {
+				sb.Policy = o.policy(pol)
+			}
+			return sb, a == lo
 		}),
-		Advisories: advisoriesFunc(func() *policies.Advisories { return adv }),
-		AskTimeout: 300 * time.Millisecond,
+		Advisories: advisoriesFunc(func() *policies.Advisories {
+			if o.noOSV {
+				return nil
+			}
+			return adv
+		}),
+		PackageCache: o.cache,
+		AskTimeout:   300 * time.Millisecond,
 		Approver: ApproverFunc(func(context.Context, Hold) (bool, error) {
 			return g.approve.Load(), nil
 		}),

@@ -36,10 +36,17 @@ func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *h
 	}
 	ctype := resp.Header.Get("Content-Type")
 	vs, err := p.metaVersions(x, req, gs, ctype, body)
+	if err != nil && gs.cacheOnly {
+		// No rule needs it read: the document passes as it came, uncached.
+		p.log.Debug("proxy: package cache: metadata not cached", "id", x.ev.e.ID, "err", err)
+		resp.Header.Del("Content-Encoding")
+		return withBody(resp, body)
+	}
 	if err != nil {
 		return p.metaRefusal(x, req, err)
 	}
-	hidden := p.judgeAll(x, gs, p.times.put(gs.key, vs))
+	vm := p.times.put(gs.key, vs)
+	hidden := p.judgeAll(x, gs, vm)
 	sdists := gs.kind != gateNPMMeta && gs.g.DeniesSdists(x.pkg)
 	if len(hidden) > 0 || sdists {
 		seen := map[string]bool{}
@@ -64,7 +71,12 @@ func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *h
 		resp.Header.Del("ETag")
 		resp.Header.Del("Last-Modified")
 	}
+	p.metaStore(x, gs, body, ctype, vm)
 	resp.Header.Del("Content-Encoding")
+	return withBody(resp, body)
+}
+
+func withBody(resp *http.Response, body []byte) *http.Response {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	resp.ContentLength = int64(len(body))
 	resp.Body = io.NopCloser(bytes.NewReader(body))

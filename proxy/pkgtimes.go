@@ -44,13 +44,18 @@ func (c *versionCache) put(key string, vs []pkgmeta.Version) map[string]pkgmeta.
 	for _, v := range vs {
 		m[v.Version] = v
 	}
+	c.putMap(key, m)
+	return m
+}
+
+// putMap remembers versions already keyed (from the metadata cache).
+func (c *versionCache) putMap(key string, m map[string]pkgmeta.Version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxVersionEntries {
 		c.m = map[string]versionEntry{}
 	}
 	c.m[key] = versionEntry{at: time.Now(), vs: m}
-	return m
 }
 
 // info is what the gate decides a version on.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"airlock/policies"
+	"airlock/proxy/internal/pkgcache"
 	"airlock/proxy/internal/pkgmeta"
 )
 
@@ -63,8 +64,8 @@ type verifySpec struct {
 }
 
 type sriWant struct {
-	alg string
-	sum []byte
+	alg, sri string
+	sum      []byte
 }
 
 func newVerifySpec(sris []string) *verifySpec {
@@ -79,7 +80,7 @@ func newVerifySpec(sris []string) *verifySpec {
 		if spec.hashes[alg] == nil {
 			spec.hashes[alg] = h
 		}
-		spec.wants = append(spec.wants, sriWant{alg, want})
+		spec.wants = append(spec.wants, sriWant{alg: alg, sri: sri, sum: want})
 		ok = append(ok, sri)
 	}
 	if len(ok) == 0 {
@@ -125,7 +126,7 @@ func (p *Proxy) verifyResponse(x *exch, resp *http.Response) *http.Response {
 		v.Category, v.Kind = x.v.Category, x.v.Kind
 		return p.refuse(&x.ev, resp.Request, http.StatusBadGateway, v)
 	}
-	resp.Body = &verifyBody{p: p, x: x, rc: resp.Body, spec: x.verify}
+	resp.Body = &verifyBody{p: p, x: x, rc: resp.Body, spec: x.verify, sink: p.cacheWriter(x, resp)}
 	return resp
 }
 
@@ -136,6 +137,7 @@ type verifyBody struct {
 	x       *exch
 	rc      io.ReadCloser
 	spec    *verifySpec
+	sink    *pkgcache.Writer // the cache entry the bytes go to, nil if none
 	buf     []byte
 	held    byte // the last byte read, not yet passed on
 	hasHeld bool
@@ -164,6 +166,9 @@ func (b *verifyBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(buf[start : start+len(p)])
 	b.spec.write(buf[start : start+n])
+	if b.sink != nil {
+		b.sink.Write(buf[start : start+n])
+	}
 	total := start + n
 	b.hasHeld = total > 0
 	if b.hasHeld {
@@ -172,7 +177,10 @@ func (b *verifyBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		if !b.spec.matches() {
+		ok := b.spec.matches()
+		b.p.cacheStore(b.x, b.sink, ok)
+		b.sink = nil
+		if !ok {
 			b.mismatch()
 			return 0, b.err
 		}
@@ -199,4 +207,10 @@ func (b *verifyBody) mismatch() {
 	x.ev.cut = true
 }
 
-func (b *verifyBody) Close() error { return b.rc.Close() }
+func (b *verifyBody) Close() error {
+	if b.sink != nil { // cut short: nothing is stored
+		b.sink.Abort()
+		b.sink = nil
+	}
+	return b.rc.Close()
+}

@@ -30,6 +30,10 @@ type Decider interface {
 type Sandbox struct {
 	ID     string
 	Policy Decider
+	// Tenant is the principal the sandbox belongs to: artifacts of a
+	// private registry category are cached for it alone ("": the
+	// sandbox alone).
+	Tenant string
 }
 
 // Identifier attributes a connection to a sandbox by its source address.
@@ -110,6 +114,9 @@ type Config struct {
 	// Advisories is the malicious-package denylist the package gate
 	// applies to every registries category. Nil: none.
 	Advisories Advisories
+	// PackageCache is the shared verified cache of package artifacts
+	// and rewritten metadata. Nil: no cache.
+	PackageCache *PackageCache
 
 	// Own are the appliance's own listener addresses: a connection whose
 	// original destination is one of them is a loop and is refused. (Which

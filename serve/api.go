@@ -108,6 +108,7 @@ func (a *API) mux() *http.ServeMux {
 	mux.HandleFunc("GET "+v+"/logs", a.logs)
 	a.agentRoutes(mux, v)
 	a.lockdownRoutes(mux, v)
+	a.cacheRoutes(mux, v)
 	a.uiRoutes(mux, v)
 	a.accessRoutes(mux, v)
 	a.nodeRoutes(mux, v)

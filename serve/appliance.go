@@ -83,10 +83,11 @@ type Appliance struct {
 	runner    *runner.Runner
 	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
-	advisory  *advisories      // [packages] osv, reloaded with the policies
-	attrib    *attributor      // which process made a flow or query
-	node      *nodeState       // node mode only
-	previews  *preview.Manager // nil unless [preview] is configured
+	advisory  *advisories         // [packages] osv, reloaded with the policies
+	pcache    *proxy.PackageCache // [packages.cache], nil when off
+	attrib    *attributor         // which process made a flow or query
+	node      *nodeState          // node mode only
+	previews  *preview.Manager    // nil unless [preview] is configured
 
 	mu      sync.Mutex
 	handles map[string]bpf.Handle // sandbox → kernel attachment
@@ -368,6 +369,14 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 		el.Close()
 		return err
 	}
+	if a.pcache, err = a.openPackageCache(); err != nil {
+		tl.Close()
+		el.Close()
+		return err
+	}
+	if pc := a.pcache; pc != nil {
+		a.onClose(pc.Close)
+	}
 	p, err := proxy.New(proxy.Config{
 		CA: a.ca, Identify: a.registry.ProxyIdentifier(), Resolver: a.resolver(), Emitter: a.tap,
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
@@ -377,9 +386,10 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyExplicit)),
 			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.DNS)),
 		},
-		ExtraCAPEM: extra,
-		AskTimeout: a.cfg.Approval.Timeout.Duration,
-		Advisories: a.advisory,
+		ExtraCAPEM:   extra,
+		AskTimeout:   a.cfg.Approval.Timeout.Duration,
+		Advisories:   a.advisory,
+		PackageCache: a.pcache,
 	})
 	if err != nil {
 		tl.Close()

@@ -33,6 +33,7 @@ func (c *Config) validate(loc locator) Errors {
 	c.Listen.validate(add)
 	c.Control.validate(add)
 	c.Upstream.validate(add)
+	c.Packages.Cache.validate(add)
 	for i, d := range c.Packages.OSV {
 		if !filepath.IsAbs(d) {
 			add("packages.osv", "packages.osv[%d]: must be an absolute path, not %q", i, d)

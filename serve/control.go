@@ -15,6 +15,9 @@ func (a *Appliance) controlAPI() (*API, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.registry != nil {
+		a.registry.SetTenants(func(id string) string { p, _ := owners.Owner(id); return p })
+	}
 	sb := a.cfg.Sandbox
 	return &API{Backend: a, Log: a.log.With("component", "api"), Owners: owners, Events: a.tap,
 		Defaults: Defaults{Policy: a.cfg.DefaultPolicy, Image: sb.Image, Lifetime: sb.Lifetime.Duration,

@@ -79,6 +79,9 @@ var apiOps = map[string]apiOp{
 	"POST /v1/principals/reload": {Summary: "Reload the principals file", Resp: client.PrincipalsReload{}},
 	"GET /v1/lockdown":           {Summary: "The kill switch's state", Resp: client.LockdownState{}},
 	"POST /v1/lockdown":          {Summary: "Engage or lift the kill switch", Body: client.LockdownRequest{}, Resp: client.LockdownState{}},
+	"GET /v1/cache":              {Summary: "The package cache's counts", Resp: client.CacheStats{}},
+	"GET /v1/cache/entries":      {Summary: "The cached package artifacts, most recently used first", Query: []string{"name"}, Resp: []client.CacheEntry{}},
+	"POST /v1/cache/purge":       {Summary: "Remove cached package artifacts (and all cached metadata)", Body: client.CachePurgeRequest{}, Resp: client.CachePurgeResult{}},
 
 	"POST /v1/mcp":   {Summary: "MCP streamable HTTP: a JSON-RPC message; each tool call runs as the caller", Body: "application/json", Resp: mediaSSE},
 	"GET /v1/mcp":    {Summary: "MCP streamable HTTP: the session's stream of server messages", Resp: mediaSSE},

@@ -14,7 +14,8 @@ import (
 // advisories (the MAL- records of a malicious-packages data set), read
 // recursively (*.json) at start and on every reload.
 type PackagesConfig struct {
-	OSV []string `toml:"osv"`
+	OSV   []string           `toml:"osv"`
+	Cache PackageCacheConfig `toml:"cache"`
 }
 
 // advisories is the loaded denylist, swapped whole on reload; the proxy

@@ -3,6 +3,7 @@ package serve
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"airlock/dnsd"
 	"airlock/proxy"
@@ -16,7 +17,13 @@ type Registry struct {
 	mu     sync.RWMutex
 	byAddr map[netip.Addr]*entry
 	byID   map[string]*entry
+	tenant atomic.Pointer[func(id string) string] // the principal of a sandbox, for the package cache's scopes
 }
+
+// SetTenants names the principal each sandbox belongs to (its owner):
+// a private registry's artifacts are cached for that principal alone.
+// Unset, or "" for a sandbox: the sandbox alone.
+func (r *Registry) SetTenants(f func(id string) string) { r.tenant.Store(&f) }
 
 type entry struct {
 	id     string
@@ -81,7 +88,11 @@ func (r *Registry) ProxyIdentifier() proxy.Identifier {
 		if !ok {
 			return proxy.Sandbox{}, false
 		}
-		return proxy.Sandbox{ID: e.id, Policy: e.policy}, true
+		sb := proxy.Sandbox{ID: e.id, Policy: e.policy}
+		if f := r.tenant.Load(); f != nil {
+			sb.Tenant = (*f)(e.id)
+		}
+		return sb, true
 	})
 }
 
