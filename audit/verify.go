@@ -140,6 +140,12 @@ func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 		Gap       *Gap       `json:"gap"`
 		Lifecycle *Lifecycle `json:"lifecycle"`
 	}
+	line := raw
+	raw, cerr := chainedRecord(raw)
+	if cerr != nil {
+		res.Problems = append(res.Problems, Problem{File: path, Line: n, Kind: "invalid", Msg: cerr.Error()})
+		return pos{}, false
+	}
 	if err := json.Unmarshal(raw, &h); err != nil || h.Seq == 0 {
 		res.Problems = append(res.Problems, Problem{File: path, Line: n, Kind: "invalid",
 			Msg: "not a chained audit record (unparseable JSON or no seq)"})
@@ -148,6 +154,10 @@ func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 	if h.Kind == KindGap && h.Gap != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s:%d: gap event at seq %d: the pipeline dropped %d events between %s and %s",
 			path, n, h.Seq, h.Gap.Dropped, h.Gap.From.Format(timeFmt), h.Gap.To.Format(timeFmt)))
+	}
+	if len(raw) != len(line) && !ocsfDerived(line, raw) {
+		res.Problems = append(res.Problems, Problem{File: path, Line: n, Seq: h.Seq, Kind: "modified",
+			Msg: "the OCSF fields of this line are not those of the Airlock record it carries (unmapped.airlock): they were edited"})
 	}
 	sum := sha256.Sum256(raw)
 	p := pos{file: path, line: n, seq: h.Seq, prev: h.PrevHash, hash: hex.EncodeToString(sum[:]), sandbox: h.Sandbox}
