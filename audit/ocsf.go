@@ -24,7 +24,7 @@ func ParseFormat(s string) (Format, error) {
 	case FormatOCSF:
 		return FormatOCSF, nil
 	}
-	return "", fmt.Errorf("audit: unknown stream format %q (want %q or %q)", s, FormatAirlock, FormatOCSF)
+	return "", fmt.Errorf("unknown stream format %q (want %q or %q)", s, FormatAirlock, FormatOCSF)
 }
 
 // OCSFVersion is the OCSF schema version the ocsf flavor follows.
@@ -183,3 +183,13 @@ func outcome(e *Event) (ocsfOutcome, bool) {
 }
 
 var statusNames = map[int]string{0: "Unknown", 1: "Success", 2: "Failure"}
+
+// UnmarshalText reads a stream flavor from a config file.
+func (f *Format) UnmarshalText(b []byte) error {
+	v, err := ParseFormat(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}

@@ -128,7 +128,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	}
 	format, err := ParseFormat(string(cfg.StreamFormat))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("audit: %w", err)
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
 		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), ckDone: make(chan struct{}),
