@@ -142,6 +142,14 @@ func ocsfMessage(e *Event) string {
 		what = e.Lockdown.Action + " " + e.Lockdown.Scope
 	case e.Exec != nil:
 		what = e.Exec.Stage
+	case e.Flow != nil:
+		what = strings.TrimSpace(e.Flow.Stage + " " + e.Flow.CloseReason)
+	case e.DNS != nil:
+		what = e.DNS.QType + " " + e.DNS.QName + " " + e.DNS.RCode
+	case e.HTTP != nil:
+		what = e.HTTP.Method + " " + urlString(e.HTTP)
+	case e.Drop != nil:
+		what = e.Drop.Protocol + " to " + e.Drop.Dest
 	}
 	return strings.TrimSpace(string(e.Kind) + " " + what)
 }
