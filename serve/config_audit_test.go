@@ -25,8 +25,8 @@ func TestAuditNodeAndFormat(t *testing.T) {
 	}
 	for src, want := range map[string]string{
 		"[audit]\njsonl_format = \"cef\"\n": `c.toml:8:17: audit.jsonl_format: unknown stream format "cef" (want "airlock" or "ocsf")`,
-		"[audit]\nnode = \"edge 3\"\n":       `c.toml:8:1: audit.node "edge 3": only printable characters without spaces`,
-		"[audit]\nnode = \"a\\u0007b\"\n":    `c.toml:8:1: audit.node "a\ab": only printable`,
+		"[audit]\nnode = \"edge 3\"\n":      `c.toml:8:1: audit.node "edge 3": only printable characters without spaces`,
+		"[audit]\nnode = \"a\\u0007b\"\n":   `c.toml:8:1: audit.node "a\ab": only printable`,
 	} {
 		_, err := Parse("c.toml", []byte(minimal+src))
 		if err == nil || !strings.Contains(err.Error(), want) {
