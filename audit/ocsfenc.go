@@ -45,13 +45,13 @@ func (o *jobj) num(k string, v int64) {
 func (o *jobj) obj(k string, fill func(*jobj)) {
 	mark, n := len(o.b), o.n
 	o.key(k)
-	in := jobj{b: append(o.b, '{')}
-	fill(&in)
-	if in.n == 0 {
+	o.b, o.n = append(o.b, '{'), 0
+	fill(o)
+	if o.n == 0 {
 		o.b, o.n = o.b[:mark], n
 		return
 	}
-	o.b = append(in.b, '}')
+	o.b, o.n = append(o.b, '}'), n+1
 }
 
 // appendOCSFHead appends e as an OCSF event up to and including the last
@@ -86,7 +86,8 @@ func appendOCSFHead(b []byte, e *Event, productVersion string) []byte {
 	})
 	ocsfClassFields(o, e, h.class)
 	o.key("metadata")
-	m := &jobj{b: append(o.b, '{')}
+	m := o
+	m.b, m.n = append(o.b, '{'), 0
 	m.obj("product", func(p *jobj) {
 		p.str("name", "Airlock")
 		p.str("vendor_name", "Airlock")
