@@ -1,7 +1,10 @@
 package serve
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,6 +34,33 @@ func TestAuditNodeAndFormat(t *testing.T) {
 		_, err := Parse("c.toml", []byte(minimal+src))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", src, err, want)
+		}
+	}
+}
+
+// The appliance's pipeline stamps audit.node on every record and writes
+// the flavor audit.jsonl_format names, with the appliance's version.
+func TestStartAuditNodeAndFormat(t *testing.T) {
+	c, err := Parse("c.toml", []byte(minimal+"[audit]\nnode = \"edge-3\"\njsonl_format = \"ocsf\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Audit.Store = filepath.Join(t.TempDir(), audit.StoreFile)
+	var buf bytes.Buffer
+	a := &Appliance{cfg: c, opts: Options{JSONL: &buf, Version: "v9"}, log: slog.New(slog.DiscardHandler)}
+	if err := a.startAudit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e := audit.New(audit.KindPolicy, "")
+	e.Policy = &audit.Policy{Action: "loaded", Name: "p"}
+	a.pipeline.Emit(e)
+	if err := a.pipeline.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l := buf.String()
+	for _, want := range []string{`"class_uid":0,`, `"device":{"hostname":"edge-3"`, `"version":"v9"`, `"unmapped":{"airlock":{"schema":1,`, `"node":"edge-3"`} {
+		if !strings.Contains(l, want) {
+			t.Errorf("stream line lacks %s: %s", want, l)
 		}
 	}
 }
