@@ -73,7 +73,7 @@ func TestOCSFGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if d := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got)+"\n", "\n")); d != "" {
-		t.Errorf("%s (-want +got):\n%s", golden, d)
+		t.Errorf("%s (-want +got; a deliberate change to the mapping also bumps ocsfMapping):\n%s", golden, d)
 	}
 }
 
@@ -240,6 +240,22 @@ func TestOCSFReadBackAndVerify(t *testing.T) {
 		if res, err := Verify(path); err != nil || res.OK() || res.Problems[0].Kind != "modified" || res.Problems[0].Line != 8 {
 			t.Errorf("an edited %s: %v %+v", name, err, res)
 		}
+	}
+}
+
+// A line of another mapping version is not re-derived (a newer Airlock
+// may map differently), only noted; its chained record is still checked.
+func TestOCSFOtherMappingNoted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	lines := streamOf(t, FormatOCSF, ocsfEvents()[:3])
+	for i := range lines {
+		lines[i] = bytes.Replace(lines[i], []byte(`"ocsf_mapping":1,`), []byte(`"ocsf_mapping":0,`), 1)
+	}
+	lines[1] = bytes.Replace(lines[1], []byte(`"severity_id":1,`), []byte(`"severity_id":2,`), 1)
+	writeLines(t, path, lines)
+	res, err := Verify(path)
+	if err != nil || !res.OK() || !strings.Contains(res.Notes[len(res.Notes)-1], "3 OCSF lines (the first at "+path+":1) are of another mapping version") {
+		t.Fatalf("verify: %v %+v", err, res)
 	}
 }
 

@@ -101,6 +101,11 @@ func appendOCSFHead(b []byte, e *Event, productVersion string) []byte {
 	return m.b
 }
 
+// ocsfMapping is the version of this mapping, written in every line
+// (unmapped.ocsf_mapping): bump it with any change to what a line holds,
+// so that Verify re-derives only the lines of the mapping it knows.
+const ocsfMapping = 1
+
 // ocsfLine is the stream line of a chained record raw whose OCSF head
 // (appendOCSFHead) is head: the sequence number closes the metadata, and
 // raw, byte for byte, is unmapped.airlock.
@@ -108,7 +113,8 @@ func ocsfLine(head []byte, seq uint64, raw []byte) []byte {
 	out := make([]byte, 0, len(head)+len(raw)+64)
 	out = append(out, head...)
 	out = strconv.AppendUint(append(out, `,"sequence":`...), seq, 10)
-	out = append(out, `},"unmapped":{"airlock":`...)
+	out = strconv.AppendInt(append(out, `},"unmapped":{"ocsf_mapping":`...), ocsfMapping, 10)
+	out = append(out, `,"airlock":`...)
 	out = append(out, raw...)
 	return append(out, "}}"...)
 }

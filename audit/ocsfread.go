@@ -40,19 +40,26 @@ func chainedRecord(raw []byte) ([]byte, error) {
 
 // ocsfDerived reports whether an OCSF line is exactly what the ocsf
 // flavor writes for the record it carries: the chain vouches for that
-// record, and this for the fields mapped from it.
-func ocsfDerived(line, rec []byte) bool {
+// record, and this for the fields mapped from it. A line of another
+// mapping version cannot be re-derived: known is false.
+func ocsfDerived(line, rec []byte) (ok, known bool) {
 	var o struct {
 		Metadata struct {
 			Product struct {
 				Version string `json:"version"`
 			} `json:"product"`
 		} `json:"metadata"`
+		Unmapped struct {
+			Mapping int64 `json:"ocsf_mapping"`
+		} `json:"unmapped"`
 	}
 	var e Event
 	if json.Unmarshal(line, &o) != nil || json.Unmarshal(rec, &e) != nil {
-		return false
+		return false, true
+	}
+	if o.Unmapped.Mapping != ocsfMapping {
+		return true, false
 	}
 	head := appendOCSFHead(nil, &e, o.Metadata.Product.Version)
-	return bytes.Equal(ocsfLine(head, e.Seq, rec), line)
+	return bytes.Equal(ocsfLine(head, e.Seq, rec), line), true
 }
