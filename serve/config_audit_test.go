@@ -58,7 +58,7 @@ func TestStartAuditNodeAndFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := buf.String()
-	for _, want := range []string{`"class_uid":0,`, `"device":{"hostname":"edge-3"`, `"version":"v9"`, `"unmapped":{"airlock":{"schema":1,`, `"node":"edge-3"`} {
+	for _, want := range []string{`"class_uid":0,`, `"device":{"hostname":"edge-3"`, `"version":"v9"`, `"unmapped":{"ocsf_mapping":1,"airlock":{"schema":1,`, `"node":"edge-3"`} {
 		if !strings.Contains(l, want) {
 			t.Errorf("stream line lacks %s: %s", want, l)
 		}
