@@ -64,6 +64,9 @@ func (c *encoder) encode(e Event) (*record, error) {
 	if c.node != "" {
 		e.Node = c.node
 	}
+	// Normalized here, once, so the OCSF head has the very time (now, for
+	// an event without one) of the record it carries.
+	normalize(&e)
 	r, err := encode(e)
 	if err != nil || !c.ocsf {
 		return r, err
@@ -72,7 +75,6 @@ func (c *encoder) encode(e Event) (*record, error) {
 	if r.end != nil {
 		src = r.end
 	}
-	normalize(src)
 	r.ocsf = appendOCSFHead(make([]byte, 0, 640), src, c.version)
 	return r, nil
 }
