@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,12 @@ func ocsfEvents() []Event {
 	e.DNS = &DNS{QName: "git.example.test.", QType: "A", RCode: "NOERROR", Answers: []string{"198.18.7.7"},
 		Client: "198.18.0.2:5353", Server: "198.18.0.1:53", LatencyUS: 900}
 	evs = append(evs, e)
+	e = New(KindHTTP, "sb-1")
+	e.Time, e.Verdict, e.Reason = at.Add(5*time.Second), "deny", "bad \xff byte"
+	e.HTTP = &HTTP{Method: "GET", Scheme: "http", Host: "x\xfe.example.test:8080", Path: "/a\xff\xfeb<&>", Status: 403}
+	evs = append(evs, e)
 	e = New(Kind("ingress"), "sb-1")
-	e.Time, e.Verdict = at.Add(4*time.Second), "allow"
+	e.Time, e.Verdict = at.Add(6*time.Second), "allow"
 	evs = append(evs, e)
 	return evs
 }
@@ -288,6 +293,37 @@ func FuzzChainedRecord(f *testing.F) {
 		}
 		if !bytes.Equal(rec, raw) && !json.Valid(rec) {
 			t.Fatalf("extracted an invalid record %q from %q", rec, raw)
+		}
+	})
+}
+
+// FuzzOCSFRederive: for any strings and numbers in any kind, the OCSF
+// line the encoder writes is the one Verify re-derives from the record
+// it carries (no false "modified", whatever a sandbox put in a name).
+func FuzzOCSFRederive(f *testing.F) {
+	for i, s := range tricky {
+		f.Add(s, int64(i), uint8(i))
+	}
+	kinds := []Kind{KindDNS, KindFlow, KindHTTP, KindDrop, KindExec, KindRefusal, KindLifecycle, Kind("other")}
+	f.Fuzz(func(t *testing.T, s string, n int64, k uint8) {
+		var e Event
+		fillAll(reflect.ValueOf(&e).Elem(), s, n, time.Unix(0, n).UTC())
+		e.Kind = kinds[int(k)%len(kinds)]
+		e.Schema = SchemaVersion
+		c := encoder{node: s, ocsf: true, version: s}
+		r, err := c.encode(e)
+		if err != nil {
+			return // a time encoding/json refuses: not encodable in either flavor
+		}
+		l, err := newSequencer().next(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(l.stream) {
+			t.Fatalf("not JSON: %s", l.stream)
+		}
+		if ok, known := ocsfDerived(l.stream, l.raw); !ok || !known {
+			t.Fatalf("re-derived line differs (%v %v):\n%s", ok, known, l.stream)
 		}
 	})
 }

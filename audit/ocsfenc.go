@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // jobj writes the members of a JSON object: key adds the separator the
@@ -24,8 +25,41 @@ func (o *jobj) key(k string) {
 func (o *jobj) str(k, v string) {
 	if v != "" {
 		o.key(k)
-		o.b = appendString(o.b, v)
+		o.b = appendString(o.b, validUTF8(v))
 	}
+}
+
+// joinValid joins parts by sep, each made valid UTF-8 first: bytes of
+// two parts must not join into a character neither holds.
+func joinValid(sep string, parts ...string) string {
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(validUTF8(p))
+	}
+	return b.String()
+}
+
+// validUTF8 replaces each invalid byte of s with U+FFFD, as the record's
+// JSON has it: the OCSF fields derived from the record as read back are
+// then the very bytes derived from the event (Verify re-derives them).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
 }
 
 func (o *jobj) int(k string, v int64) {
@@ -69,7 +103,7 @@ func appendOCSFHead(b []byte, e *Event, productVersion string) []byte {
 	o.num("activity_id", int64(h.activity))
 	o.str("activity_name", act)
 	o.num("type_uid", int64(h.class*100+h.activity))
-	o.str("type_name", c.name+": "+act)
+	o.str("type_name", c.name+": "+act) // both from the class table
 	o.num("severity_id", int64(h.severity))
 	o.str("severity", ocsfSeverityNames[h.severity])
 	o.num("time", e.Time.UnixMilli())
@@ -142,23 +176,23 @@ func ocsfMessage(e *Event) string {
 	case e.Lifecycle != nil:
 		what = e.Lifecycle.Stage
 	case e.Policy != nil:
-		what = e.Policy.Action + " " + e.Policy.Name
+		what = joinValid(" ", e.Policy.Action, e.Policy.Name)
 	case e.Approval != nil:
-		what = e.Approval.Stage + " " + e.Approval.Destination
+		what = joinValid(" ", e.Approval.Stage, e.Approval.Destination)
 	case e.Lockdown != nil:
-		what = e.Lockdown.Action + " " + e.Lockdown.Scope
+		what = joinValid(" ", e.Lockdown.Action, e.Lockdown.Scope)
 	case e.Exec != nil:
 		what = e.Exec.Stage
 	case e.Flow != nil:
-		what = strings.TrimSpace(e.Flow.Stage + " " + e.Flow.CloseReason)
+		what = joinValid(" ", e.Flow.Stage, e.Flow.CloseReason)
 	case e.DNS != nil:
-		what = e.DNS.QType + " " + e.DNS.QName + " " + e.DNS.RCode
+		what = joinValid(" ", e.DNS.QType, e.DNS.QName, e.DNS.RCode)
 	case e.HTTP != nil:
-		what = e.HTTP.Method + " " + urlString(e.HTTP)
+		what = joinValid(" ", e.HTTP.Method, urlString(e.HTTP))
 	case e.Drop != nil:
-		what = e.Drop.Protocol + " to " + e.Drop.Dest
+		what = joinValid(" to ", e.Drop.Protocol, e.Drop.Dest)
 	}
-	return strings.TrimSpace(string(e.Kind) + " " + what)
+	return strings.TrimSpace(joinValid(" ", string(e.Kind), what))
 }
 
 func ocsfClassFields(o *jobj, e *Event, class int) {
@@ -266,9 +300,9 @@ func urlString(r *HTTP) string {
 	if r.Host == "" {
 		return ""
 	}
-	u := r.Scheme + "://" + r.Host + r.Path
+	u := joinValid("", r.Scheme, "://", r.Host, r.Path)
 	if r.Query != "" {
-		u += "?" + r.Query
+		u = joinValid("?", u, r.Query)
 	}
 	return u
 }
@@ -300,7 +334,7 @@ func ocsfDNSFields(o *jobj, e *Event) {
 			if i > 0 {
 				o.b = append(o.b, ',')
 			}
-			o.b = appendString(append(o.b, `{"rdata":`...), a)
+			o.b = appendString(append(o.b, `{"rdata":`...), validUTF8(a))
 			o.b = append(o.b, '}')
 		}
 		o.b = append(o.b, ']')
@@ -318,7 +352,7 @@ func ocsfExec(o *jobj, e *Event) {
 	o.obj("actor", func(a *jobj) { a.str("app_name", "airlock") })
 	o.obj("process", func(p *jobj) {
 		p.int("pid", int64(x.Pid))
-		p.str("cmd_line", strings.Join(x.Argv, " "))
+		p.str("cmd_line", joinValid(" ", x.Argv...))
 		p.str("uid", e.ID)
 		p.obj("user", func(u *jobj) { u.str("name", x.User) })
 		p.obj("container", func(c *jobj) { c.str("uid", e.Sandbox) })
