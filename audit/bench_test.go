@@ -30,7 +30,7 @@ func benchEvents() []Event {
 // the pipeline into the store and a JSONL file with nothing dropped (the
 // producers wait as long as needed).
 func BenchmarkPipeline(b *testing.B) {
-	for _, sinks := range []string{"store+stream", "store", "stream"} {
+	for _, sinks := range []string{"store+stream", "store", "stream", "stream-ocsf"} {
 		b.Run(sinks, func(b *testing.B) { benchPipeline(b, sinks) })
 	}
 }
@@ -43,6 +43,9 @@ func benchPipeline(b *testing.B, sinks string) {
 	}
 	if sinks != "store" {
 		cfg.StreamPath = filepath.Join(dir, "events.jsonl")
+	}
+	if sinks == "stream-ocsf" {
+		cfg.StateDir, cfg.StreamFormat, cfg.Node = "", FormatOCSF, "node-a.example.test"
 	}
 	p, err := NewPipeline(cfg)
 	if err != nil {

@@ -27,8 +27,13 @@ type sequencer struct {
 
 func newSequencer() *sequencer { return &sequencer{ranges: map[string]*Range{}} }
 
-// resume continues the chain after raw, the last record written before.
+// resume continues the chain after raw, the last record written before
+// (in either flavor: an OCSF line's chained record is unmapped.airlock).
 func (s *sequencer) resume(raw []byte) error {
+	raw, err := chainedRecord(raw)
+	if err != nil {
+		return fmt.Errorf("audit: resume chain: %w", err)
+	}
 	var h struct {
 		Seq uint64 `json:"seq"`
 	}
@@ -56,6 +61,9 @@ func (s *sequencer) next(r *record) (line, error) {
 	seq := s.seq + 1
 	raw := chainLine(body, seq, s.last, !s.started)
 	l := line{rec: r, seq: seq, raw: raw, hash: sha256.Sum256(raw)}
+	if r.ocsf != nil {
+		l.stream = ocsfLine(r.ocsf, seq, raw)
+	}
 	s.seq, s.last, s.started = seq, l.hash, true
 	s.track(r, &l)
 	return l, nil

@@ -43,6 +43,7 @@ type Event struct {
 	Schema    int       `json:"schema"`
 	Time      time.Time `json:"time"`
 	Kind      Kind      `json:"kind"`
+	Node      string    `json:"node,omitempty"` // the appliance (node) that wrote it: Config.Node
 	Sandbox   string    `json:"sandbox,omitempty"`
 	ID        string    `json:"id,omitempty"` // joins the records of one flow, request or exec
 	Verdict   string    `json:"verdict,omitempty"`

@@ -20,6 +20,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 		return nil, err
 	}
 	b = appendString(append(b, `,"kind":`...), string(e.Kind))
+	b = optString(b, `,"node":`, e.Node)
 	b = optString(b, `,"sandbox":`, e.Sandbox)
 	b = optString(b, `,"id":`, e.ID)
 	b = optString(b, `,"verdict":`, e.Verdict)

@@ -23,6 +23,13 @@ type Config struct {
 	StreamWriter   io.Writer
 	StreamMaxBytes int64 // rotate when a file would exceed this (default 100 MiB)
 	StreamMaxFiles int   // rotated files kept: path.1 ... path.N (default 10)
+	// StreamFormat is the stream's flavor: FormatAirlock (default) or
+	// FormatOCSF. The store keeps Airlock records either way.
+	StreamFormat Format
+	// Node names the appliance in every record (Event.Node; empty: the
+	// producer's, if any; serve sets audit.node). ProductVersion is Airlock's version, for OCSF metadata.
+	Node           string
+	ProductVersion string
 
 	QueueSize   int           // records waiting to be written (default 65536)
 	EnqueueWait time.Duration // how long Emit waits on a full queue before dropping (default 50ms)
@@ -80,6 +87,7 @@ type Pipeline struct {
 	cfg   Config
 	log   *slog.Logger
 	q     chan *record
+	enc   encoder
 	store *Store
 	out   sink
 
@@ -118,9 +126,14 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if cfg.StateDir == "" && cfg.StreamPath == "" && cfg.StreamWriter == nil {
 		return nil, errors.New("audit: pipeline needs a state directory or a stream")
 	}
+	format, err := ParseFormat(string(cfg.StreamFormat))
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
 		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), ckDone: make(chan struct{}),
 		lastReport: map[string]time.Time{}}
+	p.enc = encoder{node: cfg.Node, ocsf: format == FormatOCSF, version: cfg.ProductVersion}
 	if err := p.open(); err != nil {
 		p.closeSinks()
 		return nil, err
@@ -181,7 +194,7 @@ func seqOf(raw []byte) uint64 {
 // drops e, counts it, and a gap record reports the loss; while a sink is
 // failing (disk full) it drops at once. It never blocks longer.
 func (p *Pipeline) Emit(e Event) {
-	r, err := encode(e)
+	r, err := p.enc.encode(e)
 	if err != nil {
 		p.log.Error("audit: event not encodable, dropped", "kind", e.Kind, "err", err)
 		p.drop()
@@ -241,7 +254,7 @@ func (p *Pipeline) takeGap() *record {
 	e := New(KindGap, "")
 	e.Reason = "queue full: the store or stream fell behind"
 	e.Gap = &Gap{Dropped: n, From: from, To: to}
-	r, _ := encode(e)
+	r, _ := p.enc.encode(e)
 	return r
 }
 

@@ -110,8 +110,12 @@ func eachLine(br *bufio.Reader, name string, fn func(Event) error) error {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
+		rec, cerr := chainedRecord(raw)
+		if cerr != nil {
+			return fmt.Errorf("audit: %s:%d: %w", name, n, cerr)
+		}
 		var e Event
-		if jerr := json.Unmarshal(raw, &e); jerr != nil || e.Kind == "" {
+		if jerr := json.Unmarshal(rec, &e); jerr != nil || e.Kind == "" {
 			if jerr == nil {
 				jerr = errors.New("no kind field")
 			}

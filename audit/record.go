@@ -26,15 +26,57 @@ type record struct {
 	// end is set for a lifecycle record that ends a sandbox: the writer
 	// fills in the sandbox's record range before encoding it.
 	end *Event
+	// ocsf is the record's OCSF head (appendOCSFHead) when the stream is
+	// of that flavor: the stream line wraps the chained record in it.
+	ocsf []byte
 }
 
-// line is a record with its place in the chain: the exact bytes written to
-// the stream (without the newline) and stored in the store.
+// line is a record with its place in the chain: the exact bytes stored in
+// the store and, in the airlock flavor, written to the stream (without the
+// newline); in the ocsf flavor the stream gets stream, which holds raw.
 type line struct {
-	rec  *record
-	seq  uint64
-	raw  []byte
-	hash [32]byte
+	rec    *record
+	seq    uint64
+	raw    []byte
+	hash   [32]byte
+	stream []byte
+}
+
+// out is the line as the stream writes it.
+func (l *line) out() []byte {
+	if l.stream != nil {
+		return l.stream
+	}
+	return l.raw
+}
+
+// encoder is how a pipeline encodes: the node name it stamps on every
+// record, and the OCSF head when the stream is of that flavor.
+type encoder struct {
+	node    string
+	ocsf    bool
+	version string // the product version OCSF metadata names
+}
+
+// encode stamps the node name and encodes e, with its OCSF head when the
+// stream wants it.
+func (c *encoder) encode(e Event) (*record, error) {
+	if c.node != "" {
+		e.Node = c.node
+	}
+	// Normalized here, once, so the OCSF head has the very time (now, for
+	// an event without one) of the record it carries.
+	normalize(&e)
+	r, err := encode(e)
+	if err != nil || !c.ocsf {
+		return r, err
+	}
+	src := &e
+	if r.end != nil {
+		src = r.end
+	}
+	r.ocsf = appendOCSFHead(make([]byte, 0, 640), src, c.version)
+	return r, nil
 }
 
 // normalize fills the fields a producer may leave out.

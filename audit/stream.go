@@ -52,10 +52,10 @@ func (s *writerSink) writeChunk(lines []line) (int, error) {
 	buf := s.buf[:0]
 	count := 0
 	for _, l := range lines {
-		if len(buf) > 0 && len(buf)+len(l.raw)+1 > streamChunk {
+		if len(buf) > 0 && len(buf)+len(l.out())+1 > streamChunk {
 			break
 		}
-		buf = append(append(buf, l.raw...), '\n')
+		buf = append(append(buf, l.out()...), '\n')
 		count++
 	}
 	s.buf = keepBuf(buf)
@@ -200,7 +200,7 @@ func (s *fileSink) write(lines []line) (int, error) {
 	}
 	done := 0
 	for done < len(lines) {
-		if s.maxBytes > 0 && s.size > 0 && s.size+int64(len(lines[done].raw)+1) > s.maxBytes {
+		if s.maxBytes > 0 && s.size > 0 && s.size+int64(len(lines[done].out())+1) > s.maxBytes {
 			if err := s.rotate(); err != nil {
 				return done, err
 			}
@@ -208,7 +208,7 @@ func (s *fileSink) write(lines []line) (int, error) {
 		buf := s.buf[:0]
 		n := done
 		for n < len(lines) {
-			l := lines[n].raw
+			l := lines[n].out()
 			if len(buf) > 0 && (len(buf)+len(l)+1 > streamChunk ||
 				s.maxBytes > 0 && s.size+int64(len(buf)+len(l)+1) > s.maxBytes) {
 				break

@@ -214,7 +214,8 @@ func searchableByOthers(dir string) error {
 }
 
 func (a *Appliance) startAudit(context.Context) error {
-	ac := audit.Config{StateDir: filepath.Dir(a.cfg.Audit.Store), Logger: a.log.With("component", "audit")}
+	ac := audit.Config{StateDir: filepath.Dir(a.cfg.Audit.Store), Logger: a.log.With("component", "audit"),
+		Node: a.cfg.Audit.Node, StreamFormat: a.cfg.Audit.JSONLFormat, ProductVersion: a.opts.Version}
 	if filepath.Base(a.cfg.Audit.Store) != audit.StoreFile {
 		return fmt.Errorf("audit.store must be named %s (got %s)", audit.StoreFile, a.cfg.Audit.Store)
 	}

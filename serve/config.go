@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"airlock/audit"
 	"airlock/internal/safefile"
 )
 
@@ -117,6 +118,10 @@ type Audit struct {
 	Store string `toml:"store"`
 	// JSONL is a file the JSONL stream is written to, "stdout", or "" for none.
 	JSONL string `toml:"jsonl"`
+	// JSONLFormat is the stream's flavor: "airlock" (default) or "ocsf".
+	JSONLFormat audit.Format `toml:"jsonl_format"`
+	// Node names this appliance in every record (default: the host name).
+	Node string `toml:"node"`
 	// Retention is how long the store keeps events (0 = forever).
 	Retention Duration `toml:"retention"`
 }
@@ -308,6 +313,10 @@ func (c *Config) applyDefaults() {
 	if c.Audit.Store == "" && filepath.IsAbs(c.StateDir) {
 		c.Audit.Store = filepath.Join(c.StateDir, "audit.db")
 	}
+	if c.Audit.Node == "" {
+		c.Audit.Node, _ = os.Hostname()
+	}
+	setStr((*string)(&c.Audit.JSONLFormat), string(audit.FormatAirlock))
 }
 
 func setStr(p *string, v string) {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"unicode"
 )
 
 var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -48,6 +50,7 @@ func (c *Config) validate(loc locator) Errors {
 	if c.Audit.JSONL != "" && c.Audit.JSONL != "stdout" {
 		checkAbs(add, "audit.jsonl", c.Audit.JSONL)
 	}
+	checkNode(add, c.Audit.Node)
 	if c.Podman.Socket != "" {
 		checkAbs(add, "podman.socket", c.Podman.Socket)
 	}
@@ -198,4 +201,17 @@ func (u *Upstream) AllowsUpstream(addr netip.Addr) bool {
 // String is a one-line summary for logs.
 func (c *Config) String() string {
 	return fmt.Sprintf("config %s: pool %s gateway %s socket %s", c.File, c.Network.Pool, c.Network.Gateway, c.Control.Socket)
+}
+
+// checkNode: the node name goes into every record and a shipper's
+// indexes: printable, without spaces, at most 253 bytes.
+func checkNode(add func(key, format string, args ...any), n string) {
+	switch {
+	case n == "":
+		add("audit.node", "audit.node: the host name is unknown; set audit.node")
+	case len(n) > 253:
+		add("audit.node", "audit.node: %d bytes, at most 253", len(n))
+	case strings.IndexFunc(n, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+		add("audit.node", "audit.node %q: only printable characters without spaces", n)
+	}
 }

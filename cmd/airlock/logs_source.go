@@ -49,7 +49,7 @@ type sourceFlags struct {
 func (s *sourceFlags) add(fs *pflag.FlagSet) {
 	s.fs = fs
 	fs.StringVar(&s.stateDir, "state-dir", stateDirDefault(), "state directory holding the event store ("+audit.StoreFile+"); default $AIRLOCK_STATE_DIR or "+defaultStateDir)
-	fs.StringArrayVarP(&s.input, "input", "i", nil, "read JSONL stream files instead of the store (repeatable; a rotated set in any order, .gz too; - for stdin; an "+audit.StoreFile+" file is opened as a store)")
+	fs.StringArrayVarP(&s.input, "input", "i", nil, "read JSONL stream files instead of the store (repeatable; a rotated set in any order, .gz too; either stream flavor, airlock or ocsf; - for stdin; an "+audit.StoreFile+" file is opened as a store), e.g. --input /var/log/airlock/events.jsonl")
 	fs.BoolVar(&s.api, "api", false, "ask the running appliance over the control socket (no read access to the state directory needed; see --socket)")
 	fs.StringVar(&socketFlag, "socket", "", "control socket of airlock serve, with --api (default $AIRLOCK_SOCKET or "+client.DefaultSocket+")")
 }
