@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"airlock/internal/cdptest"
 	"context"
 	"image/png"
 	"io"
@@ -83,14 +84,14 @@ func TestLiveViewInChromium(t *testing.T) {
 	art := uiArtifactDir(t)
 	shot := filepath.Join(art, "live-view.png")
 	os.Remove(shot)
-	c := startCDP(t, 1280, 900)
-	c.navigate(srv.URL + "/ui/")
+	c := cdptest.Start(t, 1280, 900)
+	c.Navigate(srv.URL + "/ui/")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if !c.waitFor(ctx, `document.querySelector('#denials tr[data-seq="9"]')`) {
-		t.Errorf("the denial emitted after load never appeared (state %q)", c.eval("document.body.dataset.state"))
+	if !c.WaitFor(ctx, `document.querySelector('#denials tr[data-seq="9"]')`) {
+		t.Errorf("the denial emitted after load never appeared (state %q)", c.Eval("document.body.dataset.state"))
 	}
-	dom := c.eval("document.documentElement.outerHTML")
+	dom := c.Eval("document.documentElement.outerHTML")
 	for _, want := range []string{
 		`data-state="loaded"`, `data-stream="open"`, `data-lockdown="all"`, "LOCKDOWN: every sandbox is cut off", "incident 42",
 		`<a href="/ui/report/sb-alpha">report</a>`, `<a href="/ui/report/sb-beta">report</a>`, "cut (lockdown)",
@@ -106,13 +107,13 @@ func TestLiveViewInChromium(t *testing.T) {
 		t.Errorf("the denial emitted after load is not on the page: %q", live)
 	}
 	// Nothing but the appliance was asked for: no external resources.
-	if ext := c.eval(`performance.getEntriesByType("resource").map(e => e.name).filter(n => !n.startsWith(location.origin)).join(" ")`); ext != "" {
+	if ext := c.Eval(`performance.getEntriesByType("resource").map(e => e.name).filter(n => !n.startsWith(location.origin)).join(" ")`); ext != "" {
 		t.Errorf("the page loaded external resources: %s", ext)
 	}
 	if t.Failed() {
 		t.Logf("DOM:\n%.4000s", dom)
 	}
-	c.screenshot(shot)
+	c.Screenshot(shot)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
