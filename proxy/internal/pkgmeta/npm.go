@@ -65,6 +65,9 @@ func (nv *npmVersion) integrity() string {
 // Top-level keys match exactly, as npm reads them. Only the values it
 // reads are checked to be valid JSON (RewriteNPM checks the whole).
 func NPMVersions(doc []byte) ([]Version, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("npm packument: %w", err)
+	}
 	if !isObject(doc) {
 		return nil, errors.New("npm packument: not a JSON object")
 	}
@@ -123,6 +126,9 @@ func (nv *npmVersion) installs() bool {
 // left) and any other tag naming a hidden version is dropped. Everything
 // else is copied byte for byte.
 func RewriteNPM(doc []byte, hidden map[string]bool) ([]byte, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("npm packument: %w", err)
+	}
 	if !isObject(doc) || !json.Valid(doc) {
 		return nil, errors.New("npm packument: not a JSON object")
 	}

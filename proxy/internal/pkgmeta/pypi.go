@@ -40,6 +40,9 @@ func sha256Of(hashes map[string]any) string {
 // SimpleJSONVersions lists the versions of a PEP 691 project page, each
 // published at the earliest upload-time (PEP 700) of its files.
 func SimpleJSONVersions(doc []byte) ([]Version, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("pypi simple json: %w", err)
+	}
 	var page struct {
 		Files []simpleFile `json:"files"`
 	}
@@ -107,6 +110,9 @@ func byVersion(hidden map[string]bool) func(string) bool {
 // RewriteSimpleJSONFiles removes the files hideFile names and the
 // hidden versions from a PEP 691 project page.
 func RewriteSimpleJSONFiles(doc []byte, hidden map[string]bool, hideFile func(string) bool) ([]byte, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("pypi simple json: %w", err)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
 		return nil, fmt.Errorf("pypi simple json: not a JSON object: %v", err)
@@ -222,6 +228,9 @@ type pypiFile struct {
 // PyPIJSONVersions lists the releases of a /pypi/NAME/json document,
 // each published at the earliest upload time of its files.
 func PyPIJSONVersions(doc []byte) ([]Version, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("pypi json: %w", err)
+	}
 	var d struct {
 		Releases map[string][]pypiFile `json:"releases"`
 	}
@@ -252,6 +261,9 @@ func RewritePyPIJSON(doc []byte, hidden map[string]bool) ([]byte, error) {
 // RewritePyPIJSONFiles is RewritePyPIJSON that also removes the files
 // hideFile names (nil: none) from every release and from "urls".
 func RewritePyPIJSONFiles(doc []byte, hidden map[string]bool, hideFile func(string) bool) ([]byte, error) {
+	if err := checkKeys(doc); err != nil {
+		return nil, fmt.Errorf("pypi json: %w", err)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
 		return nil, fmt.Errorf("pypi json: not a JSON object: %v", err)
