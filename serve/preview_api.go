@@ -47,6 +47,10 @@ func (a *API) expose(b PreviewBackend, w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
+	if err := a.checkPrincipalNames(req.To); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	p, err := b.Expose(r.Context(), r.PathValue("id"), req, caller(r))
 	if err != nil {
 		a.fail(w, r, err)
@@ -66,4 +70,20 @@ func (a *API) unexpose(b PreviewBackend, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkPrincipalNames refuses a preview "to" a principal the appliance does
+// not know: its link would name, in every ingress event, someone who never
+// had it. "local" (the unix socket's caller) is always known.
+func (a *API) checkPrincipalNames(names []string) error {
+	ps := a.currentPrincipals()
+	for i, n := range names {
+		if n == "local" {
+			continue
+		}
+		if _, ok := ps.Get(n); !ok {
+			return client.Errorf(client.CodeInvalid, "to[%d]: no principal named %q (airlock principal ls)", i, n)
+		}
+	}
+	return nil
 }

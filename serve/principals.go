@@ -102,6 +102,9 @@ func (ps *Principals) Names() []string {
 
 // Get returns the principal named name.
 func (ps *Principals) Get(name string) (*Principal, bool) {
+	if ps == nil {
+		return nil, false
+	}
 	for _, p := range ps.list {
 		if p.Name == name {
 			return p, true

@@ -604,3 +604,26 @@ func colons(s string) string {
 	}
 	return b.String()
 }
+
+// TestExposeToUnknownPrincipal: a preview "to" a name no principal holds
+// was made anyway, so its link named someone who never had it in every
+// ingress event. It is refused, naming the entry.
+func TestExposeToUnknownPrincipal(t *testing.T) {
+	body, toks := tenPrincipals()
+	w := startPrincipals(t, body, toks)
+	var known string
+	for name := range toks {
+		known = name
+		break
+	}
+	if err := w.api.checkPrincipalNames([]string{known, "local"}); err != nil {
+		t.Errorf("known names refused: %v", err)
+	}
+	err := w.api.checkPrincipalNames([]string{known, "mallory"})
+	if !client.IsCode(err, client.CodeInvalid) || !strings.Contains(err.Error(), `to[1]: no principal named "mallory"`) {
+		t.Errorf("unknown name: %v, want invalid naming to[1]", err)
+	}
+	if err := (&API{}).checkPrincipalNames([]string{"alice"}); !client.IsCode(err, client.CodeInvalid) {
+		t.Errorf("no principals configured: %v, want invalid", err)
+	}
+}
