@@ -38,9 +38,8 @@ func (a *API) accessRoutes(mux *http.ServeMux, v string) {
 
 func (a *API) access(h func(AccessBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ab, ok := a.Backend.(AccessBackend)
+		ab, ok := backendAs[AccessBackend](a, w, r, "cannot explain policies or file access requests")
 		if !ok {
-			a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance cannot explain policies or file access requests"))
 			return
 		}
 		h(ab, w, r)

@@ -51,9 +51,8 @@ func (a *API) agentRoutes(mux *http.ServeMux, v string) {
 
 func (a *API) agent(h func(AgentBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ab, ok := a.Backend.(AgentBackend)
+		ab, ok := backendAs[AgentBackend](a, w, r, "has no in-sandbox agent API")
 		if !ok {
-			a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no in-sandbox agent API"))
 			return
 		}
 		h(ab, w, r)

@@ -520,3 +520,14 @@ func (n *ndjson) stream(name string) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// backendAs is the backend as the optional interface T (a kill switch, a
+// package cache, previews, ...); when it is not one, the request is
+// answered 501 saying what "this appliance" lacks.
+func backendAs[T any](a *API, w http.ResponseWriter, r *http.Request, lacks string) (T, bool) {
+	b, ok := a.Backend.(T)
+	if !ok {
+		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance %s", lacks))
+	}
+	return b, ok
+}

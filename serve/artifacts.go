@@ -79,10 +79,7 @@ func (a *Appliance) OpenArtifact(_ context.Context, id, name string) (io.ReadClo
 }
 
 func (a *API) artifactBackend(w http.ResponseWriter, r *http.Request) (ArtifactBackend, bool) {
-	b, ok := a.Backend.(ArtifactBackend)
-	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance keeps no sandbox artifacts"))
-	}
+	b, ok := backendAs[ArtifactBackend](a, w, r, "keeps no sandbox artifacts")
 	return b, ok
 }
 

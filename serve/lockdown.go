@@ -32,10 +32,7 @@ func (a *API) lockdownRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) lockdownBackend(w http.ResponseWriter, r *http.Request) (LockdownBackend, bool) {
-	lb, ok := a.Backend.(LockdownBackend)
-	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no kill switch"))
-	}
+	lb, ok := backendAs[LockdownBackend](a, w, r, "has no kill switch")
 	return lb, ok
 }
 

@@ -33,9 +33,8 @@ func (a *API) nodeRoutes(mux *http.ServeMux, v string) {
 
 func (a *API) node(h func(NodeBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		nb, ok := a.Backend.(NodeBackend)
+		nb, ok := backendAs[NodeBackend](a, w, r, "takes no CNI pods")
 		if !ok {
-			a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance takes no CNI pods"))
 			return
 		}
 		h(nb, w, r)

@@ -69,10 +69,7 @@ func (a *API) cacheRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) cacheBackend(w http.ResponseWriter, r *http.Request) (CacheBackend, bool) {
-	cb, ok := a.Backend.(CacheBackend)
-	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no package cache"))
-	}
+	cb, ok := backendAs[CacheBackend](a, w, r, "has no package cache")
 	return cb, ok
 }
 

@@ -25,9 +25,8 @@ func (a *API) previewRoutes(mux *http.ServeMux, v string) {
 
 func (a *API) previewer(h func(PreviewBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		pb, ok := a.Backend.(PreviewBackend)
+		pb, ok := backendAs[PreviewBackend](a, w, r, "has no preview listener")
 		if !ok {
-			a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no preview listener"))
 			return
 		}
 		h(pb, w, r)

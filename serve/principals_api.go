@@ -23,9 +23,8 @@ func (a *API) principalRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) reloadPrincipals(w http.ResponseWriter, r *http.Request) {
-	b, ok := a.Backend.(PrincipalsBackend)
+	b, ok := backendAs[PrincipalsBackend](a, w, r, "has no principals")
 	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no principals"))
 		return
 	}
 	res, err := b.ReloadPrincipals(r.Context(), Peer(r.Context()))

@@ -49,9 +49,8 @@ func (a *Appliance) isResetting(id string) bool {
 
 // reset: POST /v1/sandboxes/{id}/reset.
 func (a *API) reset(w http.ResponseWriter, r *http.Request) {
-	b, ok := a.Backend.(ResetBackend)
+	b, ok := backendAs[ResetBackend](a, w, r, "cannot reset sandboxes")
 	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance cannot reset sandboxes"))
 		return
 	}
 	res, err := b.Reset(r.Context(), r.PathValue("id"))

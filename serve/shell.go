@@ -36,9 +36,8 @@ func (a *API) shell(w http.ResponseWriter, r *http.Request) {
 	if !a.admitExec(w, r, &req) {
 		return
 	}
-	sb, ok := a.Backend.(ShellBackend)
+	sb, ok := backendAs[ShellBackend](a, w, r, "does not record shell sessions")
 	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance does not record shell sessions"))
 		return
 	}
 	principal := ""

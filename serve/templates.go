@@ -133,10 +133,7 @@ func (a *Appliance) RemoveTemplate(ctx context.Context, ref string) ([]string, e
 }
 
 func (a *API) templateBackend(w http.ResponseWriter, r *http.Request) (TemplateBackend, bool) {
-	b, ok := a.Backend.(TemplateBackend)
-	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance has no templates"))
-	}
+	b, ok := backendAs[TemplateBackend](a, w, r, "has no templates")
 	return b, ok
 }
 

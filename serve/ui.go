@@ -47,9 +47,8 @@ func uiHeaders(next http.Handler) http.Handler {
 }
 
 func (a *API) uiReport(w http.ResponseWriter, r *http.Request) {
-	rb, ok := a.Backend.(ReportBackend)
+	rb, ok := backendAs[ReportBackend](a, w, r, "renders no reports")
 	if !ok {
-		a.fail(w, r, client.Errorf(client.CodeUnsupported, "this appliance renders no reports"))
 		return
 	}
 	lw := &lazyWriter{w: w, contentType: "text/html; charset=utf-8"}
