@@ -1,11 +1,11 @@
 package pkgmeta
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // knownKeys are the member names this package reads, by their lower case.
@@ -30,46 +30,69 @@ var knownKeys = func() map[string]string {
 var errAmbiguousKey = errors.New("a member name that differs from one the clients read only by case")
 
 // checkKeys refuses a JSON document with a member named like a known one
-// but for case (see knownKeys). It reads the document once as tokens; a
-// malformed document is left to the caller's own decode to report.
+// but for case (see knownKeys). It reads the bytes once: a string followed
+// by ':' is a member name (in valid JSON; a malformed document is left to
+// the caller's own decode to report). A name with escapes is decoded
+// first, so "\u0053CRIPTS" is seen as what a decoder sees.
 func checkKeys(doc []byte) error {
-	type frame struct{ obj, name bool } // name: a member name comes next
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	var stack []frame
-	afterValue := func() {
-		if n := len(stack); n > 0 && stack[n-1].obj {
-			stack[n-1].name = true
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or malformed: the caller's decode says which
-		}
-		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].name {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:n-1]
-				afterValue()
-				continue
-			}
-			if s, ok := tok.(string); ok {
-				if want, known := knownKeys[strings.ToLower(s)]; known && want != s {
-					return fmt.Errorf("member %q: %w (%q)", s, errAmbiguousKey, want)
-				}
-			}
-			stack[n-1].name = false
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '"' {
 			continue
 		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{obj: true, name: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		case json.Delim(']'), json.Delim('}'):
-			stack = stack[:len(stack)-1]
-			afterValue()
-		default:
-			afterValue()
+		start, esc := i+1, false
+		j := start
+		for ; j < len(doc) && doc[j] != '"'; j++ {
+			if doc[j] == '\\' {
+				esc = true
+				j++
+			}
+		}
+		if j >= len(doc) {
+			return nil
+		}
+		i = j
+		k := j + 1
+		for k < len(doc) && (doc[k] == ' ' || doc[k] == '\t' || doc[k] == '\n' || doc[k] == '\r') {
+			k++
+		}
+		if k >= len(doc) || doc[k] != ':' {
+			continue
+		}
+		name := string(doc[start:j])
+		if esc {
+			if err := json.Unmarshal(doc[start-1:j+1], &name); err != nil {
+				continue
+			}
+		}
+		if len(name) > 3*maxKnownKey { // a rune folding to ASCII takes at most 3 bytes
+			continue
+		}
+		if want, known := knownKeys[fold(name)]; known && want != name {
+			return fmt.Errorf("member %q: %w (%q)", name, errAmbiguousKey, want)
 		}
 	}
+	return nil
+}
+
+// maxKnownKey is the longest of knownKeys, so longer names skip the lookup.
+var maxKnownKey = func() int {
+	n := 0
+	for _, k := range knownKeys {
+		n = max(n, len(k))
+	}
+	return n
+}()
+
+// fold is name under the case folding encoding/json matches fields with
+// (bytes.EqualFold: Unicode simple folding), mapped to lower-case ASCII
+// where it can be: besides the ASCII letters only U+212A KELVIN SIGN
+// (unicode.ToLower gives 'k') and U+017F LATIN SMALL LETTER LONG S fold
+// into ASCII.
+func fold(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\u017f' {
+			return 's'
+		}
+		return unicode.ToLower(r)
+	}, name)
 }

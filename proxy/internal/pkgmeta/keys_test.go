@@ -28,6 +28,12 @@ func TestCaseVariantKeysRefused(t *testing.T) {
 			`{"name":"demo","versions":{"1.0.0":{"scripts":{"postinstall":"x"},"SCRIPTS":{}}},"time":{"1.0.0":"2000-01-01T00:00:00Z"}}`},
 		{"npm rewrite", func(d []byte) error { _, err := RewriteNPM(d, map[string]bool{"1.0.0": true}); return err },
 			`{"name":"demo","versions":{"1.0.0":{"dist":{"Integrity":"sha512-x"}}}}`},
+		{"npm scripts escaped", func(d []byte) error { _, err := NPMVersions(d); return err },
+			`{"name":"demo","versions":{"1.0.0":{"scripts":{"postinstall":"x"},"\u0053CRIPTS":{}}}}`},
+		{"npm scripts long s", func(d []byte) error { _, err := NPMVersions(d); return err },
+			`{"name":"demo","versions":{"1.0.0":{"scripts":{"postinstall":"x"},"\u017fcripts":{}}}}`},
+		{"pypi json escaped", func(d []byte) error { _, err := PyPIJSONVersions(d); return err },
+			`{"releases":{"1.0":[{"filename":"demo-1.0.tar.gz"}]},"\u0052eleases":{}}`},
 		{"pypi json", func(d []byte) error { _, err := PyPIJSONVersions(d); return err },
 			`{"releases":{"1.0":[{"filename":"demo-1.0.tar.gz","Digests":{"sha256":"00"}}]}}`},
 	} {
