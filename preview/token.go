@@ -65,7 +65,9 @@ func verify(key []byte, s, kind, preview string, now time.Time) (claim, error) {
 	}
 	pb, err1 := b64.DecodeString(ps)
 	mb, err2 := b64.DecodeString(ms)
-	if err1 != nil || err2 != nil {
+	// Go's base64 skips CR and LF: only the canonical spelling of a token
+	// is that token (no variants of one link or cookie).
+	if err1 != nil || err2 != nil || b64.EncodeToString(pb) != ps || b64.EncodeToString(mb) != ms {
 		return claim{}, errTokenMalformed
 	}
 	if !hmac.Equal(mb, mac(key, string(pb))) {
