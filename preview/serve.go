@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -217,6 +218,7 @@ func page(w http.ResponseWriter, status int, title, msg string) {
 func (m *Manager) reverseProxy(e *entry) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport: e.tr,
+		ErrorLog:  slog.NewLogLogger(m.cfg.Log.Handler(), slog.LevelDebug),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = e.upstream()
