@@ -107,6 +107,7 @@ type Runner struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	reserved  map[string]bool   // CreateRequest.IDs of creates not yet registered
 	roots     map[string][]byte // image ID -> the image's CA roots
 	closed    bool
 	agentDir  string // host dir holding airlock-init; empty: no agent
@@ -145,7 +146,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
 		max: cfg.Artifacts.MaxCommandsBytes, log: cfg.Logger}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
-		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
+		sandboxes: map[string]*sandbox{}, reserved: map[string]bool{}, roots: map[string][]byte{}}
 	if r.net == nil {
 		r.net = netlinkHost{}
 	}

@@ -33,8 +33,7 @@ func (r *Runner) addMember(ctx context.Context, w *warmPools, rs resolved) error
 	return nil
 }
 
-// memberID draws a member's id. Not Config.NewID: that hook may be handing
-// an id to a Create in flight (serve's id handoff).
+// memberID draws a member's id (tests number them).
 func (r *Runner) memberID() string {
 	if r.cfg.newMemberID != nil {
 		return r.cfg.newMemberID()

@@ -81,7 +81,6 @@ type Appliance struct {
 	proxy     *proxy.Proxy
 	engineC   io.Closer
 	runner    *runner.Runner
-	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
 	advisory  *advisories         // [packages] osv, reloaded with the policies
 	pcache    *proxy.PackageCache // [packages.cache], nil when off
@@ -455,7 +454,6 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
 		MaxFileBytes: a.cfg.runnerMaxFile(),
-		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
 		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
 		TemplateDir:  filepath.Join(a.cfg.StateDir, "templates"),
