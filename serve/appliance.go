@@ -37,13 +37,14 @@ type EngineFactory func(ctx context.Context, cfg *Config, log *slog.Logger) (run
 type Options struct {
 	Logger  *slog.Logger
 	Version string
-	// NewEngine is required.
+	// NewEngine is required (PodmanEngine in production).
 	NewEngine EngineFactory
 	// Instance names this appliance's containers and veths; reconcile only
 	// touches its own. Default "default".
 	Instance string
 	// PinDir and Guard select the kernel path's pins and host guards
 	// (tests use their own so they never touch a production appliance).
+	// A zero Guard: the instance's own (the defaults for "default").
 	PinDir string
 	Guard  bpf.GuardConfig
 	// JSONL overrides the config's stream destination (tests).
@@ -296,7 +297,7 @@ func (a *Appliance) startPath(context.Context) error {
 	if err := bpf.Probe(); err != nil {
 		return err
 	}
-	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard(),
+	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: hostGuard(a.opts),
 		ProcSys: a.opts.ProcSys})
 	if err != nil {
 		return err
@@ -304,12 +305,6 @@ func (a *Appliance) startPath(context.Context) error {
 	a.path = p
 	a.onClose(p.Close) // pins, links and guards stay: fail closed
 	return nil
-}
-
-func (a *Appliance) guard() bpf.GuardConfig {
-	g := a.opts.Guard
-	g.IfacePrefix = runner.VethPrefix
-	return g
 }
 
 func (a *Appliance) gatewayPort(port uint16) string {
