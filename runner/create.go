@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"airlock/internal/tardir"
 )
 
 // Create creates a sandbox and returns once its network path is in place,
@@ -187,7 +189,7 @@ func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) 
 		}
 	} else if w.HostDir != "" && w.Mode == WorkspaceCopy {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarDir(w.HostDir, pw)) }()
+		go func() { pw.CloseWithError(tardir.Write(pw, w.HostDir, "")) }()
 		if err := r.cfg.Engine.CopyIn(ctx, sb.info.ContainerID, WorkspaceDir, pr); err != nil {
 			pr.CloseWithError(err)
 			return fmt.Errorf("copy workspace in: %w", err)
@@ -221,7 +223,7 @@ func (r *Runner) recordBaseline(ctx context.Context, sb *sandbox, w Workspace, r
 	case ranSetup:
 		err = r.cfg.Engine.CopyOut(ctx, sb.info.ContainerID, WorkspaceDir, f)
 	case w.HostDir != "":
-		err = tarDir(w.HostDir, f)
+		err = tardir.Write(f, w.HostDir, "")
 	default:
 		err = tar.NewWriter(f).Close()
 	}
