@@ -201,6 +201,8 @@ func TestTapSummaryAndMetrics(t *testing.T) {
 		`airlock_kernel_drops_total{reason="udp"} 5`,
 		`airlock_audit_queue_depth 7`,
 		`airlock_audit_dropped_total 3`,
+		`airlock_audit_failing 0`, // docs/events.md's whole set, one exporter
+		`airlock_audit_stream_errors_total 0`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
