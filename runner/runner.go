@@ -9,8 +9,6 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +22,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/randid"
 )
 
 // Config configures a Runner. Engine, Emitter and StateDir are required.
@@ -190,7 +189,7 @@ func setDefaults(cfg *Config) {
 		cfg.ExecTimeout = DefaultExecTimeout
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = randomID
+		cfg.NewID = func() string { return randid.Hex(6) }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -202,12 +201,6 @@ func setDefaults(cfg *Config) {
 	if cfg.ArtifactDir == "" {
 		cfg.ArtifactDir = filepath.Join(cfg.StateDir, "artifacts")
 	}
-}
-
-func randomID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // prepareStateDir creates the state directory: public files (resolv.conf, CA

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"airlock/internal/randid"
 )
 
 // addMember makes one warm member: a container started with the agent as
@@ -38,7 +40,7 @@ func (r *Runner) memberID() string {
 	if r.cfg.newMemberID != nil {
 		return r.cfg.newMemberID()
 	}
-	return randomID()
+	return randid.Hex(6)
 }
 
 func (r *Runner) makeMember(ctx context.Context, sb *sandbox, req CreateRequest) error {

@@ -2,8 +2,6 @@ package serve
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 )
 
 // Backend is what the control API drives. The appliance implements it
@@ -136,7 +135,7 @@ func (a *API) wrap(next *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 64 {
-			id = newID("req-")
+			id = "req-" + randid.Hex(8)
 		}
 		w.Header().Set("X-Request-Id", id)
 		r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
@@ -167,12 +166,6 @@ func Peer(ctx context.Context) string {
 // WithPeer returns ctx carrying the caller's name (see Peer).
 func WithPeer(ctx context.Context, who string) context.Context {
 	return context.WithValue(ctx, keyPeer, who)
-}
-
-func newID(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {

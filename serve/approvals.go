@@ -8,6 +8,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 	"airlock/proxy"
 )
 
@@ -87,7 +88,7 @@ func (a *Approvals) add(h proxy.Hold) *hold {
 	now := a.now()
 	id := h.ID
 	if id == "" {
-		id = newID("ap-")
+		id = "ap-" + randid.Hex(8)
 	}
 	hd := &hold{done: make(chan bool, 1), info: client.Approval{
 		ID: id, Sandbox: h.Sandbox, Destination: h.Destination, Category: h.Verdict.Category,

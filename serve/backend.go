@@ -13,6 +13,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 	"airlock/runner"
 )
 
@@ -82,7 +83,7 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 // commands can already use them through the proxy, and drops them again
 // when the create fails.
 func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string) (runner.Sandbox, error) {
-	id := randomHex(6)
+	id := randid.Hex(6)
 	if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
 	}
@@ -118,7 +119,7 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 	for _, c := range ref.load().Categories() {
 		for _, n := range c.Sentinels {
 			if _, ok := placeholders[n]; !ok {
-				placeholders[n] = "airlock-placeholder-" + randomHex(12)
+				placeholders[n] = "airlock-placeholder-" + randid.Hex(12)
 				env[envName(n)] = placeholders[n]
 			}
 		}
