@@ -196,6 +196,14 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// replyList is reply for a list: [] rather than null when it is empty.
+func replyList[T any](a *API, w http.ResponseWriter, r *http.Request, list []T, err error) {
+	if list == nil {
+		list = []T{}
+	}
+	a.reply(w, r, list, err)
+}
+
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	limit := a.MaxBody
 	if limit == 0 {
@@ -238,7 +246,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	for i := range sbs {
 		sbs[i] = a.withOwner(sbs[i])
 	}
-	a.reply(w, r, sbs, err)
+	replyList(a, w, r, sbs, err)
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
@@ -289,10 +297,7 @@ func (a *API) summary(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) policies(w http.ResponseWriter, r *http.Request) {
 	ps, err := a.Backend.Policies(r.Context())
-	if ps == nil {
-		ps = []client.PolicyInfo{}
-	}
-	a.reply(w, r, ps, err)
+	replyList(a, w, r, ps, err)
 }
 
 func (a *API) reload(w http.ResponseWriter, r *http.Request) {
@@ -302,10 +307,7 @@ func (a *API) reload(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) approvals(w http.ResponseWriter, r *http.Request) {
 	as, err := a.Backend.Approvals(r.Context())
-	if as == nil {
-		as = []client.Approval{}
-	}
-	a.reply(w, r, a.visibleApprovals(r, as), err)
+	replyList(a, w, r, a.visibleApprovals(r, as), err)
 }
 
 func (a *API) decide(w http.ResponseWriter, r *http.Request) {

@@ -177,9 +177,6 @@ func (a *API) refuseErr(w http.ResponseWriter, r *http.Request, err *client.Erro
 // visible filters what a principal may see of sandboxes.
 func (a *API) visible(r *http.Request, sbs []client.Sandbox) []client.Sandbox {
 	p := PrincipalOf(r.Context())
-	if sbs == nil {
-		sbs = []client.Sandbox{}
-	}
 	if p == nil || p.Admin() {
 		return sbs
 	}

@@ -143,7 +143,7 @@ func (a *API) templateRoutes(mux *http.ServeMux, v string) {
 	mux.HandleFunc("GET "+v+"/templates", func(w http.ResponseWriter, r *http.Request) {
 		if b, ok := a.templateBackend(w, r); ok {
 			ts, err := b.Templates(r.Context())
-			a.reply(w, r, ts, err)
+			replyList(a, w, r, ts, err)
 		}
 	})
 	mux.HandleFunc("GET "+v+"/templates/{ref}", func(w http.ResponseWriter, r *http.Request) {
