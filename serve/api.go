@@ -58,7 +58,7 @@ type API struct {
 	MaxBody int64
 	// Principals, when set, are the callers the TCP listener admits by
 	// their bearer tokens (principals.go); it holds Token's admin too.
-	Principals *PrincipalStore
+	Principals *principalStore
 	// Owners records which principal created each sandbox (shared by
 	// every listener); nil keeps them in memory.
 	Owners *Owners

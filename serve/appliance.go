@@ -73,7 +73,7 @@ type Appliance struct {
 	tap       *tap
 	metrics   *Metrics
 	ca        *certs.CA
-	policies  *PolicySet
+	policies  *policySet
 	secrets   *Secrets
 	approvals *Approvals
 	registry  *Registry
@@ -100,7 +100,7 @@ type Appliance struct {
 	started   time.Time
 	reconcil  runner.ReconcileReport
 	// principals: the TCP listener's callers (nil until Serve).
-	principals atomic.Pointer[PrincipalStore]
+	principals atomic.Pointer[principalStore]
 }
 
 // Start brings the appliance up in dependency order. On error everything
@@ -235,7 +235,7 @@ func (a *Appliance) startAudit(context.Context) error {
 		return err
 	}
 	a.pipeline = p // closed last, in Close
-	a.metrics = NewMetrics(p.Stats)
+	a.metrics = newMetrics(p.Stats)
 	a.tap = newTap(p, a.metrics)
 	return nil
 }
@@ -254,7 +254,7 @@ func (a *Appliance) startPolicies(context.Context) error {
 	if err != nil {
 		return err
 	}
-	ps, err := NewPolicySet(a.cfg.PolicyDir, op, a.tap)
+	ps, err := newPolicySet(a.cfg.PolicyDir, op, a.tap)
 	if err != nil {
 		return err
 	}
@@ -283,13 +283,13 @@ func (a *Appliance) enrich(e *audit.Event) {
 }
 
 func (a *Appliance) startSecrets(context.Context) error {
-	s, err := LoadSecrets(a.cfg.Secrets.File)
+	s, err := loadSecrets(a.cfg.Secrets.File)
 	if err != nil {
 		return err
 	}
 	a.secrets = s
 	a.registry = NewRegistry()
-	a.approvals = NewApprovals(a.tap, a.cfg.Approval.Timeout.Duration, a.tap.Running)
+	a.approvals = newApprovals(a.tap, a.cfg.Approval.Timeout.Duration, a.tap.Running)
 	return nil
 }
 

@@ -40,9 +40,9 @@ var _ proxy.Approver = (*Approvals)(nil)
 
 const maxRecentApprovals = 100
 
-// NewApprovals returns an empty set. timeout bounds every hold; command
+// newApprovals returns an empty set. timeout bounds every hold; command
 // (may be nil) names the command a sandbox is running.
-func NewApprovals(emit audit.Emitter, timeout time.Duration, command func(string) string) *Approvals {
+func newApprovals(emit audit.Emitter, timeout time.Duration, command func(string) string) *Approvals {
 	if command == nil {
 		command = func(string) string { return "" }
 	}

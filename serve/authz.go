@@ -139,7 +139,7 @@ func (a *API) owns(p *Principal, sandbox string) bool {
 func (a *API) owners() *Owners {
 	a.ownersOnce.Do(func() {
 		if a.Owners == nil {
-			a.Owners, _ = NewOwners("")
+			a.Owners, _ = newOwners("")
 		}
 	})
 	return a.Owners

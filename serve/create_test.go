@@ -89,11 +89,11 @@ func newCreateAppliance(t *testing.T) (*Appliance, *setupEngine) {
 	t.Helper()
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", sentinelPolicy)
-	ps, err := NewPolicySet(dir, policies.Operator{}, &recorder{})
+	ps, err := newPolicySet(dir, policies.Operator{}, &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Appliance{cfg: &Config{PolicyDir: dir}, policies: ps, secrets: NewSecrets(), log: slog.New(slog.DiscardHandler)}
+	a := &Appliance{cfg: &Config{PolicyDir: dir}, policies: ps, secrets: newSecrets(), log: slog.New(slog.DiscardHandler)}
 	a.cfg.Sandbox.Max = 10
 	eng := &setupEngine{app: a, sandbox: map[string]string{}}
 	state := filepath.Join(t.TempDir(), "state")

@@ -29,12 +29,12 @@ const (
 	otherCategory = "other"
 )
 
-// AuditStats is the audit pipeline's counters (audit.Pipeline.Stats).
-type AuditStats func() audit.Stats
+// auditStats is the audit pipeline's counters (audit.Pipeline.Stats).
+type auditStats func() audit.Stats
 
-// NewMetrics registers the appliance's metrics on a fresh registry. stats
+// newMetrics registers the appliance's metrics on a fresh registry. stats
 // may be nil (no audit pipeline).
-func NewMetrics(stats AuditStats) *Metrics {
+func newMetrics(stats auditStats) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), categories: map[string]bool{}}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "airlock", Name: "decisions_total",

@@ -29,16 +29,16 @@ type Secrets struct {
 
 var _ proxy.Secrets = (*Secrets)(nil)
 
-// NewSecrets returns an empty store.
-func NewSecrets() *Secrets {
+// newSecrets returns an empty store.
+func newSecrets() *Secrets {
 	return &Secrets{global: map[string]string{}, task: map[string]map[string]string{}, sentinel: map[string][]proxy.Placeholder{}}
 }
 
-// LoadSecrets reads the secret store file: "name=value" lines, '#'
+// loadSecrets reads the secret store file: "name=value" lines, '#'
 // comments and blank lines allowed. The file must be mode 0600 or
 // stricter; a looser file is refused (it holds credentials).
-func LoadSecrets(path string) (*Secrets, error) {
-	s := NewSecrets()
+func loadSecrets(path string) (*Secrets, error) {
+	s := newSecrets()
 	if path == "" {
 		return s, nil
 	}
