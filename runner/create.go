@@ -349,7 +349,7 @@ func (r *Runner) imageRoots(ctx context.Context, image, imageID string) ([]byte,
 	if ok {
 		return roots, nil
 	}
-	probe := Spec{Name: "airlock-probe-" + r.cfg.NewID(), Image: image, Command: slices.Clone(HoldCommand),
+	probe := Spec{Name: "airlock-probe-" + r.cfg.NewID(), Image: image, Command: slices.Clone(holdCommand),
 		NetworkNone: true, CapDrop: []string{"ALL"}, NoNewPrivileges: true,
 		Labels: map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance}}
 	cid, err := r.cfg.Engine.Create(ctx, probe)
