@@ -3,9 +3,9 @@ package audit
 import "github.com/prometheus/client_golang/prometheus"
 
 // Collector exports a pipeline's Stats as Prometheus metrics
-// (airlock_audit_*). Register it once: prometheus.MustRegister(audit.NewCollector(p)).
+// (airlock_audit_*): the appliance's metrics endpoint registers it.
 type Collector struct {
-	p     *Pipeline
+	stats func() Stats
 	descs map[string]*prometheus.Desc
 }
 
@@ -26,9 +26,10 @@ var metricHelp = map[string]string{
 	"failing":             "1 while an audit sink is failing and writes are being retried.",
 }
 
-// NewCollector returns a collector reading p.Stats() at each scrape.
-func NewCollector(p *Pipeline) *Collector {
-	c := &Collector{p: p, descs: map[string]*prometheus.Desc{}}
+// NewCollector returns a collector calling stats (a Pipeline's Stats) at
+// each scrape.
+func NewCollector(stats func() Stats) *Collector {
+	c := &Collector{stats: stats, descs: map[string]*prometheus.Desc{}}
 	for name, help := range metricHelp {
 		c.descs[name] = prometheus.NewDesc("airlock_audit_"+name, help, nil, nil)
 	}
@@ -44,7 +45,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.p.Stats()
+	s := c.stats()
 	failing := 0.0
 	if s.Failing {
 		failing = 1

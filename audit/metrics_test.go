@@ -13,7 +13,7 @@ func TestCollector(t *testing.T) {
 	}
 	flush(t, p)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(p))
+	reg.MustRegister(NewCollector(p.Stats))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

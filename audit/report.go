@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -503,7 +505,7 @@ func (b *reportBuilder) finish() {
 	}
 	sort.Slice(r.Network, func(i, j int) bool { return r.Network[i].Category < r.Network[j].Category })
 	for name, n := range b.dns {
-		n.Types = strings.Join(sortedKeys(b.dnsTypes[name]), ",")
+		n.Types = strings.Join(slices.Sorted(maps.Keys(b.dnsTypes[name])), ",")
 		r.DNS = append(r.DNS, *n)
 	}
 	sort.Slice(r.DNS, func(i, j int) bool { return r.DNS[i].Name < r.DNS[j].Name })
@@ -524,14 +526,5 @@ func sortedDenials(m map[string]*Denial) []Denial {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].First.Before(out[j].First) })
 	sortDenials(out)
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

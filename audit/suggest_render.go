@@ -2,7 +2,9 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +18,7 @@ var defaultQTypes = map[string]bool{"A": true, "AAAA": true, "CNAME": true, "HTT
 func (s *suggester) render(q Query) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	sbs := sortedKeys(s.sandboxes)
+	sbs := slices.Sorted(maps.Keys(s.sandboxes))
 	w("# Suggested by `airlock policy suggest` from %d recorded requests\n", s.events)
 	w("# of sandbox(es) %s, %s .. %s.\n", dashIfEmpty(strings.Join(sbs, ", ")), s.from.UTC().Format(time.RFC3339), s.to.UTC().Format(time.RFC3339))
 	w("# It allows exactly the destinations, methods and ports seen, nothing more. Review it.\n")
@@ -46,7 +48,7 @@ func (s *suggester) render(q Query) (string, error) {
 	if len(dnsOnly) > 0 {
 		w("\n# Looked up but never connected to (not allowed by this policy):\n")
 		for _, u := range dnsOnly {
-			w("#   %s (%s, %s)\n", u.host, strings.Join(sortedKeys(u.qtypes), ","), plural(u.dns, "query", "queries"))
+			w("#   %s (%s, %s)\n", u.host, strings.Join(slices.Sorted(maps.Keys(u.qtypes)), ","), plural(u.dns, "query", "queries"))
 		}
 	}
 	if len(s.refused) > 0 {
@@ -127,7 +129,7 @@ func renderGroup(b *strings.Builder, g *group) {
 	if !g.inspect {
 		w("inspect = false # only spliced TLS was seen: decided on the server name\n")
 	} else if len(methods) > 0 {
-		w("methods = %s\n", tomlList(sortedKeys(methods)))
+		w("methods = %s\n", tomlList(slices.Sorted(maps.Keys(methods))))
 	}
 	if g.inspect && needsRoutes(g) {
 		w("# a request to these hosts was refused: only the paths seen are allowed\nroutes = [\n")
@@ -177,7 +179,7 @@ func renderPorts(b *strings.Builder, ports map[uint16]bool, plain bool) {
 func evidence(u *hostUse) string {
 	var parts []string
 	if u.requests > 0 {
-		parts = append(parts, fmt.Sprintf("%s (%s)", plural(u.requests, "request", "requests"), strings.Join(sortedKeys(u.methods), ",")))
+		parts = append(parts, fmt.Sprintf("%s (%s)", plural(u.requests, "request", "requests"), strings.Join(slices.Sorted(maps.Keys(u.methods)), ",")))
 	}
 	if u.flows > 0 {
 		parts = append(parts, plural(u.flows, "connection", "connections"))

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,7 +102,7 @@ func routesFor(g *group) []string {
 	sort.Strings(paths)
 	var out []string
 	for _, p := range paths {
-		out = append(out, fmt.Sprintf("{ methods = %s, path = %s }", tomlList(sortedKeys(byPath[p])), tomlString(p)))
+		out = append(out, fmt.Sprintf("{ methods = %s, path = %s }", tomlList(slices.Sorted(maps.Keys(byPath[p]))), tomlString(p)))
 	}
 	return out
 }

@@ -18,6 +18,19 @@ const (
 	rankExplicitDeny
 )
 
+// ranked keeps the verdict of the highest rank offered (the first on a
+// tie): every candidate rule of a host is decided and the strongest wins.
+type ranked struct {
+	v    Verdict
+	rank int // rankNone until an offer
+}
+
+func (b *ranked) offer(v Verdict, rank int) {
+	if rank > b.rank {
+		b.v, b.rank = v, rank
+	}
+}
+
 // Decide returns the verdict for one stage of a request. It is pure: no
 // I/O, no logging, and on the dns and connect stages no allocation.
 func (p *Policy) Decide(r Request) Verdict { return p.decide(&r, nil) }
@@ -226,14 +239,11 @@ func (p *Policy) decideDNS(r *Request, tr *trace) Verdict {
 		tr.add(p.defaultRule, "no category host pattern covers the name")
 		return p.deny(p.defaultRule, "no category covers this name")
 	}
-	best, bestRank := Verdict{}, rankNone
+	var best ranked
 	for hr := rules; hr != nil; hr = hr.next {
-		v, rank := p.dnsCategory(hr, r.QType, tr)
-		if rank > bestRank {
-			best, bestRank = v, rank
-		}
+		best.offer(p.dnsCategory(hr, r.QType, tr))
 	}
-	return best
+	return best.v
 }
 
 func longestLabel(name []byte) int {
@@ -304,14 +314,11 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
 		return p.noMatch(&t)
 	}
-	best, bestRank := Verdict{}, rankNone
+	var best ranked
 	for hr := rules; hr != nil; hr = hr.next {
-		v, rank := p.connectCategory(hr.cat, hr.rule, hr.reason, &t, tr)
-		if rank > bestRank {
-			best, bestRank = v, rank
-		}
+		best.offer(p.connectCategory(hr.cat, hr.rule, hr.reason, &t, tr))
 	}
-	return best
+	return best.v
 }
 
 // common checks every stage shares after a category matched.
@@ -432,14 +439,11 @@ func (p *Policy) decideHTTPAs(r *Request, tr *trace) Verdict {
 		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
 		return p.noMatch(&t)
 	}
-	best, bestRank := Verdict{}, rankNone
+	var best ranked
 	for hr := rules; hr != nil; hr = hr.next {
-		v, rank := p.httpCategory(hr.cat, hr.rule, hr.reason, &t, r, scheme, path, tr)
-		if rank > bestRank {
-			best, bestRank = v, rank
-		}
+		best.offer(p.httpCategory(hr.cat, hr.rule, hr.reason, &t, r, scheme, path, tr))
 	}
-	return best
+	return best.v
 }
 
 func (p *Policy) httpCategory(c *Category, rule Rule, reason string, t *target, r *Request, scheme, path string, tr *trace) (Verdict, int) {

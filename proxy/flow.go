@@ -2,13 +2,12 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/randid"
 	"airlock/internal/verdictlog"
 	"airlock/policies"
 	"airlock/proxy/internal/relay"
@@ -97,11 +96,7 @@ type flow struct {
 	attr     *flowAttr  // nil: no attribution asked for
 }
 
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newID() string { return randid.Hex(8) }
 
 func (f *flow) dialedAddr() string {
 	s, _ := f.dialed.Load().(string)

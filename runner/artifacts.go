@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"airlock/internal/tardir"
 )
 
 // ArtifactConfig bounds what is kept of a sandbox after it ends. Zero
@@ -207,7 +209,7 @@ func (x *exporter) workspace(ctx context.Context) error {
 
 func (x *exporter) readWorkspace(ctx context.Context, w io.Writer) error {
 	if ws := x.sb.Workspace; ws.HostDir != "" && ws.Mode == WorkspaceBind {
-		return tarDir(ws.HostDir, w)
+		return tardir.Write(w, ws.HostDir, "")
 	}
 	if x.sb.ContainerID == "" {
 		return errors.New("no container")

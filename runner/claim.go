@@ -58,7 +58,6 @@ func (r *Runner) tryClaim(ctx context.Context, req CreateRequest, tmpl string) (
 	if sb == nil {
 		return Sandbox{}, false, nil
 	}
-	_ = r.cfg.NewID() // drawn and dropped: a hook handing ids to creates in flight (serve's) is not held for the claim
 	info, err := r.claim(ctx, sb, req)
 	w.wake() // after the claim: the refill's engine calls never compete with it
 	return info, true, err

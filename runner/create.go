@@ -11,9 +11,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"airlock/internal/tardir"
 )
 
 // Create creates a sandbox and returns once its network path is in place,
@@ -37,7 +40,14 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if info, ok, err := r.tryClaim(ctx, req, tmpl); ok {
 		return info, err
 	}
-	id := r.cfg.NewID()
+	id := req.ID
+	if id == "" {
+		id = r.cfg.NewID()
+	} else if !r.reserve(id) {
+		return Sandbox{}, fmt.Errorf("create sandbox: id %s is in use: %w", id, ErrInvalid)
+	} else {
+		defer r.release(id)
+	}
 	now := r.cfg.Now().UTC()
 	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
@@ -63,8 +73,34 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	return info, nil
 }
 
+// SetupError is a create's setup command that failed: it could not run
+// (Err), or it ran and exited non-zero. A caller that added a setup
+// command of its own (serve's workspace_git clone) finds it by Index.
+type SetupError struct {
+	Index    int // in CreateRequest.Setup, from 0
+	Argv     []string
+	ExitCode int    // when Err is nil
+	Stderr   string // the tail of its standard error, when it exited
+	Err      error  // the exec failed before the command's exit
+}
+
+func (e *SetupError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("setup command %d %q: %v", e.Index, e.Argv, e.Err)
+	}
+	return fmt.Sprintf("setup command %d %q exited %d: %s", e.Index, e.Argv, e.ExitCode, e.Stderr)
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// sandboxID is what CreateRequest.ID may be: the shape of the ids
+// Config.NewID draws, safe in a path, a container name and a label.
+var sandboxID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
 func validateCreate(req CreateRequest) error {
 	switch {
+	case req.ID != "" && !sandboxID.MatchString(req.ID):
+		return fmt.Errorf("create sandbox: id %q: want lowercase letters, digits, '_' or '-' (at most 63): %w", req.ID, ErrInvalid)
 	case req.Image == "":
 		return fmt.Errorf("create sandbox: image is required: %w", ErrInvalid)
 	case req.Policy == "":
@@ -153,7 +189,7 @@ func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) 
 		}
 	} else if w.HostDir != "" && w.Mode == WorkspaceCopy {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarDir(w.HostDir, pw)) }()
+		go func() { pw.CloseWithError(tardir.Write(pw, w.HostDir, "")) }()
 		if err := r.cfg.Engine.CopyIn(ctx, sb.info.ContainerID, WorkspaceDir, pr); err != nil {
 			pr.CloseWithError(err)
 			return fmt.Errorf("copy workspace in: %w", err)
@@ -162,10 +198,10 @@ func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) 
 	for i, argv := range req.Setup {
 		res, err := r.Exec(ctx, id, ExecRequest{Argv: argv, MaxCapture: 4096})
 		if err != nil {
-			return fmt.Errorf("setup command %d %q: %w", i, argv, err)
+			return &SetupError{Index: i, Argv: argv, Err: err}
 		}
 		if res.ExitCode != 0 {
-			return fmt.Errorf("setup command %d %q exited %d: %s", i, argv, res.ExitCode, tail(res.Stderr, 512))
+			return &SetupError{Index: i, Argv: argv, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 512)}
 		}
 	}
 	if err := r.recordBaseline(ctx, sb, w, len(req.Setup) > 0); err != nil {
@@ -187,7 +223,7 @@ func (r *Runner) recordBaseline(ctx context.Context, sb *sandbox, w Workspace, r
 	case ranSetup:
 		err = r.cfg.Engine.CopyOut(ctx, sb.info.ContainerID, WorkspaceDir, f)
 	case w.HostDir != "":
-		err = tarDir(w.HostDir, f)
+		err = tardir.Write(f, w.HostDir, "")
 	default:
 		err = tar.NewWriter(f).Close()
 	}
@@ -201,6 +237,33 @@ func (r *Runner) register(sb *sandbox) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sandboxes[sb.info.ID] = sb
+}
+
+// reserve holds a caller's id for its create until release: false when a
+// sandbox or another create in flight has it, or an id that names the same
+// veths (the first ten characters).
+func (r *Runner) reserve(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	short := shortID(id)
+	for other := range r.sandboxes {
+		if shortID(other) == short {
+			return false
+		}
+	}
+	for other := range r.reserved {
+		if shortID(other) == short {
+			return false
+		}
+	}
+	r.reserved[id] = true
+	return true
+}
+
+func (r *Runner) release(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.reserved, id)
 }
 
 func (r *Runner) isClosed() bool {
@@ -286,7 +349,7 @@ func (r *Runner) imageRoots(ctx context.Context, image, imageID string) ([]byte,
 	if ok {
 		return roots, nil
 	}
-	probe := Spec{Name: "airlock-probe-" + r.cfg.NewID(), Image: image, Command: slices.Clone(HoldCommand),
+	probe := Spec{Name: "airlock-probe-" + r.cfg.NewID(), Image: image, Command: slices.Clone(holdCommand),
 		NetworkNone: true, CapDrop: []string{"ALL"}, NoNewPrivileges: true,
 		Labels: map[string]string{LabelManaged: "true", LabelInstance: r.cfg.Instance}}
 	cid, err := r.cfg.Engine.Create(ctx, probe)

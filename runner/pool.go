@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+
+	"airlock/internal/netx"
 )
 
 // pool hands out /32 sandbox addresses from a prefix, never the network
@@ -31,7 +33,7 @@ func newPool(prefix netip.Prefix, gw netip.Addr) (*pool, error) {
 }
 
 func (p *pool) usable(a netip.Addr) bool {
-	return p.prefix.Contains(a) && a != p.prefix.Addr() && a != p.gw && a != lastAddr(p.prefix)
+	return p.prefix.Contains(a) && a != p.prefix.Addr() && a != p.gw && a != netx.LastAddr(p.prefix)
 }
 
 // alloc returns the next free address, round robin, so a released address
@@ -72,11 +74,4 @@ func (p *pool) release(a netip.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.used, a)
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	host := uint32(1)<<(32-p.Bits()) - 1
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

@@ -9,8 +9,6 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +22,7 @@ import (
 	"time"
 
 	"airlock/audit"
+	"airlock/internal/randid"
 )
 
 // Config configures a Runner. Engine, Emitter and StateDir are required.
@@ -107,6 +106,7 @@ type Runner struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	reserved  map[string]bool   // CreateRequest.IDs of creates not yet registered
 	roots     map[string][]byte // image ID -> the image's CA roots
 	closed    bool
 	agentDir  string // host dir holding airlock-init; empty: no agent
@@ -145,7 +145,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
 		max: cfg.Artifacts.MaxCommandsBytes, log: cfg.Logger}
 	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
-		sandboxes: map[string]*sandbox{}, roots: map[string][]byte{}}
+		sandboxes: map[string]*sandbox{}, reserved: map[string]bool{}, roots: map[string][]byte{}}
 	if r.net == nil {
 		r.net = netlinkHost{}
 	}
@@ -189,7 +189,7 @@ func setDefaults(cfg *Config) {
 		cfg.ExecTimeout = DefaultExecTimeout
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = randomID
+		cfg.NewID = func() string { return randid.Hex(6) }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -201,12 +201,6 @@ func setDefaults(cfg *Config) {
 	if cfg.ArtifactDir == "" {
 		cfg.ArtifactDir = filepath.Join(cfg.StateDir, "artifacts")
 	}
-}
-
-func randomID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // prepareStateDir creates the state directory: public files (resolv.conf, CA

@@ -187,7 +187,7 @@ func TestCapAdd(t *testing.T) {
 		t.Errorf("default caps %v labels %v", def.CapAdd, def.Labels)
 	}
 	s := BuildSpec(SpecInput{ID: "x", Req: CreateRequest{Image: "i", Policy: "p", CapAdd: []string{"NET_ADMIN", "net_raw", "NET_RAW"}}})
-	want := append(slices.Clone(DefaultCaps), "CAP_NET_ADMIN", "CAP_NET_RAW")
+	want := append(DefaultCaps(), "CAP_NET_ADMIN", "CAP_NET_RAW")
 	if !slices.Equal(s.CapAdd, want) || s.CapDrop[0] != "ALL" || s.Labels[LabelCapAdd] != "CAP_NET_ADMIN,CAP_NET_RAW" {
 		t.Errorf("caps %v drop %v label %q", s.CapAdd, s.CapDrop, s.Labels[LabelCapAdd])
 	}

@@ -38,23 +38,25 @@ const (
 const (
 	WorkspaceDir = "/workspace"
 	// CABundlePath is where the bundle (image roots plus Airlock's CA) is
-	// mounted; CABundleAltPaths are the other standard locations.
+	// mounted; caBundleAltPaths are the other standard locations.
 	CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
 )
 
-// CABundleAltPaths are further standard CA bundle paths the bundle is
+// caBundleAltPaths are further standard CA bundle paths the bundle is
 // mounted at (RHEL-like and Alpine-like layouts).
-var CABundleAltPaths = []string{"/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+var caBundleAltPaths = []string{"/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
 
-// CAEnvVars are the variables pointed at the CA bundle.
-var CAEnvVars = []string{
+var caEnvVars = []string{
 	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
 	"GIT_SSL_CAINFO", "PIP_CERT", "CURL_CA_BUNDLE",
 }
 
+// CAEnvVars returns the variables pointed at the CA bundle (a copy).
+func CAEnvVars() []string { return slices.Clone(caEnvVars) }
+
 // The in-sandbox agent: the host directory holding airlock-init is
 // bind-mounted read-only at AgentMountDir and the binary is the entrypoint
-// (PID 1). It waits, like HoldCommand, until the appliance dials it.
+// (PID 1). It waits, like holdCommand, until the appliance dials it.
 const (
 	AgentMountDir   = "/.airlock"
 	AgentEntrypoint = AgentMountDir + "/airlock-init"
@@ -62,22 +64,29 @@ const (
 	PodmanExecName  = "podman-exec"  // Sandbox.Agent when commands go through the engine
 )
 
-// HoldCommand is the sandbox's init: it holds the container open while the
+// holdCommand is the sandbox's init: it holds the container open while the
 // network path is put in place, so no user process runs before that.
-var HoldCommand = []string{"sleep", "2147483647"}
+var holdCommand = []string{"sleep", "2147483647"}
 
-// DefaultCaps is the minimal capability set kept after dropping all: enough
-// for package managers and file ownership inside the user namespace; no
-// NET_RAW, NET_ADMIN, SYS_ADMIN or SYS_PTRACE.
-var DefaultCaps = []string{
-	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
-	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
-}
+// The capability sets are unexported so no importer can widen them; the
+// accessors return copies.
+var (
+	defaultCaps = []string{
+		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
+		"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
+	}
+	allowedCapAdd = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
+)
 
-// AllowedCapAdd are the only capabilities CreateRequest.CapAdd may add to
-// DefaultCaps. They act on the sandbox's own network namespace (behind its
-// veth and the appliance's path), never on the host's.
-var AllowedCapAdd = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
+// DefaultCaps returns the minimal capability set kept after dropping all:
+// enough for package managers and file ownership inside the user
+// namespace; no NET_RAW, NET_ADMIN, SYS_ADMIN or SYS_PTRACE.
+func DefaultCaps() []string { return slices.Clone(defaultCaps) }
+
+// AllowedCapAdd returns the only capabilities CreateRequest.CapAdd may add
+// to DefaultCaps. They act on the sandbox's own network namespace (behind
+// its veth and the appliance's path), never on the host's.
+func AllowedCapAdd() []string { return slices.Clone(allowedCapAdd) }
 
 // NormalizeCapAdd validates a CreateRequest.CapAdd list and returns it in
 // canonical form (CAP_ prefix, upper case, sorted, no duplicates). A name
@@ -89,9 +98,9 @@ func NormalizeCapAdd(caps []string) ([]string, error) {
 		if n != "" && !strings.HasPrefix(n, "CAP_") {
 			n = "CAP_" + n
 		}
-		if !slices.Contains(AllowedCapAdd, n) {
+		if !slices.Contains(allowedCapAdd, n) {
 			return nil, fmt.Errorf("capability %q is not allowed in CapAdd: only NET_RAW and NET_ADMIN may be added to the default set (%s): %w",
-				c, strings.Join(DefaultCaps, ", "), ErrInvalid)
+				c, strings.Join(defaultCaps, ", "), ErrInvalid)
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)
@@ -160,7 +169,7 @@ type SpecInput struct {
 	ExecTimeout time.Duration
 	Cgroups     CgroupSupport
 	// AgentDir is the host directory holding airlock-init; empty: no
-	// agent (HoldCommand under catatonit, commands through the engine).
+	// agent (holdCommand under catatonit, commands through the engine).
 	AgentDir string
 	// ImageID is the image's ID (its digest) and Template the template
 	// version it came from ("" for a plain image), recorded in labels.
@@ -181,7 +190,7 @@ func BuildSpec(in SpecInput) Spec {
 	s := Spec{
 		Name:            ContainerName(in.ID),
 		Image:           r.Image,
-		Command:         slices.Clone(HoldCommand),
+		Command:         slices.Clone(holdCommand),
 		Hostname:        "sandbox-" + in.ID,
 		Env:             sandboxEnv(in),
 		WorkDir:         WorkspaceDir,
@@ -212,10 +221,10 @@ func BuildSpec(in SpecInput) Spec {
 	return s
 }
 
-// capAdd is DefaultCaps plus the request's valid extra capabilities (an
+// capAdd is defaultCaps plus the request's valid extra capabilities (an
 // invalid name never gets here: Create validates first; BuildSpec drops it).
 func capAdd(extra []string) []string {
-	caps := slices.Clone(DefaultCaps)
+	caps := slices.Clone(defaultCaps)
 	for _, c := range extra {
 		if n, err := NormalizeCapAdd([]string{c}); err == nil && !slices.Contains(caps, n[0]) {
 			caps = append(caps, n[0])
@@ -234,7 +243,7 @@ func sandboxEnv(in SpecInput) map[string]string {
 		"LANG": "C.UTF-8",
 	}
 	if in.CABundle != "" {
-		for _, k := range CAEnvVars {
+		for _, k := range caEnvVars {
 			env[k] = CABundlePath
 		}
 	}
@@ -303,7 +312,7 @@ func sandboxMounts(in SpecInput) []Mount {
 		m = append(m, Mount{Type: "bind", Source: in.ResolvConf, Destination: "/etc/resolv.conf", Options: []string{"ro"}})
 	}
 	if in.CABundle != "" {
-		for _, p := range append([]string{CABundlePath}, CABundleAltPaths...) {
+		for _, p := range append([]string{CABundlePath}, caBundleAltPaths...) {
 			m = append(m, Mount{Type: "bind", Source: in.CABundle, Destination: p, Options: []string{"ro"}})
 		}
 	}

@@ -61,6 +61,14 @@ type Limits struct {
 
 // CreateRequest describes a sandbox to create.
 type CreateRequest struct {
+	// ID is the sandbox's id, chosen by the caller so that what it keys by
+	// the id (serve's task secrets) is in place before the sandbox runs
+	// anything; "": Config.NewID draws one. Lowercase letters, digits, '_'
+	// and '-', at most 63; an id in use, or sharing its first ten
+	// characters (the veths' names) with one in use, fails the create with
+	// ErrInvalid.
+	// A warm pool member keeps its own id (OnID reports it).
+	ID     string
 	Image  string // e.g. localhost/airlock/busybox:1
 	Policy string // policy name, recorded in labels and events
 	// Env is the sandbox's whole environment on top of a minimal PATH/HOME;

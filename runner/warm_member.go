@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"airlock/internal/randid"
 )
 
 // addMember makes one warm member: a container started with the agent as
@@ -33,13 +35,12 @@ func (r *Runner) addMember(ctx context.Context, w *warmPools, rs resolved) error
 	return nil
 }
 
-// memberID draws a member's id. Not Config.NewID: that hook may be handing
-// an id to a Create in flight (serve's id handoff).
+// memberID draws a member's id (tests number them).
 func (r *Runner) memberID() string {
 	if r.cfg.newMemberID != nil {
 		return r.cfg.newMemberID()
 	}
-	return randomID()
+	return randid.Hex(6)
 }
 
 func (r *Runner) makeMember(ctx context.Context, sb *sandbox, req CreateRequest) error {

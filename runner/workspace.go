@@ -1,13 +1,10 @@
 package runner
 
 import (
-	"archive/tar"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 )
 
@@ -65,79 +62,6 @@ func searchable(dir string, uid, gid int) error {
 			return nil
 		}
 	}
-}
-
-// tarDir writes the contents of dir as a tar stream with paths relative to
-// dir (regular files, directories and symlinks; others are skipped).
-func tarDir(dir string, w io.Writer) error {
-	// The sandbox may swap a file or a directory for a symlink while the
-	// walk runs: files are opened through root, never outside dir.
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	tw := tar.NewWriter(w)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		return tarEntry(tw, root, p, rel, d)
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-func tarEntry(tw *tar.Writer, root *os.Root, path, rel string, d fs.DirEntry) error {
-	name := filepath.ToSlash(rel)
-	fi, err := d.Info()
-	if err != nil {
-		return err
-	}
-	link := ""
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		if link, err = os.Readlink(path); err != nil {
-			return err
-		}
-	case !fi.Mode().IsRegular() && !fi.IsDir():
-		return nil
-	}
-	h, err := tar.FileInfoHeader(fi, link)
-	if err != nil {
-		return err
-	}
-	h.Name = name
-	if fi.IsDir() && !strings.HasSuffix(name, "/") {
-		h.Name += "/"
-	}
-	h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
-	if err := tw.WriteHeader(h); err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil
-	}
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	now, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !now.Mode().IsRegular() {
-		return fmt.Errorf("%s: changed while read (now %v)", path, now.Mode())
-	}
-	_, err = io.CopyN(tw, f, h.Size)
-	return err
 }
 
 // DetectCgroups reports which rootless cgroup limits the host enforces: all

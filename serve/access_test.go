@@ -14,7 +14,7 @@ import (
 
 func TestFiledAccessRequest(t *testing.T) {
 	rec := &recorder{}
-	a := NewApprovals(rec, time.Minute, nil)
+	a := newApprovals(rec, time.Minute, nil)
 	ap := a.File("sb-1", "https://docs.example.test/", "read the docs")
 	if ap.State != "held" || ap.Reason != "read the docs" || ap.Rule != "request_access" || ap.ID == "" {
 		t.Fatalf("filed: %+v", ap)
@@ -36,7 +36,7 @@ func TestFiledAccessRequest(t *testing.T) {
 }
 
 func TestFiledAccessRequestExpires(t *testing.T) {
-	a := NewApprovals(&recorder{}, 20*time.Millisecond, nil)
+	a := newApprovals(&recorder{}, 20*time.Millisecond, nil)
 	ap := a.File("sb-1", "example.test:443", "")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if l := a.List(); len(l) == 1 && l[0].State == "expired" {

@@ -61,10 +61,7 @@ func (a *API) agent(h func(AgentBackend, http.ResponseWriter, *http.Request)) ht
 
 func (a *API) processes(b AgentBackend, w http.ResponseWriter, r *http.Request) {
 	ps, err := b.Processes(r.Context(), r.PathValue("id"))
-	if ps == nil {
-		ps = []client.Process{}
-	}
-	a.reply(w, r, ps, err)
+	replyList(a, w, r, ps, err)
 }
 
 func (a *API) killProc(b AgentBackend, w http.ResponseWriter, r *http.Request) {
@@ -165,10 +162,7 @@ func (a *API) removeFile(b AgentBackend, w http.ResponseWriter, r *http.Request)
 
 func (a *API) listDir(b AgentBackend, w http.ResponseWriter, r *http.Request) {
 	fs, err := b.ListDir(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"))
-	if fs == nil {
-		fs = []client.FileInfo{}
-	}
-	a.reply(w, r, fs, err)
+	replyList(a, w, r, fs, err)
 }
 
 func (a *API) statPath(b AgentBackend, w http.ResponseWriter, r *http.Request) {

@@ -2,8 +2,6 @@ package serve
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 )
 
 // Backend is what the control API drives. The appliance implements it
@@ -59,7 +58,7 @@ type API struct {
 	MaxBody int64
 	// Principals, when set, are the callers the TCP listener admits by
 	// their bearer tokens (principals.go); it holds Token's admin too.
-	Principals *PrincipalStore
+	Principals *principalStore
 	// Owners records which principal created each sandbox (shared by
 	// every listener); nil keeps them in memory.
 	Owners *Owners
@@ -136,7 +135,7 @@ func (a *API) wrap(next *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 64 {
-			id = newID("req-")
+			id = "req-" + randid.Hex(8)
 		}
 		w.Header().Set("X-Request-Id", id)
 		r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
@@ -169,12 +168,6 @@ func WithPeer(ctx context.Context, who string) context.Context {
 	return context.WithValue(ctx, keyPeer, who)
 }
 
-func newID(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *client.Error
 	if !errors.As(err, &ae) {
@@ -201,6 +194,14 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// replyList is reply for a list: [] rather than null when it is empty.
+func replyList[T any](a *API, w http.ResponseWriter, r *http.Request, list []T, err error) {
+	if list == nil {
+		list = []T{}
+	}
+	a.reply(w, r, list, err)
 }
 
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -245,7 +246,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	for i := range sbs {
 		sbs[i] = a.withOwner(sbs[i])
 	}
-	a.reply(w, r, sbs, err)
+	replyList(a, w, r, sbs, err)
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
@@ -296,10 +297,7 @@ func (a *API) summary(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) policies(w http.ResponseWriter, r *http.Request) {
 	ps, err := a.Backend.Policies(r.Context())
-	if ps == nil {
-		ps = []client.PolicyInfo{}
-	}
-	a.reply(w, r, ps, err)
+	replyList(a, w, r, ps, err)
 }
 
 func (a *API) reload(w http.ResponseWriter, r *http.Request) {
@@ -309,10 +307,7 @@ func (a *API) reload(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) approvals(w http.ResponseWriter, r *http.Request) {
 	as, err := a.Backend.Approvals(r.Context())
-	if as == nil {
-		as = []client.Approval{}
-	}
-	a.reply(w, r, a.visibleApprovals(r, as), err)
+	replyList(a, w, r, a.visibleApprovals(r, as), err)
 }
 
 func (a *API) decide(w http.ResponseWriter, r *http.Request) {

@@ -567,3 +567,20 @@ func TestClientExplainsMissingAppliance(t *testing.T) {
 		t.Errorf("err = %v, want a hint to start airlock serve", err)
 	}
 }
+
+// An empty list is [] on the wire, never null (clients iterate it).
+func TestAPIEmptyListsAreArrays(t *testing.T) {
+	_, sock := startAPI(t, newFake(), "")
+	hc := unixHTTP(sock)
+	for _, path := range []string{"/v1/sandboxes", "/v1/policies"} {
+		resp, err := hc.Get("http://x" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "[]" {
+			t.Errorf("GET %s: %d %s, want 200 []", path, resp.StatusCode, body)
+		}
+	}
+}

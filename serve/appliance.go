@@ -37,13 +37,14 @@ type EngineFactory func(ctx context.Context, cfg *Config, log *slog.Logger) (run
 type Options struct {
 	Logger  *slog.Logger
 	Version string
-	// NewEngine is required.
+	// NewEngine is required (PodmanEngine in production).
 	NewEngine EngineFactory
 	// Instance names this appliance's containers and veths; reconcile only
 	// touches its own. Default "default".
 	Instance string
 	// PinDir and Guard select the kernel path's pins and host guards
 	// (tests use their own so they never touch a production appliance).
+	// A zero Guard: the instance's own (the defaults for "default").
 	PinDir string
 	Guard  bpf.GuardConfig
 	// JSONL overrides the config's stream destination (tests).
@@ -72,7 +73,7 @@ type Appliance struct {
 	tap       *tap
 	metrics   *Metrics
 	ca        *certs.CA
-	policies  *PolicySet
+	policies  *policySet
 	secrets   *Secrets
 	approvals *Approvals
 	registry  *Registry
@@ -81,7 +82,6 @@ type Appliance struct {
 	proxy     *proxy.Proxy
 	engineC   io.Closer
 	runner    *runner.Runner
-	ids       idHandoff // sandbox ids chosen before runner.Create
 	lockdown  *lockdown
 	advisory  *advisories         // [packages] osv, reloaded with the policies
 	pcache    *proxy.PackageCache // [packages.cache], nil when off
@@ -100,7 +100,7 @@ type Appliance struct {
 	started   time.Time
 	reconcil  runner.ReconcileReport
 	// principals: the TCP listener's callers (nil until Serve).
-	principals atomic.Pointer[PrincipalStore]
+	principals atomic.Pointer[principalStore]
 }
 
 // Start brings the appliance up in dependency order. On error everything
@@ -235,7 +235,7 @@ func (a *Appliance) startAudit(context.Context) error {
 		return err
 	}
 	a.pipeline = p // closed last, in Close
-	a.metrics = NewMetrics(p.Stats)
+	a.metrics = newMetrics(p.Stats)
 	a.tap = newTap(p, a.metrics)
 	return nil
 }
@@ -254,7 +254,7 @@ func (a *Appliance) startPolicies(context.Context) error {
 	if err != nil {
 		return err
 	}
-	ps, err := NewPolicySet(a.cfg.PolicyDir, op, a.tap)
+	ps, err := newPolicySet(a.cfg.PolicyDir, op, a.tap)
 	if err != nil {
 		return err
 	}
@@ -283,13 +283,13 @@ func (a *Appliance) enrich(e *audit.Event) {
 }
 
 func (a *Appliance) startSecrets(context.Context) error {
-	s, err := LoadSecrets(a.cfg.Secrets.File)
+	s, err := loadSecrets(a.cfg.Secrets.File)
 	if err != nil {
 		return err
 	}
 	a.secrets = s
 	a.registry = NewRegistry()
-	a.approvals = NewApprovals(a.tap, a.cfg.Approval.Timeout.Duration, a.tap.Running)
+	a.approvals = newApprovals(a.tap, a.cfg.Approval.Timeout.Duration, a.tap.Running)
 	return nil
 }
 
@@ -297,7 +297,7 @@ func (a *Appliance) startPath(context.Context) error {
 	if err := bpf.Probe(); err != nil {
 		return err
 	}
-	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: a.guard(),
+	p, err := bpf.Open(a.opts.PinDir, bpf.Options{Logger: a.log.With("component", "bpf"), Guard: hostGuard(a.opts),
 		ProcSys: a.opts.ProcSys})
 	if err != nil {
 		return err
@@ -305,12 +305,6 @@ func (a *Appliance) startPath(context.Context) error {
 	a.path = p
 	a.onClose(p.Close) // pins, links and guards stay: fail closed
 	return nil
-}
-
-func (a *Appliance) guard() bpf.GuardConfig {
-	g := a.opts.Guard
-	g.IfacePrefix = runner.VethPrefix
-	return g
 }
 
 func (a *Appliance) gatewayPort(port uint16) string {
@@ -455,7 +449,6 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
 		ExecTimeout:  a.cfg.Sandbox.ExecTimeout.Duration,
 		MaxFileBytes: a.cfg.runnerMaxFile(),
-		NewID:        a.ids.newID,
 		SecretValues: a.secrets.secretValues,
 		ArtifactDir:  filepath.Join(a.cfg.StateDir, "artifacts", a.opts.Instance),
 		TemplateDir:  filepath.Join(a.cfg.StateDir, "templates"),

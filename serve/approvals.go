@@ -8,6 +8,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 	"airlock/proxy"
 )
 
@@ -39,9 +40,9 @@ var _ proxy.Approver = (*Approvals)(nil)
 
 const maxRecentApprovals = 100
 
-// NewApprovals returns an empty set. timeout bounds every hold; command
+// newApprovals returns an empty set. timeout bounds every hold; command
 // (may be nil) names the command a sandbox is running.
-func NewApprovals(emit audit.Emitter, timeout time.Duration, command func(string) string) *Approvals {
+func newApprovals(emit audit.Emitter, timeout time.Duration, command func(string) string) *Approvals {
 	if command == nil {
 		command = func(string) string { return "" }
 	}
@@ -87,7 +88,7 @@ func (a *Approvals) add(h proxy.Hold) *hold {
 	now := a.now()
 	id := h.ID
 	if id == "" {
-		id = newID("ap-")
+		id = "ap-" + randid.Hex(8)
 	}
 	hd := &hold{done: make(chan bool, 1), info: client.Approval{
 		ID: id, Sandbox: h.Sandbox, Destination: h.Destination, Category: h.Verdict.Category,

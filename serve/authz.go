@@ -139,7 +139,7 @@ func (a *API) owns(p *Principal, sandbox string) bool {
 func (a *API) owners() *Owners {
 	a.ownersOnce.Do(func() {
 		if a.Owners == nil {
-			a.Owners, _ = NewOwners("")
+			a.Owners, _ = newOwners("")
 		}
 	})
 	return a.Owners
@@ -177,9 +177,6 @@ func (a *API) refuseErr(w http.ResponseWriter, r *http.Request, err *client.Erro
 // visible filters what a principal may see of sandboxes.
 func (a *API) visible(r *http.Request, sbs []client.Sandbox) []client.Sandbox {
 	p := PrincipalOf(r.Context())
-	if sbs == nil {
-		sbs = []client.Sandbox{}
-	}
 	if p == nil || p.Admin() {
 		return sbs
 	}

@@ -13,6 +13,7 @@ import (
 
 	"airlock/audit"
 	"airlock/client"
+	"airlock/internal/randid"
 	"airlock/runner"
 )
 
@@ -82,16 +83,12 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 // commands can already use them through the proxy, and drops them again
 // when the create fails.
 func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string) (runner.Sandbox, error) {
-	id := randomHex(6)
+	id := randid.Hex(6)
 	if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
 	}
 	a.secrets.setPlaceholders(id, placeholders)
-	claim, err := a.ids.offer(ctx, id)
-	if err != nil {
-		a.secrets.Forget(id)
-		return runner.Sandbox{}, err
-	}
+	rr.ID = id
 	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
 		a.secrets.Forget(id)
 		id = member
@@ -102,16 +99,9 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 		return nil
 	}
 	sb, err := a.runner.Create(ctx, rr)
-	a.ids.withdraw(claim)
 	if err != nil {
 		a.secrets.Forget(id)
 		return runner.Sandbox{}, apiError(err)
-	}
-	if sb.ID != id { // not expected: the runner drew another id
-		a.log.Warn("sandbox id differs from the one offered; secrets registered late", "want", id, "got", sb.ID)
-		a.secrets.Forget(id)
-		a.secrets.SetTask(sb.ID, task, nil)
-		a.secrets.setPlaceholders(sb.ID, placeholders)
 	}
 	return sb, nil
 }
@@ -129,7 +119,7 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 	for _, c := range ref.load().Categories() {
 		for _, n := range c.Sentinels {
 			if _, ok := placeholders[n]; !ok {
-				placeholders[n] = "airlock-placeholder-" + randomHex(12)
+				placeholders[n] = "airlock-placeholder-" + randid.Hex(12)
 				env[envName(n)] = placeholders[n]
 			}
 		}
@@ -148,19 +138,8 @@ func (a *Appliance) runnerRequest(req client.CreateRequest, policy string, ref *
 		rr.Lifetime = a.cfg.Sandbox.Lifetime.Duration
 	}
 	rr.IdleTimeout = cmp.Or(time.Duration(req.IdleTimeout), a.cfg.Sandbox.IdleTimeout.Duration)
-	if req.Workspace != "" {
-		if !filepath.IsAbs(req.Workspace) {
-			return rr, nil, client.Errorf(client.CodeInvalid, "workspace %q must be an absolute host path", req.Workspace)
-		}
-		mode := runner.WorkspaceBind
-		switch req.WorkspaceMode {
-		case "", "bind":
-		case "copy":
-			mode = runner.WorkspaceCopy
-		default:
-			return rr, nil, client.Errorf(client.CodeInvalid, "workspace_mode %q: use bind or copy", req.WorkspaceMode)
-		}
-		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: mode}
+	if req.Workspace != "" { // the runner checks the path and the mode
+		rr.Workspace = runner.Workspace{HostDir: req.Workspace, Mode: cmp.Or(runner.WorkspaceMode(req.WorkspaceMode), runner.WorkspaceBind)}
 	}
 	if req.WorkspaceGit != "" {
 		if err := gitWorkspace(&rr, req); err != nil {
@@ -187,10 +166,11 @@ func gitWorkspace(rr *runner.CreateRequest, req client.CreateRequest) error {
 	return nil
 }
 
-// explainClone turns a failure of the clone step into an error naming the
-// URL and carrying git's output (the runner's error holds its stderr).
+// explainClone turns a failure of the clone step (setup command 0) into an
+// error naming the URL and carrying git's output.
 func explainClone(err error, req client.CreateRequest) error {
-	if req.WorkspaceGit == "" || !strings.Contains(err.Error(), "setup command 0 ") {
+	var se *runner.SetupError
+	if req.WorkspaceGit == "" || !errors.As(err, &se) || se.Index != 0 {
 		return err
 	}
 	return client.Errorf(client.CodeInvalid,

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"airlock/internal/netx"
 )
 
 var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -102,7 +104,7 @@ func (n *Network) validate(add addFunc) {
 		add("network.gateway", "network.gateway is required (e.g. \"198.18.64.1\")")
 	case !gw.Is4() || gw.IsUnspecified() || gw.IsLoopback() || gw.IsMulticast():
 		add("network.gateway", "network.gateway %s must be a unicast IPv4 address", gw)
-	case p.IsValid() && p.Addr().Is4() && (gw == p.Masked().Addr() || gw == lastAddr(p)):
+	case p.IsValid() && p.Addr().Is4() && (gw == p.Masked().Addr() || gw == netx.LastAddr(p)):
 		add("network.gateway", "network.gateway %s is the pool's network or broadcast address", gw)
 	}
 }
@@ -118,13 +120,6 @@ func (n *Network) capacity() int {
 		size--
 	}
 	return size
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	host := uint32(1)<<(32-p.Bits()) - 1
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) | host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 func (l *Listen) validate(add addFunc) {

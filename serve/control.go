@@ -11,7 +11,7 @@ import (
 // controlAPI is the unix socket's API (its caller: the admin "local"),
 // with the sandbox owners and refusal events every listener shares.
 func (a *Appliance) controlAPI() (*API, error) {
-	owners, err := NewOwners(filepath.Join(a.cfg.StateDir, OwnersFile))
+	owners, err := newOwners(filepath.Join(a.cfg.StateDir, ownersFile))
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (a *Appliance) listenControlTCP(unix *API) (*http.Server, net.Listener, err
 			return nil, nil, err
 		}
 	}
-	ps, err := NewPrincipalStore(c.PrincipalsFile, tok, a.log.With("component", "principals"))
+	ps, err := newPrincipalStore(c.PrincipalsFile, tok, a.log.With("component", "principals"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -89,11 +89,11 @@ func newCreateAppliance(t *testing.T) (*Appliance, *setupEngine) {
 	t.Helper()
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", sentinelPolicy)
-	ps, err := NewPolicySet(dir, policies.Operator{}, &recorder{})
+	ps, err := newPolicySet(dir, policies.Operator{}, &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Appliance{cfg: &Config{PolicyDir: dir}, policies: ps, secrets: NewSecrets(), log: slog.New(slog.DiscardHandler)}
+	a := &Appliance{cfg: &Config{PolicyDir: dir}, policies: ps, secrets: newSecrets(), log: slog.New(slog.DiscardHandler)}
 	a.cfg.Sandbox.Max = 10
 	eng := &setupEngine{app: a, sandbox: map[string]string{}}
 	state := filepath.Join(t.TempDir(), "state")
@@ -102,7 +102,7 @@ func newCreateAppliance(t *testing.T) (*Appliance, *setupEngine) {
 			t.Fatal(err)
 		}
 	}
-	r, err := runner.New(runner.Config{Engine: eng, Emitter: &recorder{}, StateDir: state, NewID: a.ids.newID})
+	r, err := runner.New(runner.Config{Engine: eng, Emitter: &recorder{}, StateDir: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestCreateRegistersSecretsBeforeSetup(t *testing.T) {
 		t.Errorf("the failed sandbox %q still has its secrets or placeholders", failed)
 	}
 
-	// A create that fails before the runner draws an id gives the id back:
+	// A create the runner refuses drops what was registered under its id:
 	// the next create still works.
 	if _, err := a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent", Env: map[string]string{"A=B": "x"}}); err == nil {
 		t.Fatal("create with a bad env name succeeded")
@@ -193,6 +193,14 @@ func TestCreateWorkspaceGitClonesFirst(t *testing.T) {
 	}
 	if len(eng.argvs) != 1 {
 		t.Errorf("after a failed clone these ran: %q", eng.argvs)
+	}
+
+	// The caller's own setup failing after a clone is not a clone failure.
+	eng.argvs, eng.failAt = nil, "make"
+	_, err = a.Create(ctx, client.CreateRequest{Image: "busybox", Policy: "agent", WorkspaceGit: repo, Setup: [][]string{{"make"}}})
+	var se *runner.SetupError
+	if !errors.As(err, &se) || se.Index != 1 || strings.Contains(err.Error(), "workspace_git") {
+		t.Errorf("failing make after the clone: %v, want setup command 1's error, not a clone failure", err)
 	}
 
 	eng.argvs = nil

@@ -26,7 +26,7 @@ func TestAppliancesFilesAreRegular(t *testing.T) {
 	}
 	readers := map[string]func(string) error{
 		"config":   func(p string) error { _, err := Load(p); return err },
-		"secrets":  func(p string) error { _, err := LoadSecrets(p); return err },
+		"secrets":  func(p string) error { _, err := loadSecrets(p); return err },
 		"token":    func(p string) error { _, err := ReadToken(p); return err },
 		"ca_files": func(p string) error { _, err := readCAFiles([]string{p}); return err },
 	}

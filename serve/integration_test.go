@@ -39,7 +39,6 @@ import (
 	"airlock/client"
 	"airlock/e2e/world"
 	"airlock/runner"
-	"airlock/runner/podman"
 	"airlock/serve"
 )
 
@@ -90,7 +89,7 @@ func runHelper(spec string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: "test", NewEngine: engineAt,
+	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: "test", NewEngine: serve.PodmanEngine,
 		Instance: h.instance, PinDir: h.pinDir, Guard: h.guard(), AgentBinary: h.agent})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)
@@ -99,13 +98,6 @@ func runHelper(spec string) int {
 	app.ReloadOnSIGHUP(ctx)
 	err = app.Serve(ctx)
 	return map[bool]int{true: 0, false: 1}[errors.Join(err, app.Close()) == nil]
-}
-
-// engineAt uses the Podman service the test started (config podman.socket),
-// so other engineers' services coming and going on this host never matter.
-func engineAt(ctx context.Context, cfg *serve.Config, _ *slog.Logger) (runner.Engine, io.Closer, error) {
-	eng, err := podman.NewEngine(ctx, cfg.Podman.Socket)
-	return eng, nil, err
 }
 
 // lab is one test's world, Podman service and appliance files.

@@ -29,12 +29,12 @@ const (
 	otherCategory = "other"
 )
 
-// AuditStats is the audit pipeline's counters (audit.Pipeline.Stats).
-type AuditStats func() audit.Stats
+// auditStats is the audit pipeline's counters (audit.Pipeline.Stats).
+type auditStats func() audit.Stats
 
-// NewMetrics registers the appliance's metrics on a fresh registry. stats
+// newMetrics registers the appliance's metrics on a fresh registry. stats
 // may be nil (no audit pipeline).
-func NewMetrics(stats AuditStats) *Metrics {
+func newMetrics(stats auditStats) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), categories: map[string]bool{}}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "airlock", Name: "decisions_total",
@@ -60,30 +60,9 @@ func NewMetrics(stats AuditStats) *Metrics {
 	m.reg.MustRegister(m.decisions, m.dnsQueries, m.drops, m.execs, m.policyLoad,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
-		m.registerAudit(stats)
+		m.reg.MustRegister(audit.NewCollector(stats))
 	}
 	return m
-}
-
-func (m *Metrics) registerAudit(stats AuditStats) {
-	gauge := func(name, help string, f func(audit.Stats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "airlock", Subsystem: "audit", Name: name, Help: help},
-			func() float64 { return f(stats()) })
-	}
-	counter := func(name, help string, f func(audit.Stats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "airlock", Subsystem: "audit", Name: name, Help: help},
-			func() float64 { return f(stats()) })
-	}
-	m.reg.MustRegister(
-		gauge("queue_depth", "Audit records waiting to be written.", func(s audit.Stats) float64 { return float64(s.QueueDepth) }),
-		gauge("queue_capacity", "The audit queue's bound.", func(s audit.Stats) float64 { return float64(s.QueueCapacity) }),
-		counter("dropped_total", "Audit records dropped because the queue stayed full (each loss is also a gap record).",
-			func(s audit.Stats) float64 { return float64(s.Dropped) }),
-		counter("lost_total", "Audit records sequenced but never written.", func(s audit.Stats) float64 { return float64(s.Lost) }),
-		counter("written_total", "Audit records written.", func(s audit.Stats) float64 { return float64(s.Written) }),
-		counter("sink_errors_total", "Failed audit store and stream writes (retried).",
-			func(s audit.Stats) float64 { return float64(s.StoreErrors + s.StreamErrors) }),
-	)
 }
 
 // sandboxCount registers the sandboxes gauge, read from f at scrape time.

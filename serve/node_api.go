@@ -52,7 +52,7 @@ func (a *API) attachPod(b NodeBackend, w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listPods(b NodeBackend, w http.ResponseWriter, r *http.Request) {
 	ps, err := b.Pods(r.Context())
-	a.reply(w, r, ps, err)
+	replyList(a, w, r, ps, err)
 }
 
 func (a *API) checkPod(b NodeBackend, w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ func (s *schemas) operation(pattern, path string, op apiOp) obj {
 	if op.Resp != nil {
 		ok["content"] = s.content(op.Resp)
 	}
-	out["responses"] = obj{itoa(status): ok, "default": obj{"description": "an API error",
+	out["responses"] = obj{strconv.Itoa(status): ok, "default": obj{"description": "an API error",
 		"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/Error"}}}}}
 	return out
 }
@@ -208,11 +209,6 @@ func (s *schemas) object(t reflect.Type) obj {
 		props[tag] = s.of(f.Type)
 	}
 	return obj{"type": "object", "properties": props}
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // openapi is GET /v1/openapi.json.

@@ -13,10 +13,10 @@ import (
 	"airlock/internal/safefile"
 )
 
-// OwnersFile is where the appliance keeps which principal created each
+// ownersFile is where the appliance keeps which principal created each
 // sandbox (STATE_DIR/owners.json), so that ownership, and with it who may
 // read a gone sandbox's events and report, survives a restart.
-const OwnersFile = "owners.json"
+const ownersFile = "owners.json"
 
 // maxOwners bounds the records kept; the oldest go first (an admin still
 // sees everything).
@@ -37,9 +37,9 @@ type owner struct {
 	Created   time.Time `json:"created"`
 }
 
-// NewOwners loads the records in file ("" = keep them in memory only).
+// newOwners loads the records in file ("" = keep them in memory only).
 // A missing file is an empty record.
-func NewOwners(file string) (*Owners, error) {
+func newOwners(file string) (*Owners, error) {
 	o := &Owners{file: file, m: map[string]owner{}}
 	if file == "" {
 		return o, nil

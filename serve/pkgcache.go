@@ -83,10 +83,7 @@ func (a *API) cacheStats(w http.ResponseWriter, r *http.Request) {
 func (a *API) cacheEntries(w http.ResponseWriter, r *http.Request) {
 	if cb, ok := a.cacheBackend(w, r); ok {
 		es, err := cb.CacheEntries(r.Context(), r.URL.Query().Get("name"))
-		if es == nil {
-			es = []client.CacheEntry{}
-		}
-		a.reply(w, r, es, err)
+		replyList(a, w, r, es, err)
 	}
 }
 

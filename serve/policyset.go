@@ -38,10 +38,10 @@ func (r *policyRef) Reach(a netip.Addr, v policies.Verdict) policies.AddrDecisio
 	return r.load().Reach(a, v)
 }
 
-// PolicySet is the policies of the policy directory, by name (the file
+// policySet is the policies of the policy directory, by name (the file
 // name without .toml). Reload validates every file before any replaces
 // the running version.
-type PolicySet struct {
+type policySet struct {
 	dir  string
 	op   policies.Operator // bound to every version: upstream.allow, own addresses
 	emit audit.Emitter
@@ -51,10 +51,10 @@ type PolicySet struct {
 	refs map[string]*policyRef
 }
 
-// NewPolicySet loads every policy in dir. Any file with errors fails the
+// newPolicySet loads every policy in dir. Any file with errors fails the
 // start (there is no running version to keep): the error lists them all.
-func NewPolicySet(dir string, op policies.Operator, emit audit.Emitter) (*PolicySet, error) {
-	s := &PolicySet{dir: dir, op: op, emit: emit, refs: map[string]*policyRef{}}
+func newPolicySet(dir string, op policies.Operator, emit audit.Emitter) (*policySet, error) {
+	s := &policySet{dir: dir, op: op, emit: emit, refs: map[string]*policyRef{}}
 	files, err := policyFiles(dir)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func policyFiles(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-func (s *PolicySet) event(action, name, oldHash, newHash string, errs []string) {
+func (s *policySet) event(action, name, oldHash, newHash string, errs []string) {
 	e := audit.New(audit.KindPolicy, "")
 	e.Policy = &audit.Policy{Action: action, Name: name, OldHash: oldHash, NewHash: newHash, Errors: errs}
 	if action == "rejected" {
@@ -103,7 +103,7 @@ func (s *PolicySet) event(action, name, oldHash, newHash string, errs []string) 
 }
 
 // Get returns the named policy.
-func (s *PolicySet) Get(name string) (*policyRef, bool) {
+func (s *policySet) Get(name string) (*policyRef, bool) {
 	s.rmu.RLock()
 	defer s.rmu.RUnlock()
 	r, ok := s.refs[name]
@@ -111,7 +111,7 @@ func (s *PolicySet) Get(name string) (*policyRef, bool) {
 }
 
 // List describes the loaded policies, by name.
-func (s *PolicySet) List() []client.PolicyInfo {
+func (s *policySet) List() []client.PolicyInfo {
 	s.rmu.RLock()
 	defer s.rmu.RUnlock()
 	out := make([]client.PolicyInfo, 0, len(s.refs))
@@ -128,7 +128,7 @@ func (s *PolicySet) List() []client.PolicyInfo {
 // atomically; a new file is added. Each outcome is a policy event naming
 // who asked (by). A removed file stays loaded for the sandboxes using it
 // but can no longer be chosen for new ones.
-func (s *PolicySet) Reload(by string) (client.ReloadResult, error) {
+func (s *policySet) Reload(by string) (client.ReloadResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	files, err := policyFiles(s.dir)
@@ -155,7 +155,7 @@ func (s *PolicySet) Reload(by string) (client.ReloadResult, error) {
 	return res, nil
 }
 
-func (s *PolicySet) reloadOne(name, file, by string, res *client.ReloadResult) {
+func (s *policySet) reloadOne(name, file, by string, res *client.ReloadResult) {
 	ref, known := s.Get(name)
 	oldHash := ""
 	if known {

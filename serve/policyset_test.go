@@ -60,7 +60,7 @@ func TestPolicyReload(t *testing.T) {
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", polA)
 	rec := &recorder{}
-	ps, err := NewPolicySet(dir, policies.Operator{}, rec)
+	ps, err := newPolicySet(dir, policies.Operator{}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestPolicySetStartRefusesBrokenFiles(t *testing.T) {
 	dir := t.TempDir()
 	writePolicy(t, dir, "good", polA)
 	writePolicy(t, dir, "bad", "version = 1\n[categories.git]\nhosts = [\"*x.test\"]\n")
-	_, err := NewPolicySet(dir, policies.Operator{}, &recorder{})
+	_, err := newPolicySet(dir, policies.Operator{}, &recorder{})
 	if err == nil || !strings.Contains(err.Error(), "bad.toml:3") {
 		t.Fatalf("err = %v, want the bad file's positioned error", err)
 	}
@@ -145,7 +145,7 @@ hosts = ["git.example.test"]
 	dir := t.TempDir()
 	writePolicy(t, dir, "agent", src)
 	op := policies.Operator{Allow: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}, Own: []netip.Addr{netip.MustParseAddr("198.18.0.1")}}
-	ps, err := NewPolicySet(dir, op, &recorder{})
+	ps, err := newPolicySet(dir, op, &recorder{})
 	if err != nil {
 		t.Fatal(err)
 	}

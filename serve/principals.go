@@ -38,8 +38,8 @@ const (
 	TokenPrincipal = "token"
 )
 
-// MaxPrincipalsFile caps control.principals_file.
-const MaxPrincipalsFile = 1 << 20
+// maxPrincipalsFile caps control.principals_file.
+const maxPrincipalsFile = 1 << 20
 
 // Principal is one caller of the control API: who it is, what it may do
 // and how much of the appliance it may use.
@@ -147,15 +147,15 @@ var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // LoadPrincipals reads and validates a principals file (mode 0600 or
 // stricter). Every problem is reported, each with file:line:col.
 func LoadPrincipals(path string) (*Principals, error) {
-	src, err := safefile.ReadPrivate(path, MaxPrincipalsFile)
+	src, err := safefile.ReadPrivate(path, maxPrincipalsFile)
 	if err != nil {
 		return nil, fmt.Errorf("control.principals_file: %w", err)
 	}
-	return ParsePrincipals(path, src)
+	return parsePrincipals(path, src)
 }
 
-// ParsePrincipals decodes and validates a principals file held in memory.
-func ParsePrincipals(name string, src []byte) (*Principals, error) {
+// parsePrincipals decodes and validates a principals file held in memory.
+func parsePrincipals(name string, src []byte) (*Principals, error) {
 	f, errs := DecodePrincipals(name, src)
 	if len(errs) > 0 {
 		return nil, errs

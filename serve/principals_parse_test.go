@@ -24,12 +24,12 @@ func TestParsePrincipalsErrors(t *testing.T) {
 		{"negative quota", "version = 1\n[principals.a]\ntoken_sha256 = \"" + hash + "\"\nscopes = [\"admin\"]\n[principals.a.quota]\nsandboxes = -1\n", "p.toml:6:1: principals.a: quota.sandboxes must not be negative"},
 		{"syntax", "version = 1\n[principals.a\n", "p.toml:3:"},
 	} {
-		_, err := ParsePrincipals("p.toml", []byte(tc.src))
+		_, err := parsePrincipals("p.toml", []byte(tc.src))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	ps, err := ParsePrincipals("p.toml", []byte("version = 1\n[principals.a]\ntoken_sha256 = \""+strings.ToUpper(hash)+"\"\nscopes = [\"files\"]\n"))
+	ps, err := parsePrincipals("p.toml", []byte("version = 1\n[principals.a]\ntoken_sha256 = \""+strings.ToUpper(hash)+"\"\nscopes = [\"files\"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func FuzzParsePrincipals(f *testing.F) {
 	f.Add([]byte("version = 1\n[principals]\n"))
 	f.Add([]byte("[[principals]]\nx=1"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		ps, err := ParsePrincipals("f.toml", src)
+		ps, err := parsePrincipals("f.toml", src)
 		if err != nil {
 			return
 		}

@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 )
 
-// PrincipalStore holds the running principals: control.principals_file
+// principalStore holds the running principals: control.principals_file
 // plus control.token_file's admin "token". Reload swaps them atomically;
 // a broken file keeps the running version (like a policy reload).
-type PrincipalStore struct {
+type principalStore struct {
 	file  string // "" = none
 	token string // control.token_file's token, "" = none
 	log   *slog.Logger
@@ -19,13 +19,13 @@ type PrincipalStore struct {
 	cur atomic.Pointer[Principals]
 }
 
-// NewPrincipalStore loads file (may be "") and adds token (may be ""). A
+// newPrincipalStore loads file (may be "") and adds token (may be ""). A
 // broken file fails the start: there is no running version to keep.
-func NewPrincipalStore(file, token string, log *slog.Logger) (*PrincipalStore, error) {
+func newPrincipalStore(file, token string, log *slog.Logger) (*principalStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &PrincipalStore{file: file, token: token, log: log}
+	s := &principalStore{file: file, token: token, log: log}
 	ps, err := s.read()
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func NewPrincipalStore(file, token string, log *slog.Logger) (*PrincipalStore, e
 	return s, nil
 }
 
-func (s *PrincipalStore) read() (*Principals, error) {
+func (s *principalStore) read() (*Principals, error) {
 	var ps *Principals
 	if s.file != "" {
 		var err error
@@ -46,7 +46,7 @@ func (s *PrincipalStore) read() (*Principals, error) {
 }
 
 // Current is the running version.
-func (s *PrincipalStore) Current() *Principals {
+func (s *principalStore) Current() *Principals {
 	if s == nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (s *PrincipalStore) Current() *Principals {
 
 // Reload re-reads the principals file. On error the running version stays
 // and the error says why; by names who asked (SIGHUP, a principal).
-func (s *PrincipalStore) Reload(by string) error {
+func (s *principalStore) Reload(by string) error {
 	if s == nil || s.file == "" {
 		return nil
 	}

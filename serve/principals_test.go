@@ -55,7 +55,7 @@ type principalWorld struct {
 	fb     *fakeBackend
 	api    *API
 	file   string
-	store  *PrincipalStore
+	store  *principalStore
 	ca     *certs.CA
 	base   string
 	events *eventLog
@@ -78,7 +78,7 @@ func startPrincipals(t *testing.T, body string, tokens map[string]string) *princ
 	w.write(body)
 	log := slog.New(slog.NewTextHandler(w.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
-	if w.store, err = NewPrincipalStore(w.file, w.admin, log); err != nil {
+	if w.store, err = newPrincipalStore(w.file, w.admin, log); err != nil {
 		t.Fatal(err)
 	}
 	if w.ca, err = certs.Open(filepath.Join(dir, "state")); err != nil {

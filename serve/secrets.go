@@ -3,14 +3,13 @@ package serve
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 
+	"airlock/internal/randid"
 	"airlock/internal/safefile"
 	"airlock/proxy"
 )
@@ -30,16 +29,16 @@ type Secrets struct {
 
 var _ proxy.Secrets = (*Secrets)(nil)
 
-// NewSecrets returns an empty store.
-func NewSecrets() *Secrets {
+// newSecrets returns an empty store.
+func newSecrets() *Secrets {
 	return &Secrets{global: map[string]string{}, task: map[string]map[string]string{}, sentinel: map[string][]proxy.Placeholder{}}
 }
 
-// LoadSecrets reads the secret store file: "name=value" lines, '#'
+// loadSecrets reads the secret store file: "name=value" lines, '#'
 // comments and blank lines allowed. The file must be mode 0600 or
 // stricter; a looser file is refused (it holds credentials).
-func LoadSecrets(path string) (*Secrets, error) {
-	s := NewSecrets()
+func loadSecrets(path string) (*Secrets, error) {
+	s := newSecrets()
 	if path == "" {
 		return s, nil
 	}
@@ -103,7 +102,7 @@ func (s *Secrets) SetTask(sandbox string, task map[string]string, sentinels []st
 	env := map[string]string{}
 	var phs []proxy.Placeholder
 	for _, n := range sentinels {
-		ph := "airlock-placeholder-" + randomHex(12)
+		ph := "airlock-placeholder-" + randid.Hex(12)
 		phs = append(phs, proxy.Placeholder{Name: n, Value: ph})
 		env[envName(n)] = ph
 	}
@@ -168,12 +167,6 @@ func envName(n string) string {
 		}
 	}
 	return string(b)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // setPlaceholders records the sentinel placeholders (name → value) a

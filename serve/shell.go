@@ -19,8 +19,8 @@ type ShellBackend interface {
 
 var _ ShellBackend = (*Appliance)(nil)
 
-// DefaultShell is the command of a shell session that names none.
-var DefaultShell = []string{"/bin/sh"}
+// defaultShell is the command of a shell session that names none.
+var defaultShell = []string{"/bin/sh"}
 
 // shell opens a recorded terminal session: the attach scope (the route's)
 // and the sandbox's owner (or an admin), checked by authorize.
@@ -31,7 +31,7 @@ func (a *API) shell(w http.ResponseWriter, r *http.Request) {
 	}
 	req.TTY, req.Background = true, false
 	if len(req.Argv) == 0 && req.Shell == "" {
-		req.Argv = DefaultShell
+		req.Argv = defaultShell
 	}
 	if !a.admitExec(w, r, &req) {
 		return

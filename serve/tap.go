@@ -2,6 +2,8 @@ package serve
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -161,7 +163,9 @@ func (t *tap) Summary(id string) client.Summary {
 		return out
 	}
 	for name, c := range s.cats {
-		out.Categories = append(out.Categories, client.CategoryCount{Category: name, Requests: c.requests, Destinations: sortedKeys(c.dests)})
+		dests := slices.AppendSeq(make([]string, 0, len(c.dests)), maps.Keys(c.dests)) // [] in JSON when none
+		slices.Sort(dests)
+		out.Categories = append(out.Categories, client.CategoryCount{Category: name, Requests: c.requests, Destinations: dests})
 	}
 	sort.Slice(out.Categories, func(i, j int) bool { return out.Categories[i].Category < out.Categories[j].Category })
 	for _, d := range s.denied {
@@ -173,7 +177,7 @@ func (t *tap) Summary(id string) client.Summary {
 		}
 		return out.Denied[i].Destination < out.Denied[j].Destination
 	})
-	out.DNSNames = sortedKeys(s.names)
+	out.DNSNames = slices.Sorted(maps.Keys(s.names))
 	out.Drops = s.drops
 	out.Counts = make(map[string]uint64, len(s.counts))
 	for k, v := range s.counts {
@@ -195,13 +199,4 @@ func (t *tap) Forget(id string) {
 	defer t.mu.Unlock()
 	delete(t.sums, id)
 	delete(t.running, id)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

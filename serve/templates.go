@@ -41,14 +41,9 @@ func (a *Appliance) BuildTemplate(ctx context.Context, req client.TemplateReques
 	if req.From == "" {
 		return client.Template{}, client.Errorf(client.CodeInvalid, "template %s: --from IMAGE is required", req.Name)
 	}
-	claim, err := a.ids.offer(ctx, randomHex(6))
-	if err != nil {
-		return client.Template{}, err
-	}
 	t, err := a.runner.BuildTemplate(ctx, runner.TemplateRequest{Name: req.Name, From: req.From, Setup: req.Setup,
 		Policy: name, PolicyHash: ref.load().Hash(), ExecTimeout: a.cfg.Sandbox.ExecTimeout.Duration,
 		Explain: a.denials})
-	a.ids.withdraw(claim)
 	var te *runner.TemplateError
 	if errors.As(err, &te) {
 		return client.Template{}, client.Errorf(client.CodeInvalid, "%v", te)
@@ -148,7 +143,7 @@ func (a *API) templateRoutes(mux *http.ServeMux, v string) {
 	mux.HandleFunc("GET "+v+"/templates", func(w http.ResponseWriter, r *http.Request) {
 		if b, ok := a.templateBackend(w, r); ok {
 			ts, err := b.Templates(r.Context())
-			a.reply(w, r, ts, err)
+			replyList(a, w, r, ts, err)
 		}
 	})
 	mux.HandleFunc("GET "+v+"/templates/{ref}", func(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airlock/client"
+	"airlock/internal/tardir"
 )
 
 func sandboxCpCmd() *cobra.Command {
@@ -117,7 +118,13 @@ func copyIn(ctx context.Context, c *client.Client, src, id, dst string) error {
 		return fmt.Errorf("cp: %s:%s", id, err)
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeTar(pw, src, plan.top)) }()
+	go func() {
+		err := tardir.Write(pw, src, plan.top)
+		if err != nil {
+			err = fmt.Errorf("cp: %w", err)
+		}
+		pw.CloseWithError(err)
+	}()
 	err = c.CopyIn(ctx, id, plan.dir, pr)
 	pr.CloseWithError(err)
 	return err
@@ -230,65 +237,6 @@ func renameTop(name, top, to string) (string, bool) {
 	return to + "/" + rest, true
 }
 
-// writeTar writes src (a file or a directory tree) as a tar stream whose
-// top entry is named top; top "" leaves it out and names what is below it
-// relative to it (a directory's contents).
-func writeTar(w io.Writer, src, top string) error {
-	tw := tar.NewWriter(w)
-	root := filepath.Clean(src)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		name := path.Join(top, filepath.ToSlash(rel))
-		if rel == "." {
-			if name = top; name == "" {
-				return nil
-			}
-		}
-		return writeEntry(tw, p, name, d)
-	})
-	if err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	return tw.Close()
-}
-
-func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
-	info, err := d.Info()
-	if err != nil {
-		return err
-	}
-	link := ""
-	if info.Mode()&fs.ModeSymlink != 0 {
-		if link, err = os.Readlink(p); err != nil {
-			return err
-		}
-	}
-	hdr, err := tar.FileInfoHeader(info, link)
-	if err != nil {
-		return err
-	}
-	hdr.Name = name
-	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
-		return nil
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(tw, f)
-	return err
-}
 
 // extractTar unpacks a tar stream (whose first header, already read, is
 // first) under dir, each entry under the name rename gives it (false:

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"airlock/internal/tardir"
 )
 
 func TestTarRoundTrip(t *testing.T) {
@@ -15,7 +17,7 @@ func TestTarRoundTrip(t *testing.T) {
 	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
 	os.WriteFile(filepath.Join(src, "sub", "a.txt"), []byte("hello"), 0o644)
 	var buf bytes.Buffer
-	if err := writeTar(&buf, src, "proj"); err != nil {
+	if err := tardir.Write(&buf, src, "proj"); err != nil {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()

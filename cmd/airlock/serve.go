@@ -4,23 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"airlock/bpf"
-	"airlock/runner"
-	"airlock/runner/podman"
 	"airlock/serve"
 )
 
@@ -102,13 +94,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	engine := podmanEngine
+	engine := serve.PodmanEngine
 	if serveFlags.node {
 		engine = nil // node mode brings its own
 	}
 	app, err := serve.Start(ctx, cfg, serve.Options{Logger: log, Version: version, NewEngine: engine,
-		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Guard: guardFor(serveFlags.instance), Node: serveFlags.node,
-		ProcSys: serveFlags.procSys})
+		Instance: serveFlags.instance, PinDir: serveFlags.pinDir, Node: serveFlags.node, ProcSys: serveFlags.procSys})
 	if err != nil {
 		return err
 	}
@@ -127,63 +118,10 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// podmanEngine connects to the sandbox user's Podman service, starting it
-// if it is not running.
-func podmanEngine(ctx context.Context, cfg *serve.Config, log *slog.Logger) (runner.Engine, io.Closer, error) {
-	socket := cfg.Podman.Socket
-	var closer io.Closer
-	if socket == "" {
-		if err := ensureSocketDir(cfg.Podman.User); err != nil {
-			return nil, nil, err
-		}
-		svc, err := podman.StartService(ctx, podman.ServiceConfig{User: cfg.Podman.User, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		socket, closer = svc.Socket(), svc
-	}
-	eng, err := podman.NewEngine(ctx, socket)
-	if err != nil {
-		if closer != nil {
-			closer.Close()
-		}
-		return nil, nil, err
-	}
-	return eng, closer, nil
-}
-
-// ensureSocketDir creates /run/user/UID/podman for the sandbox user: the
-// podman service binds its socket there and does not create the directory.
-func ensureSocketDir(name string) error {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return fmt.Errorf("sandbox user %q: %w (run make setup)", name, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	run := filepath.Join("/run/user", u.Uid)
-	for _, d := range []string{run, filepath.Join(run, "podman")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// teardown removes what a stopped appliance leaves on purpose (pins,
-// links, routing rule, nft guard table): for uninstalling and for the
-// quickstart's cleanup. It refuses while the appliance still answers.
+// teardown is serve --teardown: serve.Teardown for this instance, said on
+// stderr.
 func teardown(cmd *cobra.Command, cfg *serve.Config) error {
-	if c, err := net.DialTimeout("unix", cfg.Control.Socket, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("airlock serve is still running on %s: stop it first", cfg.Control.Socket)
-	}
-	g := guardFor(serveFlags.instance)
-	g.IfacePrefix = runner.VethPrefix
-	p, err := bpf.Reopen(serveFlags.pinDir, bpf.Options{Guard: g})
+	err := serve.Teardown(cfg, serve.Options{Instance: serveFlags.instance, PinDir: serveFlags.pinDir})
 	if errors.Is(err, bpf.ErrNotPinned) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "airlock: nothing pinned at %s\n", serveFlags.pinDir)
 		return nil
@@ -191,35 +129,6 @@ func teardown(cmd *cobra.Command, cfg *serve.Config) error {
 	if err != nil {
 		return err
 	}
-	hs, err := p.Handles()
-	live := 0
-	for _, h := range hs {
-		if _, ierr := net.InterfaceByIndex(h.Ifindex); h.Ifindex != 0 && ierr == nil {
-			live++ // a veth still exists: a sandbox would lose its path
-		}
-	}
-	if err == nil && live > 0 {
-		p.Close()
-		return fmt.Errorf("%d sandbox(es) are still attached: start the appliance and remove them first (airlock sandbox rm)", live)
-	}
-	if err := p.Teardown(); err != nil {
-		return err
-	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "airlock: removed the kernel path at %s and its host guards\n", serveFlags.pinDir)
-	return os.RemoveAll(serveFlags.pinDir)
-}
-
-// guardFor names the host guards of an instance: the defaults for the
-// default instance; for any other, an nft table, routing table and rule of
-// its own (same mark: every appliance's guard accepts steered packets by
-// it), so a second appliance on a host (the quickstart, a benchmark) never
-// removes the first one's guards.
-func guardFor(instance string) bpf.GuardConfig {
-	if instance == "" || instance == "default" {
-		return bpf.GuardConfig{}
-	}
-	h := fnv.New32a()
-	h.Write([]byte(instance))
-	n := 2000 + int(h.Sum32()%1000)
-	return bpf.GuardConfig{NFTTable: "airlock-" + instance, Table: n, RulePriority: n}
+	return nil
 }

@@ -68,7 +68,7 @@ func TestSandboxEndToEnd(t *testing.T) {
 		// host environment is never inherited.
 		allowed := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "HOSTNAME": true, "TERM": true,
 			"container": true, "TASK": true, "AIRLOCK_SANDBOX": true, "SHLVL": true, "PWD": true}
-		for _, k := range runner.CAEnvVars {
+		for _, k := range runner.CAEnvVars() {
 			allowed[k] = true
 		}
 		for _, line := range strings.Split(strings.TrimSpace(env), "\n") {

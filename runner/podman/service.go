@@ -17,13 +17,13 @@ import (
 	"time"
 )
 
-// ContainersConf is the sandbox user's containers.conf: runc (crun refuses
+// containersConf is the sandbox user's containers.conf: runc (crun refuses
 // hybrid cgroup hosts), cgroupfs and file events (no systemd user session),
 // and a short exit_command_delay (otherwise each exec leaves two conmon
 // processes for 300 s). runner/images/build.sh installs the same file.
 //
 //go:embed containers.conf
-var ContainersConf []byte
+var containersConf []byte
 
 // ServiceConfig says whose Podman service to use.
 type ServiceConfig struct {
@@ -52,7 +52,7 @@ func (s *Service) Socket() string { return s.socket }
 func (s *Service) Started() bool { return s.cmd != nil }
 
 // StartService makes sure the sandbox user's Podman service answers on its
-// socket, starting it (as that user, with ContainersConf) if it does not.
+// socket, starting it (as that user, with containersConf) if it does not.
 func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if cfg.User == "" {
 		cfg.User = "airlock-sandbox"
@@ -108,10 +108,10 @@ func prepareUser(home, runDir string, uid, gid int) error {
 		}
 	}
 	conf := filepath.Join(dir, "containers.conf")
-	if old, err := os.ReadFile(conf); err == nil && string(old) == string(ContainersConf) {
+	if old, err := os.ReadFile(conf); err == nil && string(old) == string(containersConf) {
 		return nil
 	}
-	if err := os.WriteFile(conf, ContainersConf, 0o644); err != nil {
+	if err := os.WriteFile(conf, containersConf, 0o644); err != nil {
 		return err
 	}
 	return os.Chown(conf, uid, gid)
