@@ -100,7 +100,7 @@ func (w *linter) wildcards(c *Category) {
 func (w *linter) formatChars(data []byte) {
 	for _, fc := range findFormatChars(data) {
 		pos := Position{File: w.l.file, Line: fc.line, Col: fc.col}
-		w.warns = append(w.warns, &Error{Pos: pos, Path: w.l.ix.keyAt(fc.line, fc.col),
+		w.warns = append(w.warns, &Error{Pos: pos, Path: w.l.ix.KeyAt(fc.line, fc.col),
 			Msg: fmt.Sprintf("U+%04X %s: an invisible character can make the file read differently from how it is decided; remove it", fc.r, fc.name)})
 	}
 }

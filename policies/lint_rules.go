@@ -3,7 +3,6 @@ package policies
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -136,12 +135,11 @@ func (w *linter) ruleExists(name string) bool {
 	if !ruleBase(name) {
 		return false
 	}
-	if _, ok := w.l.ix.keys[name]; ok {
+	if w.l.ix.Has(name) {
 		return true
 	}
 	if open := strings.LastIndexByte(name, '['); open > 0 && strings.HasSuffix(name, "]") {
-		n, err := strconv.Atoi(name[open+1 : len(name)-1])
-		return err == nil && n >= 0 && n < len(w.l.ix.elems[name[:open]])
+		return false // an element not written
 	}
 	parent := parentPath(name)
 	key := strings.TrimPrefix(name, parent+".")
@@ -178,12 +176,12 @@ func (w *linter) ruleNames() []string {
 			names = append(names, joinPath(c.r.path, k))
 		}
 	}
-	for base, el := range w.l.ix.elems {
-		for i := 0; i < len(el) && ruleBase(base) && len(names) < maxRuleNames; i++ {
+	for base, n := range w.l.ix.Arrays {
+		for i := 0; i < n && ruleBase(base) && len(names) < maxRuleNames; i++ {
 			names = append(names, elemPath(base, i))
 		}
 	}
-	for k := range w.l.ix.keys {
+	for k := range w.l.ix.Keys {
 		if ruleBase(k) && len(names) < maxRuleNames {
 			names = append(names, k)
 		}

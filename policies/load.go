@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"airlock/internal/safefile"
+	"airlock/internal/tomlpos"
 )
 
 const internalErrorMsg = "internal error while loading the policy"
@@ -72,7 +73,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		return nil, tomlError(file, data, err)
 	}
-	l := &loader{file: file, ix: indexPositions(string(data))}
+	l := &loader{file: file, ix: tomlpos.Scan(string(data))}
 	if l.limits(tree); len(l.errs) > 0 {
 		return nil, l.errs
 	}

@@ -5,20 +5,22 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // loader walks the decoded TOML tree, collecting every error with its
 // position and key path.
 type loader struct {
 	file string
-	ix   *posIndex
+	ix   *tomlpos.Index
 	errs ErrorList
 	// lockSums are the names and digests of the lockfiles read: part of
 	// the policy's hash, so a reload sees a changed lockfile.
 	lockSums []byte
 }
 
-func (l *loader) pos(path string) Position { return l.ix.lookup(l.file, path) }
+func (l *loader) pos(path string) Position { return at(l.ix, l.file, path) }
 
 func (l *loader) rule(path string) Rule { return Rule{Name: path, Pos: l.pos(path)} }
 

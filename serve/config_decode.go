@@ -23,7 +23,7 @@ func decodeConfig(name string, src []byte, c *Config) (errs Errors, failed map[s
 	if err != nil {
 		return Errors{decodeError(name, src, err)}, nil, false
 	}
-	d := configDecoder{md: md, name: name, src: src, loc: locator{file: name, src: src}, failed: map[string]bool{}}
+	d := configDecoder{md: md, name: name, src: src, loc: newLocator(name, src), failed: map[string]bool{}}
 	d.table(nil, top, reflect.ValueOf(c).Elem())
 	return d.errs, d.failed, true
 }
