@@ -16,9 +16,6 @@ import (
 // addresses. Its name says what setting it means.
 const HatchRiskyCIDRs = "cidrs_reach_host_and_metadata"
 
-// lintKeys are category keys only the lints read.
-var lintKeys = []string{HatchRiskyCIDRs}
-
 // Warnings returns the policy's warnings in file order.
 func (p *Policy) Warnings() ErrorList { return p.warnings }
 
@@ -166,12 +163,7 @@ func CIDRRisk(pfx netip.Prefix) string {
 
 func (w *linter) riskyCIDRs(c *Category) {
 	hatchPath := joinPath(c.r.path, HatchRiskyCIDRs)
-	v, set := w.catTable(c)[HatchRiskyCIDRs]
-	hatch, isBool := v.(bool)
-	if set && !isBool {
-		w.l.errf(hatchPath, "want true or false, got %s", tomlType(v))
-		return
-	}
+	hatch, _ := w.catTable(c)[HatchRiskyCIDRs].(bool) // decode reported a value that is not true or false
 	needed := false
 	for _, cr := range c.r.cidrs {
 		what := CIDRRisk(cr.prefix)

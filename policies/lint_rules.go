@@ -161,10 +161,6 @@ func (w *linter) catByPath(path string) *Category {
 	return nil
 }
 
-func categoryKeys(k Kind) []string {
-	return append(append([]string{}, commonKeys...), kindKeys[k]...)
-}
-
 // maxRuleNames bounds the names a did-you-mean looks through.
 const maxRuleNames = 10000
 

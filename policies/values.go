@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -26,24 +25,6 @@ func (l *loader) rule(path string) Rule { return Rule{Name: path, Pos: l.pos(pat
 
 func (l *loader) errf(path, format string, args ...any) {
 	l.errs = append(l.errs, &Error{Pos: l.pos(path), Path: path, Msg: fmt.Sprintf(format, args...)})
-}
-
-// known reports every key of m that is not in keys as an error.
-func (l *loader) known(m map[string]any, path string, keys ...string) {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if !contains(keys, k) {
-			msg := "unknown key"
-			if s := closest(k, keys); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			l.errf(joinPath(path, k), "%s", msg)
-		}
-	}
 }
 
 func contains(list []string, s string) bool {
@@ -105,102 +86,6 @@ func tomlType(v any) string {
 		return "a table"
 	}
 	return "a date or time"
-}
-
-func (l *loader) str(m map[string]any, key, path string) (string, bool) {
-	v, ok := m[key]
-	if !ok {
-		return "", false
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		l.errf(joinPath(path, key), "want a string, got %s", tomlType(v))
-		return "", false
-	}
-	return s, true
-}
-
-func (l *loader) boolean(m map[string]any, key, path string, def bool) bool {
-	v, ok := m[key]
-	if !ok {
-		return def
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		l.errf(joinPath(path, key), "want true or false, got %s", tomlType(v))
-		return def
-	}
-	return b
-}
-
-func (l *loader) integer(m map[string]any, key, path string, lo, hi int64) (int64, bool) {
-	v, ok := m[key]
-	if !ok {
-		return 0, false
-	}
-	n, isInt := v.(int64)
-	if !isInt {
-		l.errf(joinPath(path, key), "want an integer, got %s", tomlType(v))
-		return 0, false
-	}
-	if n < lo || n > hi {
-		l.errf(joinPath(path, key), "%d is out of range [%d, %d]", n, lo, hi)
-		return 0, false
-	}
-	return n, true
-}
-
-func (l *loader) table(m map[string]any, key, path string) (map[string]any, bool) {
-	v, ok := m[key]
-	if !ok {
-		return nil, false
-	}
-	t, isTable := v.(map[string]any)
-	if !isTable {
-		l.errf(joinPath(path, key), "want a table, got %s", tomlType(v))
-		return nil, false
-	}
-	return t, true
-}
-
-// list returns the elements of an array value.
-func (l *loader) list(m map[string]any, key, path string) ([]any, bool) {
-	v, ok := m[key]
-	if !ok {
-		return nil, false
-	}
-	switch a := v.(type) {
-	case []any:
-		return a, true
-	case []map[string]any:
-		out := make([]any, len(a))
-		for i := range a {
-			out[i] = a[i]
-		}
-		return out, true
-	}
-	l.errf(joinPath(path, key), "want an array, got %s", tomlType(v))
-	return nil, false
-}
-
-// strList returns the string elements of an array with their paths.
-func (l *loader) strList(m map[string]any, key, path string) (vals, paths []string, present bool) {
-	items, ok := l.list(m, key, path)
-	if !ok {
-		return nil, nil, m[key] != nil
-	}
-	all := elemPaths(joinPath(path, key), len(items))
-	for i, it := range items {
-		p := all[i]
-		s, isStr := it.(string)
-		if !isStr {
-			l.errf(p, "want a string, got %s", tomlType(it))
-			continue
-		}
-		vals = append(vals, s)
-		paths = append(paths, p)
-	}
-	return vals, paths, true
 }
 
 func oneOf(s string, opts ...string) bool { return contains(opts, s) }
