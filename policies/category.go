@@ -107,8 +107,9 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 			}
 		}
 	}
-	var w wireCategory
-	l.decode(m, path, &w, append(categoryKeys(c.Kind), lintKeys()...))
+	w := &wireCategory{}
+	l.wireCats[c] = w
+	l.decode(m, path, w, append(categoryKeys(c.Kind), lintKeys()...))
 	c.Mode = p.mode
 	if w.Mode != nil {
 		c.Mode = Mode(*w.Mode)
@@ -145,7 +146,7 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	}
 	l.ports(c, &w.Ports)
 	l.methods(c, &w.Methods)
-	l.routes(c, &w.Routes)
+	l.routes(c, w)
 	l.inject(c, w.Inject)
 	if w.Sentinels.set {
 		for i, n := range w.Sentinels.vals {
@@ -161,13 +162,13 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	}
 	switch c.Kind {
 	case KindGit:
-		l.gitKeys(c, &w)
+		l.gitKeys(c, w)
 	case KindRegistries:
-		l.registryKeys(c, &w)
-		l.gateKeys(c, &w)
+		l.registryKeys(c, w)
+		l.gateKeys(c, w)
 		l.lockfiles(c, &w.Lockfiles)
 	case KindWebhooks:
-		l.webhookKeys(c, &w)
+		l.webhookKeys(c, w)
 	case KindInternalAPI:
 		if !w.Routes.set {
 			l.errf(joinPath(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
@@ -175,7 +176,7 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 			l.errf(joinPath(path, "routes"), "empty: no call could be made; list the method and path of every call allowed")
 		}
 	}
-	l.checkInspect(c, &w)
+	l.checkInspect(c, w)
 	return c
 }
 
@@ -367,18 +368,19 @@ func (l *loader) methodSet(list, paths []string, path string) methodSet {
 	return ms
 }
 
-func (l *loader) routes(c *Category, list *list) {
+func (l *loader) routes(c *Category, wc *wireCategory) {
 	path := joinPath(c.r.path, "routes")
 	c.r.routesRule = l.rule(path)
-	for i, it := range list.items {
+	for i, it := range wc.Routes.items {
 		ep := elemPath(path, i)
 		rm, ok := it.(map[string]any)
 		if !ok {
 			l.errf(ep, "want a table { methods = [...], path = \"...\" }, got %s", tomlType(it))
 			continue
 		}
-		var w wireRoute
-		l.decode(rm, ep, &w, nil)
+		wc.routes = append(wc.routes, wireRoute{})
+		w := &wc.routes[len(wc.routes)-1]
+		l.decode(rm, ep, w, nil)
 		rt := route{rule: l.rule(ep)}
 		ok = true
 		var ps string

@@ -9,15 +9,14 @@ import (
 // routes: a route allowing a method its category never allows, and a
 // route an earlier route always matches first, can never decide.
 func (w *linter) routes(c *Category) {
-	items := rawList(w.catTable(c)["routes"])
-	if len(items) != len(c.r.routes) { // the loader refused some; nothing to align
+	wroutes := w.wire(c).routes
+	if len(wroutes) != len(c.r.routes) { // the loader refused some; nothing to align
 		return
 	}
 	path := joinPath(c.r.path, "routes")
 	for j := range c.r.routes {
 		rt, ep := &c.r.routes[j], elemPath(path, j)
-		rm, _ := items[j].(map[string]any)
-		ms, mpaths := rawStrings(rm, "methods", ep)
+		ms, mpaths := wroutes[j].Methods.vals, wroutes[j].Methods.paths
 		for i, m := range ms {
 			if m != "*" && !c.r.methods.has(m) {
 				w.warnf(mpaths[i], "the route allows %s, which %s never allows: it never matches a %s request",
@@ -31,20 +30,6 @@ func (w *linter) routes(c *Category) {
 			}
 		}
 	}
-}
-
-func rawList(v any) []any {
-	switch a := v.(type) {
-	case []any:
-		return a
-	case []map[string]any:
-		out := make([]any, len(a))
-		for i := range a {
-			out[i] = a[i]
-		}
-		return out
-	}
-	return nil
 }
 
 // routeCovers reports whether route a matches every request route b does.

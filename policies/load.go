@@ -91,7 +91,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 		p.hash = hex.EncodeToString(h.Sum(nil))
 	}
 	if len(l.errs) == 0 {
-		p.warnings = l.lint(p, tree, data)
+		p.warnings = l.lint(p, data)
 	}
 	if len(l.errs) > 0 {
 		l.errs.sort()
@@ -137,8 +137,9 @@ func offsetPos(file string, data []byte, off int) Position {
 }
 
 func (l *loader) policy(p *Policy, tree map[string]any) {
-	var w wirePolicy
-	l.decode(tree, "", &w, nil)
+	w := &l.wire
+	l.wireCats = map[*Category]*wireCategory{}
+	l.decode(tree, "", w, nil)
 	p.defaultRule = Rule{Name: "default", Pos: Position{File: l.file}}
 	switch _, ok := tree["version"]; {
 	case !ok:

@@ -8,12 +8,16 @@ import (
 	"airlock/internal/tomlpos"
 )
 
-// loader walks the decoded TOML tree, collecting every error with its
+// loader compiles the decoded wire structs (wire.go), collecting every error with its
 // position and key path.
 type loader struct {
 	file string
 	ix   *tomlpos.Index
 	errs ErrorList
+	// wire is the file as decoded, wireCats each category's table: the
+	// lints read them.
+	wire     wirePolicy
+	wireCats map[*Category]*wireCategory
 	// lockSums are the names and digests of the lockfiles read: part of
 	// the policy's hash, so a reload sees a changed lockfile.
 	lockSums []byte

@@ -100,6 +100,8 @@ type wireCategory struct {
 	Rate    *string `toml:"rate" kind:"webhooks"`
 
 	RiskyCIDRs *bool `toml:"cidrs_reach_host_and_metadata" kind:"lint"` // HatchRiskyCIDRs
+
+	routes []wireRoute // the elements of Routes that are tables, decoded
 }
 
 // gatePresent: some key of the package gate is written.
@@ -231,6 +233,9 @@ func fieldsOf(t reflect.Type) *wireFields {
 	f := &wireFields{index: map[string]int{}, kind: map[string]string{}}
 	for i := range t.NumField() {
 		name := t.Field(i).Tag.Get("toml")
+		if name == "" {
+			continue
+		}
 		f.names = append(f.names, name)
 		f.index[name] = i
 		if k := t.Field(i).Tag.Get("kind"); k != "" {
