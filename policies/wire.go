@@ -284,6 +284,9 @@ func (l *loader) decode(m map[string]any, path string, v any, names []string) {
 	}
 }
 
+// want says what a field of each scalar kind takes.
+var want = map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "true or false", reflect.Int64: "an integer"}
+
 // value decodes one value into field f, or reports why it cannot.
 func (l *loader) value(raw any, path string, f reflect.Value) {
 	if f.Addr().Type().Implements(takerType) {
@@ -321,27 +324,13 @@ func (l *loader) value(raw any, path string, f reflect.Value) {
 			return
 		}
 		l.decode(m, path, p.Interface(), nil)
-	case p.Elem().Kind() == reflect.String:
-		s, ok := raw.(string)
-		if !ok {
-			l.errf(path, "want a string, got %s", tomlType(raw))
+	case want[p.Elem().Kind()] != "": // string, bool, int64: as the parser makes them
+		v := reflect.ValueOf(raw)
+		if !v.IsValid() || v.Type() != p.Elem().Type() {
+			l.errf(path, "want %s, got %s", want[p.Elem().Kind()], tomlType(raw))
 			return
 		}
-		p.Elem().SetString(s)
-	case p.Elem().Kind() == reflect.Bool:
-		b, ok := raw.(bool)
-		if !ok {
-			l.errf(path, "want true or false, got %s", tomlType(raw))
-			return
-		}
-		p.Elem().SetBool(b)
-	case p.Elem().Kind() == reflect.Int64:
-		n, ok := raw.(int64)
-		if !ok {
-			l.errf(path, "want an integer, got %s", tomlType(raw))
-			return
-		}
-		p.Elem().SetInt(n)
+		p.Elem().Set(v)
 	default:
 		panic("policies: wire field of unsupported type " + f.Type().String())
 	}
