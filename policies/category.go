@@ -74,8 +74,8 @@ var kindList = []string{"registries", "git", "internal_api", "webhooks", "public
 func categoryKeys(k Kind) []string {
 	fs := fieldsOf(reflect.TypeFor[wireCategory]())
 	var out []string
-	for _, n := range fs.names {
-		if kk := fs.kind[n]; kk == "" || kk == k.String() {
+	for _, n := range fs.Names {
+		if kk := kindOf(fs, n); kk == "" || kk == k.String() {
 			out = append(out, n)
 		}
 	}
@@ -86,8 +86,8 @@ func categoryKeys(k Kind) []string {
 func lintKeys() []string {
 	fs := fieldsOf(reflect.TypeFor[wireCategory]())
 	var out []string
-	for _, n := range fs.names {
-		if fs.kind[n] == "lint" {
+	for _, n := range fs.Names {
+		if kindOf(fs, n) == "lint" {
 			out = append(out, n)
 		}
 	}
@@ -99,8 +99,8 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	c.r.path = path
 	c.Kind = l.kind(name, path, m)
 	fs := fieldsOf(reflect.TypeFor[wireCategory]())
-	for _, key := range fs.names {
-		if k := fs.kind[key]; k != "" && k != "lint" && k != c.Kind.String() {
+	for _, key := range fs.Names {
+		if k := kindOf(fs, key); k != "" && k != "lint" && k != c.Kind.String() {
 			if _, ok := m[key]; ok {
 				l.errf(joinPath(path, key), "%s only applies to %s categories (this one is %s)", key, k, kindLabel(c.Kind))
 				delete(m, key) // reported; not "unknown" too

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // routes: a route allowing a method its category never allows, and a
@@ -100,7 +102,7 @@ func (w *linter) tests() {
 }
 
 func didYouMean(s string, names []string) string {
-	if c := closest(s, names); c != "" {
+	if c := tomlpos.Closest(s, names); c != "" {
 		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return ""

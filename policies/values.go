@@ -40,40 +40,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// closest returns the key within edit distance 2 of k, if any.
-func closest(k string, keys []string) string {
-	best, bestD := "", 3
-	for _, c := range keys {
-		if d := editDistance(k, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 func tomlType(v any) string {
 	switch v.(type) {
 	case string:
@@ -121,7 +87,3 @@ func elemPaths(base string, n int) []string {
 	}
 	return out
 }
-
-// Closest returns the name in names within edit distance 2 of k, or ""
-// (for "did you mean" hints in other strict configs).
-func Closest(k string, names []string) string { return closest(k, names) }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"sync"
+
+	"airlock/internal/tomlpos"
 )
 
 // The wire structs are the policy file's shape, one field per key named by
@@ -216,37 +217,13 @@ func (a *actionWord) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// wireFields describes a wire struct type: its keys in field order, the
-// field of each, and each key's kind tag.
-type wireFields struct {
-	names []string
-	index map[string]int
-	kind  map[string]string
-}
+func fieldsOf(t reflect.Type) *tomlpos.Fields { return tomlpos.FieldsOf(t) }
 
-var fieldCache sync.Map // reflect.Type -> *wireFields
+func keysOf[T any]() []string { return fieldsOf(reflect.TypeFor[T]()).Names }
 
-func fieldsOf(t reflect.Type) *wireFields {
-	if f, ok := fieldCache.Load(t); ok {
-		return f.(*wireFields)
-	}
-	f := &wireFields{index: map[string]int{}, kind: map[string]string{}}
-	for i := range t.NumField() {
-		name := t.Field(i).Tag.Get("toml")
-		if name == "" {
-			continue
-		}
-		f.names = append(f.names, name)
-		f.index[name] = i
-		if k := t.Field(i).Tag.Get("kind"); k != "" {
-			f.kind[name] = k
-		}
-	}
-	fieldCache.Store(t, f)
-	return f
-}
-
-func keysOf[T any]() []string { return fieldsOf(reflect.TypeFor[T]()).names }
+// kindOf is the kind tag of a wireCategory key: the kind it applies only
+// to, "lint" for a key only the lints read, or "".
+func kindOf(fs *tomlpos.Fields, key string) string { return fs.Tag[key].Get("kind") }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
@@ -263,7 +240,7 @@ func (l *loader) decode(m map[string]any, path string, v any, names []string) {
 	rv := reflect.ValueOf(v).Elem()
 	fs := fieldsOf(rv.Type())
 	if names == nil {
-		names = fs.names
+		names = fs.Names
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -271,10 +248,10 @@ func (l *loader) decode(m map[string]any, path string, v any, names []string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		i, ok := fs.index[k]
+		i, ok := fs.Index[k]
 		if !ok {
 			msg := "unknown key"
-			if s := closest(k, names); s != "" {
+			if s := tomlpos.Closest(k, names); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			l.errf(joinPath(path, k), "%s", msg)

@@ -1,9 +1,10 @@
-// Package tomlpos finds where keys and array elements are written in a
-// TOML source, so that errors found after decoding (unknown keys, bad
-// values, cross-field checks) carry a file:line:col. BurntSushi/toml keeps
-// key positions private; this small scanner finds them. It is the one key
-// locator of the repository: the policy loader and the appliance config
-// both use it.
+// Package tomlpos is what the two strict TOML readers, the policy loader
+// and the appliance config (serve), share about keys: where each key and
+// array element is written, so that errors found after decoding (unknown
+// keys, bad values, cross-field checks) carry a file:line:col; the keys a
+// struct's toml tags name (Fields); and the closest known key to a
+// misspelt one (Closest). BurntSushi/toml keeps key positions private;
+// a small scanner finds them.
 //
 // Paths are written the way errors show them: keys joined with ".", a key
 // quoted when it is not bare (categories."my.cat"), and array elements as

@@ -1,6 +1,8 @@
 package tomlpos
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -93,4 +95,26 @@ func FuzzScan(f *testing.F) {
 			ix.Find(k)
 		}
 	})
+}
+
+func TestFieldsAndClosest(t *testing.T) {
+	type s struct {
+		A    string `toml:"hosts"`
+		B    int    `toml:"ports,omitempty" kind:"git"`
+		C    bool   `toml:"-"`
+		D    bool   // no tag: no key
+		Mode string `toml:"mode"`
+	}
+	f := FieldsOf(reflect.TypeFor[s]())
+	if want := []string{"hosts", "ports", "mode"}; !slices.Equal(f.Names, want) {
+		t.Errorf("Names = %v, want %v", f.Names, want)
+	}
+	if f.Index["mode"] != 4 || f.Tag["ports"].Get("kind") != "git" {
+		t.Errorf("Index = %v, ports tag %q", f.Index, f.Tag["ports"])
+	}
+	for k, want := range map[string]string{"posts": "hosts", "Hosts": "hosts", "mod": "mode", "version": ""} {
+		if got := Closest(k, f.Names); got != want { // "posts" ties: the first name wins
+			t.Errorf("Closest(%q) = %q, want %q", k, got, want)
+		}
+	}
 }
