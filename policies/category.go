@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -68,101 +69,123 @@ var kindByName = map[string]Kind{
 
 var kindList = []string{"registries", "git", "internal_api", "webhooks", "public_web"}
 
-var commonKeys = []string{"kind", "mode", "action", "description", "hosts", "cidrs", "ports", "http",
-	"methods", "routes", "inspect", "inject", "sentinels", "sentinel_body", "sentinel_headers", "log_query", "dns_types", "allow_doh"}
+// categoryKeys are the keys a category of kind k reads (the lints' keys
+// aside), in wireCategory's order.
+func categoryKeys(k Kind) []string {
+	fs := fieldsOf(reflect.TypeFor[wireCategory]())
+	var out []string
+	for _, n := range fs.Names {
+		if kk := kindOf(fs, n); kk == "" || kk == k.String() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
-var (
-	routeKeys  = []string{"methods", "path"}
-	injectKeys = []string{"header", "secret", "format"}
-)
-
-var kindKeys = map[Kind][]string{
-	KindGit:        {"push", "repos"},
-	KindRegistries: append([]string{"packages", "publish", "path_prefix", "lockfiles"}, gateKeys...),
-	KindWebhooks:   {"paths", "max_body", "rate"},
+// lintKeys are category keys only the lints read.
+func lintKeys() []string {
+	fs := fieldsOf(reflect.TypeFor[wireCategory]())
+	var out []string
+	for _, n := range fs.Names {
+		if kindOf(fs, n) == "lint" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (l *loader) category(p *Policy, name, path string, m map[string]any) *Category {
 	c := &Category{Name: name, Pos: l.pos(path)}
 	c.r.path = path
 	c.Kind = l.kind(name, path, m)
-	keys := append(append(append([]string{}, commonKeys...), kindKeys[c.Kind]...), lintKeys...)
-	for _, k := range []Kind{KindGit, KindRegistries, KindWebhooks} {
-		if k == c.Kind {
-			continue
-		}
-		for _, key := range kindKeys[k] {
-			if _, ok := m[key]; ok && !contains(keys, key) {
+	fs := fieldsOf(reflect.TypeFor[wireCategory]())
+	for _, key := range fs.Names {
+		if k := kindOf(fs, key); k != "" && k != "lint" && k != c.Kind.String() {
+			if _, ok := m[key]; ok {
 				l.errf(joinPath(path, key), "%s only applies to %s categories (this one is %s)", key, k, kindLabel(c.Kind))
 				delete(m, key) // reported; not "unknown" too
 			}
 		}
 	}
-	l.known(m, path, keys...)
-	c.Mode = l.mode(m, path, p.mode)
-	c.Action = l.action(m, path)
+	w := &wireCategory{}
+	l.wireCats[c] = w
+	l.decode(m, path, w, append(categoryKeys(c.Kind), lintKeys()...))
+	c.Mode = p.mode
+	if w.Mode != nil {
+		c.Mode = Mode(*w.Mode)
+	}
+	c.Action = ActionAllow
+	if w.Action != nil {
+		c.Action = Action(*w.Action)
+	}
 	c.r.actionRule = l.rule(joinPath(path, "action"))
 	c.r.denyReason = "category " + name + " denies its hosts (" + path + ".action = \"deny\")"
 	c.r.qtypeReason = "query type is in neither dns.qtypes nor " + path + ".dns_types"
 	c.r.addrReason = "address is not public and not in " + path + ".cidrs"
 	c.r.askReason = "category " + name + " asks: the connection opens and each request waits for approval"
-	c.Inspect = l.boolean(m, "inspect", path, true)
-	c.HTTP = l.boolean(m, "http", path, false)
+	c.Inspect = flag(w.Inspect, true)
+	c.HTTP = flag(w.HTTP, false)
 	c.r.httpRule = l.rule(joinPath(path, "http"))
-	c.LogQuery = l.boolean(m, "log_query", path, false)
-	c.SentinelBody = l.boolean(m, "sentinel_body", path, false)
-	c.r.allowDoH = l.boolean(m, "allow_doh", path, false)
+	c.LogQuery = flag(w.LogQuery, false)
+	c.SentinelBody = flag(w.SentinelBody, false)
+	c.r.allowDoH = flag(w.AllowDoH, false)
 	c.r.allowDoHRule = l.rule(joinPath(path, "allow_doh"))
-	l.catHosts(c, m)
-	c.r.cidrs = l.cidrs(m, path)
+	l.catHosts(c, &w.Hosts)
+	c.r.cidrs = l.cidrs(&w.CIDRs)
 	c.r.cidrsRule = l.rule(joinPath(path, "cidrs"))
 	for _, cr := range c.r.cidrs {
 		cr.cat = c
 		cr.reason = "address is in " + cr.prefix.String() + " (" + path + ".cidrs)"
 		c.CIDRs = append(c.CIDRs, cr.prefix)
 	}
-	_, hasHosts := m["hosts"]
-	_, hasCIDRs := m["cidrs"]
 	switch {
-	case !hasHosts && !hasCIDRs:
+	case !w.Hosts.set && !w.CIDRs.set:
 		l.errf(path, "a category needs hosts or cidrs")
 	case isEmptyList(m["hosts"]) && isEmptyList(m["cidrs"]):
 		l.errf(path, "hosts and cidrs are empty: the category covers nothing")
 	}
-	l.ports(c, m)
-	l.methods(c, m)
-	l.routes(c, m)
-	l.inject(c, m)
-	if s, _, ok := l.strList(m, "sentinels", path); ok {
-		for i, n := range s {
+	l.ports(c, &w.Ports)
+	l.methods(c, &w.Methods)
+	l.routes(c, w)
+	l.inject(c, w.Inject)
+	if w.Sentinels.set {
+		for i, n := range w.Sentinels.vals {
 			if !validSecretName(n) {
-				l.errf(elemPath(joinPath(path, "sentinels"), i), "%q is not a secret name (letters, digits, '_', '-', '.')", n)
+				l.errf(w.Sentinels.paths[i], "%q is not a secret name (letters, digits, '_', '-', '.')", n)
 			}
 		}
-		c.Sentinels = s
+		c.Sentinels = w.Sentinels.vals
 	}
-	l.sentinelHeaders(c, m, path)
-	if _, ok := m["dns_types"]; ok {
-		c.DNSTypes = l.qtypes(m, "dns_types", path)
+	l.sentinelHeaders(c, &w.SentinelHeaders, path)
+	if w.DNSTypes.set {
+		c.DNSTypes = l.qtypes(&w.DNSTypes)
 	}
 	switch c.Kind {
 	case KindGit:
-		l.gitKeys(c, m)
+		l.gitKeys(c, w)
 	case KindRegistries:
-		l.registryKeys(c, m)
-		l.gateKeys(c, m)
-		l.lockfiles(c, m)
+		l.registryKeys(c, w)
+		l.gateKeys(c, w)
+		l.lockfiles(c, &w.Lockfiles)
 	case KindWebhooks:
-		l.webhookKeys(c, m)
+		l.webhookKeys(c, w)
 	case KindInternalAPI:
-		if v, present := m["routes"]; !present {
+		if !w.Routes.set {
 			l.errf(joinPath(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
-		} else if a, ok := v.([]any); ok && len(a) == 0 {
+		} else if w.Routes.ok && len(w.Routes.items) == 0 {
 			l.errf(joinPath(path, "routes"), "empty: no call could be made; list the method and path of every call allowed")
 		}
 	}
-	l.checkInspect(c, m)
+	l.checkInspect(c, w)
 	return c
+}
+
+// flag is *b, or def when the key is not written.
+func flag(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
 }
 
 func kindLabel(k Kind) string {
@@ -173,14 +196,15 @@ func kindLabel(k Kind) string {
 }
 
 func (l *loader) kind(name, path string, m map[string]any) Kind {
-	if s, ok := l.str(m, "kind", path); ok {
+	v, present := m["kind"]
+	if s, ok := v.(string); ok {
 		if k, ok := kindByName[s]; ok {
 			return k
 		}
 		l.errf(joinPath(path, "kind"), "unknown kind %q (want one of %s)", s, quoteList(kindList))
 		return KindNone
 	}
-	if _, present := m["kind"]; present {
+	if present { // not a string: decode reports it
 		return KindNone
 	}
 	if k, ok := kindByName[name]; ok {
@@ -190,20 +214,8 @@ func (l *loader) kind(name, path string, m map[string]any) Kind {
 	return KindNone
 }
 
-func (l *loader) action(m map[string]any, path string) Action {
-	s, ok := l.str(m, "action", path)
-	if !ok {
-		return ActionAllow
-	}
-	if a, ok := parseAction(s); ok {
-		return a
-	}
-	l.errf(joinPath(path, "action"), "unknown action %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", s)
-	return ActionDeny
-}
-
-func (l *loader) catHosts(c *Category, m map[string]any) {
-	hosts, paths, _ := l.strList(m, "hosts", c.r.path)
+func (l *loader) catHosts(c *Category, list *strs) {
+	hosts, paths := list.vals, list.paths
 	rules := make([]hostRule, 0, len(hosts))
 	for i, h := range hosts {
 		pat, wild, err := parseHostPattern(h)
@@ -248,10 +260,10 @@ func joinEach(prefix string, list []string, suffix string) []string {
 	return out
 }
 
-func (l *loader) ports(c *Category, m map[string]any) {
+func (l *loader) ports(c *Category, list *list) {
 	path := joinPath(c.r.path, "ports")
 	c.r.portsRule = l.rule(path)
-	items, ok := l.list(m, "ports", c.r.path)
+	items, ok := list.items, list.ok
 	if !ok {
 		c.Ports = []PortRange{{443, 443}}
 		if c.HTTP {
@@ -323,10 +335,10 @@ var defaultMethods = map[Kind][]string{
 	KindNone:        {"GET", "HEAD"},
 }
 
-func (l *loader) methods(c *Category, m map[string]any) {
+func (l *loader) methods(c *Category, w *strs) {
 	path := joinPath(c.r.path, "methods")
 	c.r.methodsRule = l.rule(path)
-	list, paths, present := l.strList(m, "methods", c.r.path)
+	list, paths, present := w.vals, w.paths, w.set
 	if !present {
 		list = defaultMethods[c.Kind]
 		if !c.Inspect {
@@ -356,25 +368,28 @@ func (l *loader) methodSet(list, paths []string, path string) methodSet {
 	return ms
 }
 
-func (l *loader) routes(c *Category, m map[string]any) {
+func (l *loader) routes(c *Category, wc *wireCategory) {
 	path := joinPath(c.r.path, "routes")
 	c.r.routesRule = l.rule(path)
-	items, _ := l.list(m, "routes", c.r.path)
-	for i, it := range items {
+	for i, it := range wc.Routes.items {
 		ep := elemPath(path, i)
 		rm, ok := it.(map[string]any)
 		if !ok {
 			l.errf(ep, "want a table { methods = [...], path = \"...\" }, got %s", tomlType(it))
 			continue
 		}
-		l.known(rm, ep, routeKeys...)
+		wc.routes = append(wc.routes, wireRoute{})
+		w := &wc.routes[len(wc.routes)-1]
+		l.decode(rm, ep, w, nil)
 		rt := route{rule: l.rule(ep)}
 		ok = true
-		ps, hasPath := l.str(rm, "path", ep)
+		var ps string
+		hasPath := w.Path != nil
 		if _, present := rm["path"]; !present {
 			l.errf(ep, "path: required")
 		}
 		if hasPath {
+			ps = *w.Path
 			pp, err := parsePathPattern(ps)
 			if err != nil {
 				l.errf(joinPath(ep, "path"), "%q: %v", ps, err)
@@ -382,7 +397,7 @@ func (l *loader) routes(c *Category, m map[string]any) {
 			}
 			rt.path = pp
 		}
-		ms, mpaths, present := l.strList(rm, "methods", ep)
+		ms, mpaths, present := w.Methods.vals, w.Methods.paths, w.Methods.set
 		if !present {
 			l.errf(ep, "methods: required (such as [\"GET\"], or [\"*\"] for any)")
 		}
@@ -396,25 +411,24 @@ func (l *loader) routes(c *Category, m map[string]any) {
 	}
 }
 
-func (l *loader) inject(c *Category, m map[string]any) {
+func (l *loader) inject(c *Category, w *wireInject) {
 	path := joinPath(c.r.path, "inject")
-	im, ok := l.table(m, "inject", c.r.path)
-	if !ok {
+	if w == nil {
 		return
 	}
-	l.known(im, path, injectKeys...)
 	in := &Inject{Format: "{}"}
-	if h, ok := l.str(im, "header", path); !ok || !validToken(h) {
+	if w.Header == nil || !validToken(*w.Header) {
 		l.errf(joinPath(path, "header"), "required: an HTTP header name such as \"Authorization\"")
 	} else {
-		in.Header = h
+		in.Header = *w.Header
 	}
-	if s, ok := l.str(im, "secret", path); !ok || !validSecretName(s) {
+	if w.Secret == nil || !validSecretName(*w.Secret) {
 		l.errf(joinPath(path, "secret"), "required: the name of a secret in the appliance's secret store (letters, digits, '_', '-', '.')")
 	} else {
-		in.Secret = s
+		in.Secret = *w.Secret
 	}
-	if f, ok := l.str(im, "format", path); ok {
+	if w.Format != nil {
+		f := *w.Format
 		if !strings.Contains(f, "{}") {
 			l.errf(joinPath(path, "format"), "%q has no \"{}\" where the secret goes", f)
 		}
@@ -452,10 +466,10 @@ func validSecretName(s string) bool {
 	return true
 }
 
-func (l *loader) gitKeys(c *Category, m map[string]any) {
-	c.r.push = l.boolean(m, "push", c.r.path, false)
+func (l *loader) gitKeys(c *Category, w *wireCategory) {
+	c.r.push = flag(w.Push, false)
 	c.r.pushRule = l.rule(joinPath(c.r.path, "push"))
-	repos, paths, _ := l.strList(m, "repos", c.r.path)
+	repos, paths := w.Repos.vals, w.Repos.paths
 	c.r.reposRule = l.rule(joinPath(c.r.path, "repos"))
 	for i, s := range repos {
 		rp, err := parseRepoPattern(s)
@@ -468,11 +482,11 @@ func (l *loader) gitKeys(c *Category, m map[string]any) {
 	}
 }
 
-func (l *loader) webhookKeys(c *Category, m map[string]any) {
+func (l *loader) webhookKeys(c *Category, w *wireCategory) {
 	path := joinPath(c.r.path, "paths")
 	c.r.pathsRule = l.rule(path)
 	c.r.paths = map[string]Rule{}
-	list, paths, present := l.strList(m, "paths", c.r.path)
+	list, paths, present := w.Paths.vals, w.Paths.paths, w.Paths.set
 	if !present {
 		l.errf(path, "required for webhooks categories: the exact URL paths hooks are posted to")
 	}
@@ -489,14 +503,15 @@ func (l *loader) webhookKeys(c *Category, m map[string]any) {
 			c.r.paths[s] = l.rule(paths[i])
 		}
 	}
-	if v, ok := m["max_body"]; ok {
+	if v := w.MaxBody; v != nil {
 		n, err := parseSize(v)
 		if err != nil {
 			l.errf(joinPath(c.r.path, "max_body"), "%v", err)
 		}
 		c.MaxBody = n
 	}
-	if s, ok := l.str(m, "rate", c.r.path); ok {
+	if w.Rate != nil {
+		s := *w.Rate
 		r, err := parseRate(s)
 		if err != nil {
 			l.errf(joinPath(c.r.path, "rate"), "%q: %v", s, err)
@@ -548,13 +563,13 @@ func parseRate(s string) (Rate, error) {
 
 // checkInspect refuses settings the proxy cannot enforce without
 // decrypting the traffic.
-func (l *loader) checkInspect(c *Category, m map[string]any) {
+func (l *loader) checkInspect(c *Category, w *wireCategory) {
 	if c.Inspect {
 		return
 	}
 	path := joinPath(c.r.path, "inspect")
 	var why []string
-	if _, ok := m["methods"]; ok && !c.r.methods.any {
+	if w.Methods.set && !c.r.methods.any {
 		why = append(why, "methods")
 	}
 	if len(c.r.routes) > 0 || c.Kind == KindInternalAPI {

@@ -148,3 +148,28 @@ func TestTOMLSyntaxPositions(t *testing.T) {
 		})
 	}
 }
+
+// TestWireDecoding: the loader reads keys by their exact names and reports
+// every value of the wrong type at once, each at its place.
+func TestWireDecoding(t *testing.T) {
+	src := "version = 1\nmode = 1\n[dns]\nmax_label = \"x\"\n[categories.git]\nHosts = [\"g.test\"]\nhosts = [\"a.test\", 3]\npush = \"yes\"\ninject = \"x\"\n" +
+		"[categories.registries]\nhosts = [\"r.test\"]\nrepos = [\"a/b\"]\npackages = { allow = [1], deni = [] }\n"
+	_, err := Parse("x.toml", []byte(src))
+	want := []string{
+		"x.toml:2:1: mode: want a string, got an integer",
+		"x.toml:4:1: dns.max_label: want an integer, got a string",
+		"x.toml:6:1: categories.git.Hosts: unknown key (did you mean \"hosts\"?)",
+		"x.toml:7:20: categories.git.hosts[1]: want a string, got an integer",
+		"x.toml:8:1: categories.git.push: want true or false, got a string",
+		"x.toml:9:1: categories.git.inject: want a table, got a string",
+		"x.toml:12:1: categories.registries.repos: repos only applies to git categories (this one is registries)",
+		"x.toml:13:23: categories.registries.packages.allow[0]: want a string, got an integer",
+		"x.toml:13:27: categories.registries.packages.deni: unknown key (did you mean \"deny\"?)",
+	}
+	if err == nil {
+		t.Fatal("Parse accepted it")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}

@@ -16,9 +16,6 @@ const (
 	CodeSdist         = "sdist"
 )
 
-// gateKeys are the registries keys of the package gate.
-var gateKeys = []string{"min_release_age", "release_age_exempt", "unknown_release_age", "install_scripts", "install_scripts_allow", "sdists", "sdists_allow"}
-
 // PackageGate is a registries category's per-version rules: the release
 // age, what to do without a publish time, and npm install scripts. The
 // mechanism rewrites metadata with it (versions it denies are hidden)
@@ -146,19 +143,14 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
-func (l *loader) gateKeys(c *Category, m map[string]any) {
+func (l *loader) gateKeys(c *Category, w *wireCategory) {
 	path := c.r.path
-	present := false
-	for _, k := range gateKeys {
-		if _, ok := m[k]; ok {
-			present = true
-		}
-	}
-	if !present {
+	if !w.gatePresent() {
 		return
 	}
 	g := &PackageGate{mode: c.Mode, scripts: ActionAllow}
-	if s, ok := l.str(m, "min_release_age", path); ok {
+	if w.MinReleaseAge != nil {
+		s := *w.MinReleaseAge
 		d, err := parseAge(s)
 		if err != nil {
 			l.errf(joinPath(path, "min_release_age"), "%q: %v", s, err)
@@ -166,10 +158,10 @@ func (l *loader) gateKeys(c *Category, m map[string]any) {
 		g.MinAge = d
 	}
 	g.ageRule = l.rule(joinPath(path, "min_release_age"))
-	g.exempt = l.pkgList(m, "release_age_exempt", path)
+	g.exempt = l.pkgList(&w.ReleaseAgeExempt)
 	g.unknownRule = l.rule(joinPath(path, "unknown_release_age"))
-	if s, ok := l.str(m, "unknown_release_age", path); ok {
-		switch s {
+	if w.UnknownReleaseAge != nil {
+		switch s := *w.UnknownReleaseAge; s {
 		case "allow":
 			g.unknownAllow = true
 		case "deny":
@@ -178,8 +170,8 @@ func (l *loader) gateKeys(c *Category, m map[string]any) {
 		}
 	}
 	g.scriptsRule = l.rule(joinPath(path, "install_scripts"))
-	if s, ok := l.str(m, "install_scripts", path); ok {
-		switch s {
+	if w.InstallScripts != nil {
+		switch s := *w.InstallScripts; s {
 		case "allow":
 		case "deny":
 			g.scripts = ActionDeny
@@ -189,10 +181,10 @@ func (l *loader) gateKeys(c *Category, m map[string]any) {
 			l.errf(joinPath(path, "install_scripts"), "%q: want \"allow\", \"deny\" or \"ask\"", s)
 		}
 	}
-	g.scriptsAllow = l.pkgList(m, "install_scripts_allow", path)
+	g.scriptsAllow = l.pkgList(&w.InstallScriptsAllow)
 	g.sdistsRule = l.rule(joinPath(path, "sdists"))
-	if s, ok := l.str(m, "sdists", path); ok {
-		switch s {
+	if w.Sdists != nil {
+		switch s := *w.Sdists; s {
 		case "allow":
 		case "deny":
 			g.denySdists = true
@@ -200,13 +192,13 @@ func (l *loader) gateKeys(c *Category, m map[string]any) {
 			l.errf(joinPath(path, "sdists"), "%q: want \"allow\" (the default) or \"deny\"", s)
 		}
 	}
-	g.sdistsAllow = l.pkgList(m, "sdists_allow", path)
+	g.sdistsAllow = l.pkgList(&w.SdistsAllow)
 	c.r.gate = g
 }
 
 // pkgList reads a list of ECOSYSTEM:NAME[constraint] patterns.
-func (l *loader) pkgList(m map[string]any, key, path string) []pkgPattern {
-	list, paths, _ := l.strList(m, key, path)
+func (l *loader) pkgList(w *strs) []pkgPattern {
+	list, paths := w.vals, w.paths
 	var out []pkgPattern
 	for i, s := range list {
 		pp, err := parsePkgPattern(s)

@@ -16,9 +16,6 @@ import (
 // addresses. Its name says what setting it means.
 const HatchRiskyCIDRs = "cidrs_reach_host_and_metadata"
 
-// lintKeys are category keys only the lints read.
-var lintKeys = []string{HatchRiskyCIDRs}
-
 // Warnings returns the policy's warnings in file order.
 func (p *Policy) Warnings() ErrorList { return p.warnings }
 
@@ -28,7 +25,6 @@ const lintInternalMsg = "internal error in the policy lints"
 type linter struct {
 	l     *loader
 	p     *Policy
-	tree  map[string]any
 	warns ErrorList
 }
 
@@ -38,8 +34,8 @@ func (w *linter) warnf(path, format string, args ...any) {
 
 // lint runs every lint on a policy that loaded without errors. A bug in a
 // lint must not refuse a valid policy, so a panic becomes a warning.
-func (l *loader) lint(p *Policy, tree map[string]any, data []byte) (warns ErrorList) {
-	w := &linter{l: l, p: p, tree: tree}
+func (l *loader) lint(p *Policy, data []byte) (warns ErrorList) {
+	w := &linter{l: l, p: p}
 	defer func() {
 		if r := recover(); r != nil {
 			warns = append(w.warns, &Error{Pos: Position{File: l.file, Line: 1, Col: 1},
@@ -61,25 +57,8 @@ func (l *loader) lint(p *Policy, tree map[string]any, data []byte) (warns ErrorL
 	return w.warns
 }
 
-// catTable returns the raw TOML table of a category.
-func (w *linter) catTable(c *Category) map[string]any {
-	cats, _ := w.tree["categories"].(map[string]any)
-	m, _ := cats[c.Name].(map[string]any)
-	return m
-}
-
-// rawStrings returns the string elements of m[key] with their paths;
-// non-strings are skipped (the loader reported them).
-func rawStrings(m map[string]any, key, path string) (vals, paths []string) {
-	items, _ := m[key].([]any)
-	for i, it := range items {
-		if s, ok := it.(string); ok {
-			vals = append(vals, s)
-			paths = append(paths, elemPath(joinPath(path, key), i))
-		}
-	}
-	return vals, paths
-}
+// wire is a category's table as the loader decoded it.
+func (w *linter) wire(c *Category) *wireCategory { return w.l.wireCats[c] }
 
 // wildcards: "*.SUFFIX" where SUFFIX is a public suffix matches names
 // anyone can register.
@@ -100,7 +79,7 @@ func (w *linter) wildcards(c *Category) {
 func (w *linter) formatChars(data []byte) {
 	for _, fc := range findFormatChars(data) {
 		pos := Position{File: w.l.file, Line: fc.line, Col: fc.col}
-		w.warns = append(w.warns, &Error{Pos: pos, Path: w.l.ix.keyAt(fc.line, fc.col),
+		w.warns = append(w.warns, &Error{Pos: pos, Path: w.l.ix.KeyAt(fc.line, fc.col),
 			Msg: fmt.Sprintf("U+%04X %s: an invisible character can make the file read differently from how it is decided; remove it", fc.r, fc.name)})
 	}
 }
@@ -108,20 +87,19 @@ func (w *linter) formatChars(data []byte) {
 // hostSpelling: a host written with non-ASCII letters is matched as its
 // A-label; a look-alike letter (Cyrillic "а" for Latin "a") hides in it.
 func (w *linter) hostSpelling() {
-	check := func(m map[string]any, path string) {
-		items, _ := m["hosts"].([]any)
-		for i, it := range items { // paths only for what warns: a policy may list 100,000 hosts
-			if h, ok := it.(string); ok && !isASCII(h) {
+	check := func(hosts *strs) {
+		for i, h := range hosts.vals {
+			if !isASCII(h) {
 				pat, _, _ := parseHostPattern(h)
-				w.warnf(elemPath(joinPath(path, "hosts"), i), "%q is not ASCII: write its A-label %q, so look-alike letters cannot hide in it", h, pat)
+				w.warnf(hosts.paths[i], "%q is not ASCII: write its A-label %q, so look-alike letters cannot hide in it", h, pat)
 			}
 		}
 	}
-	if m, ok := w.tree["deny"].(map[string]any); ok {
-		check(m, "deny")
+	if d := w.l.wire.Deny; d != nil {
+		check(&d.Hosts)
 	}
 	for _, c := range w.p.cats {
-		check(w.catTable(c), c.r.path)
+		check(&w.wire(c).Hosts)
 	}
 }
 
@@ -166,12 +144,7 @@ func CIDRRisk(pfx netip.Prefix) string {
 
 func (w *linter) riskyCIDRs(c *Category) {
 	hatchPath := joinPath(c.r.path, HatchRiskyCIDRs)
-	v, set := w.catTable(c)[HatchRiskyCIDRs]
-	hatch, isBool := v.(bool)
-	if set && !isBool {
-		w.l.errf(hatchPath, "want true or false, got %s", tomlType(v))
-		return
-	}
+	hatch := flag(w.wire(c).RiskyCIDRs, false)
 	needed := false
 	for _, cr := range c.r.cidrs {
 		what := CIDRRisk(cr.prefix)
@@ -190,7 +163,7 @@ func (w *linter) riskyCIDRs(c *Category) {
 }
 
 func (w *linter) allPorts(c *Category) {
-	if _, written := w.catTable(c)["ports"]; !written {
+	if !w.wire(c).Ports.set {
 		return
 	}
 	rs := append([]PortRange(nil), c.Ports...)

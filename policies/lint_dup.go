@@ -13,31 +13,31 @@ import (
 func (w *linter) duplicates() {
 	same := func(s string) string { return s }
 	qtype := func(s string) string { t, _ := ParseQType(s); return strconv.Itoa(int(t)) }
-	if m, ok := w.tree["dns"].(map[string]any); ok {
-		w.dupStrings(m, "qtypes", "dns", qtype)
-		w.dupStrings(m, "upstreams", "dns", same)
+	if d := w.l.wire.DNS; d != nil {
+		w.dupStrings(&d.QTypes, qtype)
+		w.dupStrings(&d.Upstreams, same)
 	}
 	w.dupCIDRs(w.p.denyCIDRs)
 	for _, c := range w.p.cats {
-		m := w.catTable(c)
-		for _, key := range []string{"methods", "sentinels", "repos", "paths"} {
-			w.dupStrings(m, key, c.r.path, same)
+		wc := w.wire(c)
+		for _, list := range []*strs{&wc.Methods, &wc.Sentinels, &wc.Repos, &wc.Paths} {
+			w.dupStrings(list, same)
 		}
-		w.dupStrings(m, "dns_types", c.r.path, qtype)
-		if pm, ok := m["packages"].(map[string]any); ok {
-			w.dupStrings(pm, "allow", joinPath(c.r.path, "packages"), strings.ToLower)
-			w.dupStrings(pm, "deny", joinPath(c.r.path, "packages"), strings.ToLower)
+		w.dupStrings(&wc.DNSTypes, qtype)
+		if pm := wc.Packages; pm != nil {
+			w.dupStrings(&pm.Allow, strings.ToLower)
+			w.dupStrings(&pm.Deny, strings.ToLower)
 		}
 		w.dupCIDRs(c.r.cidrs)
-		if _, written := m["ports"]; written {
+		if wc.Ports.set {
 			w.dupPorts(c)
 		}
 	}
 	w.dupTests()
 }
 
-func (w *linter) dupStrings(m map[string]any, key, path string, norm func(string) string) {
-	vals, paths := rawStrings(m, key, path)
+func (w *linter) dupStrings(list *strs, norm func(string) string) {
+	vals, paths := list.vals, list.paths
 	seen := make(map[string]string, len(vals))
 	for i, v := range vals {
 		k := norm(v)

@@ -3,22 +3,22 @@ package policies
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // routes: a route allowing a method its category never allows, and a
 // route an earlier route always matches first, can never decide.
 func (w *linter) routes(c *Category) {
-	items := rawList(w.catTable(c)["routes"])
-	if len(items) != len(c.r.routes) { // the loader refused some; nothing to align
+	wroutes := w.wire(c).routes
+	if len(wroutes) != len(c.r.routes) { // the loader refused some; nothing to align
 		return
 	}
 	path := joinPath(c.r.path, "routes")
 	for j := range c.r.routes {
 		rt, ep := &c.r.routes[j], elemPath(path, j)
-		rm, _ := items[j].(map[string]any)
-		ms, mpaths := rawStrings(rm, "methods", ep)
+		ms, mpaths := wroutes[j].Methods.vals, wroutes[j].Methods.paths
 		for i, m := range ms {
 			if m != "*" && !c.r.methods.has(m) {
 				w.warnf(mpaths[i], "the route allows %s, which %s never allows: it never matches a %s request",
@@ -32,20 +32,6 @@ func (w *linter) routes(c *Category) {
 			}
 		}
 	}
-}
-
-func rawList(v any) []any {
-	switch a := v.(type) {
-	case []any:
-		return a
-	case []map[string]any:
-		out := make([]any, len(a))
-		for i := range a {
-			out[i] = a[i]
-		}
-		return out
-	}
-	return nil
 }
 
 // routeCovers reports whether route a matches every request route b does.
@@ -116,7 +102,7 @@ func (w *linter) tests() {
 }
 
 func didYouMean(s string, names []string) string {
-	if c := closest(s, names); c != "" {
+	if c := tomlpos.Closest(s, names); c != "" {
 		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return ""
@@ -136,12 +122,11 @@ func (w *linter) ruleExists(name string) bool {
 	if !ruleBase(name) {
 		return false
 	}
-	if _, ok := w.l.ix.keys[name]; ok {
+	if w.l.ix.Has(name) {
 		return true
 	}
 	if open := strings.LastIndexByte(name, '['); open > 0 && strings.HasSuffix(name, "]") {
-		n, err := strconv.Atoi(name[open+1 : len(name)-1])
-		return err == nil && n >= 0 && n < len(w.l.ix.elems[name[:open]])
+		return false // an element not written
 	}
 	parent := parentPath(name)
 	key := strings.TrimPrefix(name, parent+".")
@@ -163,10 +148,6 @@ func (w *linter) catByPath(path string) *Category {
 	return nil
 }
 
-func categoryKeys(k Kind) []string {
-	return append(append([]string{}, commonKeys...), kindKeys[k]...)
-}
-
 // maxRuleNames bounds the names a did-you-mean looks through.
 const maxRuleNames = 10000
 
@@ -178,12 +159,12 @@ func (w *linter) ruleNames() []string {
 			names = append(names, joinPath(c.r.path, k))
 		}
 	}
-	for base, el := range w.l.ix.elems {
-		for i := 0; i < len(el) && ruleBase(base) && len(names) < maxRuleNames; i++ {
+	for base, n := range w.l.ix.Arrays {
+		for i := 0; i < n && ruleBase(base) && len(names) < maxRuleNames; i++ {
 			names = append(names, elemPath(base, i))
 		}
 	}
-	for k := range w.l.ix.keys {
+	for k := range w.l.ix.Keys {
 		if ruleBase(k) && len(names) < maxRuleNames {
 			names = append(names, k)
 		}

@@ -86,19 +86,3 @@ func findFormatChars(data []byte) []formatChar {
 func isFormatChar(r rune) bool {
 	return unicode.Is(unicode.Cf, r) || r == 0x2028 || r == 0x2029
 }
-
-// keyAt returns the path of the last key that starts at or before a
-// position: the key whose value (or comment) holds it, or "" before any.
-func (ix *posIndex) keyAt(line, col int) string {
-	best, bestPos := "", Position{}
-	for k, p := range ix.keys {
-		if k == `""` || p.Line > line || p.Line == line && p.Col > col { // `""`: what the scanner makes of stray bytes
-			continue
-		}
-		if p.Line > bestPos.Line || p.Line == bestPos.Line && p.Col > bestPos.Col ||
-			p == bestPos && (len(k) > len(best) || len(k) == len(best) && k > best) {
-			best, bestPos = k, p
-		}
-	}
-	return best
-}

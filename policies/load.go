@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"airlock/internal/safefile"
+	"airlock/internal/tomlpos"
 )
 
 const internalErrorMsg = "internal error while loading the policy"
@@ -72,7 +73,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		return nil, tomlError(file, data, err)
 	}
-	l := &loader{file: file, ix: indexPositions(string(data))}
+	l := &loader{file: file, ix: tomlpos.Scan(string(data))}
 	if l.limits(tree); len(l.errs) > 0 {
 		return nil, l.errs
 	}
@@ -90,7 +91,7 @@ func Parse(file string, data []byte) (p *Policy, err error) {
 		p.hash = hex.EncodeToString(h.Sum(nil))
 	}
 	if len(l.errs) == 0 {
-		p.warnings = l.lint(p, tree, data)
+		p.warnings = l.lint(p, data)
 	}
 	if len(l.errs) > 0 {
 		l.errs.sort()
@@ -135,37 +136,30 @@ func offsetPos(file string, data []byte, off int) Position {
 	return Position{File: file, Line: line, Col: col}
 }
 
-var topKeys = []string{"version", "mode", "description", "dns", "deny", "categories", "tests"}
-
 func (l *loader) policy(p *Policy, tree map[string]any) {
-	l.known(tree, "", topKeys...)
+	w := &l.wire
+	l.wireCats = map[*Category]*wireCategory{}
+	l.decode(tree, "", w, nil)
 	p.defaultRule = Rule{Name: "default", Pos: Position{File: l.file}}
-	switch v, ok := tree["version"]; {
+	switch _, ok := tree["version"]; {
 	case !ok:
 		l.errs = append(l.errs, &Error{Pos: Position{File: l.file, Line: 1, Col: 1}, Path: "version",
 			Msg: "required: the first line of a policy is version = 1"})
-	case v != int64(1):
-		l.errf("version", "unsupported version %v: this airlock reads version = 1", v)
+	case w.Version != int64(1):
+		l.errf("version", "unsupported version %v: this airlock reads version = 1", w.Version)
 	}
-	p.description, _ = l.str(tree, "description", "")
-	p.mode = l.mode(tree, "", ModeEnforce)
+	if w.Description != nil {
+		p.description = *w.Description
+	}
+	p.mode = ModeEnforce
+	if w.Mode != nil {
+		p.mode = Mode(*w.Mode)
+	}
 	p.modeRule = l.rule("mode")
-	l.dnsSection(p, tree)
-	l.denySection(p, tree)
-	l.categories(p, tree)
-	l.testsSection(p, tree)
-}
-
-func (l *loader) mode(m map[string]any, path string, def Mode) Mode {
-	s, ok := l.str(m, "mode", path)
-	if !ok {
-		return def
-	}
-	if m, ok := modeByName[s]; ok {
-		return m
-	}
-	l.errf(joinPath(path, "mode"), "unknown mode %q (want \"enforce\" or \"audit\")", s)
-	return def
+	l.dnsSection(p, w.DNS)
+	l.denySection(p, w.Deny)
+	l.categories(p, w.Categories)
+	l.testsSection(p, &w.Tests)
 }
 
 // modeByName and blockByName are the words mode and dns.block take (the
@@ -175,59 +169,60 @@ var (
 	blockByName = map[string]BlockAnswer{"nxdomain": BlockNXDomain, "refused": BlockRefused}
 )
 
-var denyKeys = []string{"hosts", "cidrs"}
-
-var dnsKeys = []string{"upstreams", "block", "max_label", "max_name", "queries_per_minute", "queries_per_second", "names_per_parent", "qtypes"}
-
 var defaultQTypes = []uint16{1, 28, 5, 65, 64, 15, 33} // A AAAA CNAME HTTPS SVCB MX SRV
 
-func (l *loader) dnsSection(p *Policy, tree map[string]any) {
+func (l *loader) dnsSection(p *Policy, w *wireDNS) {
 	d := DNSConfig{MaxLabel: 63, MaxName: 253, QTypes: defaultQTypes}
 	p.dnsRules = dnsRules{qtypes: l.rule("dns.qtypes"), maxLabel: l.rule("dns.max_label"), maxName: l.rule("dns.max_name")}
-	m, ok := l.table(tree, "dns", "")
-	if !ok {
+	if w == nil {
 		p.dns = d
 		return
 	}
-	l.known(m, "dns", dnsKeys...)
-	ups, paths, _ := l.strList(m, "upstreams", "dns")
-	for i, u := range ups {
+	for i, u := range w.Upstreams.vals {
 		ap, err := netip.ParseAddrPort(u)
 		if err != nil {
-			l.errf(paths[i], "want an address and port such as \"198.18.0.53:53\": %v", err)
+			l.errf(w.Upstreams.paths[i], "want an address and port such as \"198.18.0.53:53\": %v", err)
 			continue
 		}
 		d.Upstreams = append(d.Upstreams, ap.String())
 	}
-	if s, ok := l.str(m, "block", "dns"); ok {
-		if b, ok := blockByName[s]; ok {
-			d.Block = b
-		} else {
-			l.errf("dns.block", "unknown answer %q (want \"nxdomain\" or \"refused\")", s)
-		}
+	if w.Block != nil {
+		d.Block = BlockAnswer(*w.Block)
 	}
-	if n, ok := l.integer(m, "max_label", "dns", 1, 63); ok {
-		d.MaxLabel = int(n)
+	if n, ok := l.inRange(w.MaxLabel, "dns.max_label", 1, 63); ok {
+		d.MaxLabel = n
 	}
-	if n, ok := l.integer(m, "max_name", "dns", 1, 253); ok {
-		d.MaxName = int(n)
+	if n, ok := l.inRange(w.MaxName, "dns.max_name", 1, 253); ok {
+		d.MaxName = n
 	}
-	if n, ok := l.integer(m, "queries_per_minute", "dns", 0, 1<<31-1); ok {
-		d.QueriesPerMinute = int(n)
+	if n, ok := l.inRange(w.QueriesPerMinute, "dns.queries_per_minute", 0, 1<<31-1); ok {
+		d.QueriesPerMinute = n
 	}
-	if n, ok := l.integer(m, "queries_per_second", "dns", 0, 1<<31-1); ok {
-		d.QueriesPerSecond = int(n)
+	if n, ok := l.inRange(w.QueriesPerSecond, "dns.queries_per_second", 0, 1<<31-1); ok {
+		d.QueriesPerSecond = n
 	}
 	if d.QueriesPerSecond > 0 && d.QueriesPerMinute > 0 && d.QueriesPerSecond > d.QueriesPerMinute {
 		l.errf("dns.queries_per_second", "%d is above queries_per_minute (%d): the per-minute cap would always trip first", d.QueriesPerSecond, d.QueriesPerMinute)
 	}
-	if n, ok := l.integer(m, "names_per_parent", "dns", 0, 1<<31-1); ok {
-		d.NamesPerParent = int(n)
+	if n, ok := l.inRange(w.NamesPerParent, "dns.names_per_parent", 0, 1<<31-1); ok {
+		d.NamesPerParent = n
 	}
-	if _, present := m["qtypes"]; present {
-		d.QTypes = l.qtypes(m, "qtypes", "dns")
+	if w.QTypes.set {
+		d.QTypes = l.qtypes(&w.QTypes)
 	}
 	p.dns = d
+}
+
+// inRange returns *n when it is written and within [lo, hi].
+func (l *loader) inRange(n *int64, path string, lo, hi int64) (int, bool) {
+	if n == nil {
+		return 0, false
+	}
+	if *n < lo || *n > hi {
+		l.errf(path, "%d is out of range [%d, %d]", *n, lo, hi)
+		return 0, false
+	}
+	return int(*n), true
 }
 
 // metaQTypes are the types no policy can allow: they are not questions a
@@ -244,8 +239,8 @@ var metaQTypes = map[uint16]string{
 	254: "MAILA, an obsolete meta-type",
 }
 
-func (l *loader) qtypes(m map[string]any, key, path string) []uint16 {
-	names, paths, _ := l.strList(m, key, path)
+func (l *loader) qtypes(list *strs) []uint16 {
+	names, paths := list.vals, list.paths
 	out := []uint16{}
 	for i, n := range names {
 		t, ok := ParseQType(n)
@@ -262,15 +257,13 @@ func (l *loader) qtypes(m map[string]any, key, path string) []uint16 {
 	return out
 }
 
-func (l *loader) denySection(p *Policy, tree map[string]any) {
+func (l *loader) denySection(p *Policy, w *wireDeny) {
 	p.denyHosts = newHostIndex()
-	m, ok := l.table(tree, "deny", "")
-	if !ok {
+	if w == nil {
 		return
 	}
-	l.known(m, "deny", denyKeys...)
 	p.denyPos = l.pos("deny")
-	hosts, paths, _ := l.strList(m, "hosts", "deny")
+	hosts, paths := w.Hosts.vals, w.Hosts.paths
 	seen := map[string]string{}
 	for i, h := range hosts {
 		pat, wild, err := parseHostPattern(h)
@@ -286,15 +279,15 @@ func (l *loader) denySection(p *Policy, tree map[string]any) {
 		_ = p.denyHosts.add(&hostRule{pattern: pat, wildcard: wild, rule: l.rule(paths[i]),
 			reason: "host " + pat + " is listed in [deny]"})
 	}
-	for _, c := range l.cidrs(m, "deny") {
+	for _, c := range l.cidrs(&w.CIDRs) {
 		c.reason = "address in " + c.prefix.String() + " is listed in [deny]"
 		p.denyCIDRs = append(p.denyCIDRs, c)
 	}
 }
 
 // cidrs parses a cidrs list: canonical prefixes, or single addresses.
-func (l *loader) cidrs(m map[string]any, path string) []*cidrRule {
-	vals, paths, _ := l.strList(m, "cidrs", path)
+func (l *loader) cidrs(list *strs) []*cidrRule {
+	vals, paths := list.vals, list.paths
 	var out []*cidrRule
 	for i, s := range vals {
 		pfx, err := parseCIDR(s)
@@ -348,11 +341,10 @@ func looksLikeName(s string) bool {
 	return false
 }
 
-func (l *loader) categories(p *Policy, tree map[string]any) {
+func (l *loader) categories(p *Policy, m map[string]any) {
 	p.hosts = newHostIndex()
 	p.catByName = map[string]*Category{}
-	m, ok := l.table(tree, "categories", "")
-	if !ok {
+	if m == nil {
 		return
 	}
 	names := make([]string, 0, len(m))

@@ -266,8 +266,8 @@ func (s *LockSet) requirement(line string) error {
 
 // lockfiles reads a registries category's lockfiles (paths relative to
 // the policy file's directory, or absolute).
-func (l *loader) lockfiles(c *Category, m map[string]any) {
-	list, paths, present := l.strList(m, "lockfiles", c.r.path)
+func (l *loader) lockfiles(c *Category, w *strs) {
+	list, paths, present := w.vals, w.paths, w.set
 	if !present {
 		return
 	}

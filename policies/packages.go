@@ -490,13 +490,13 @@ func isPublish(method, p string) bool {
 		strings.Contains(d, "/api/v1/crates/new") || method != "POST"
 }
 
-func (l *loader) registryKeys(c *Category, m map[string]any) {
+func (l *loader) registryKeys(c *Category, w *wireCategory) {
 	path := c.r.path
-	c.r.publish = l.boolean(m, "publish", path, false)
+	c.r.publish = flag(w.Publish, false)
 	c.r.publishRule = l.rule(joinPath(path, "publish"))
-	l.pathPrefixes(c, m)
-	pm, ok := l.table(m, "packages", path)
-	if !ok {
+	l.pathPrefixes(c, w.PathPrefix)
+	pm := w.Packages
+	if pm == nil {
 		return
 	}
 	ppath := joinPath(path, "packages")
@@ -508,11 +508,14 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 	} else {
 		c.r.unrecognized += " (set path_prefix if the registry sits under a prefix)"
 	}
-	l.known(pm, ppath, packagesKeys...)
 	c.r.pkgAllowEco = map[string]Rule{}
 	for _, key := range []string{"allow", "deny"} {
-		list, paths, _ := l.strList(pm, key, ppath)
-		for i, s := range list {
+		list := &pm.Allow
+		if key == "deny" {
+			list = &pm.Deny
+		}
+		paths := list.paths
+		for i, s := range list.vals {
 			pp, err := parsePkgPattern(s)
 			if err != nil {
 				l.errf(paths[i], "%q: %v", s, err)
@@ -531,13 +534,10 @@ func (l *loader) registryKeys(c *Category, m map[string]any) {
 	}
 }
 
-var packagesKeys = []string{"allow", "deny"}
-
 // pathPrefixes reads path_prefix: a string or a list of strings, each a
 // path in normal form that starts and ends with "/".
-func (l *loader) pathPrefixes(c *Category, m map[string]any) {
-	v, ok := m["path_prefix"]
-	if !ok {
+func (l *loader) pathPrefixes(c *Category, v any) {
+	if v == nil {
 		return
 	}
 	key := joinPath(c.r.path, "path_prefix")
@@ -545,7 +545,9 @@ func (l *loader) pathPrefixes(c *Category, m map[string]any) {
 	if s, isStr := v.(string); isStr {
 		list, paths = []string{s}, []string{key}
 	} else {
-		list, paths, _ = l.strList(m, "path_prefix", c.r.path)
+		var w strs
+		w.take(l, v, key)
+		list, paths = w.vals, w.paths
 		if len(list) == 0 {
 			l.errf(key, "empty: list the path prefixes the registry sits under, or remove the key")
 		}

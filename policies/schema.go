@@ -10,8 +10,8 @@ import (
 
 // The JSON Schema (draft 2020-12) of the policy language, for editors
 // (taplo / Even Better TOML read it from a `#:schema` comment). It is
-// generated from the key lists and word tables the loader itself uses
-// (topKeys, dnsKeys, commonKeys, kindKeys, ..., kindList, actionNames,
+// generated from the wire structs and word tables the loader itself uses
+// (wirePolicy, wireDNS, wireCategory, ..., kindList, actionNames,
 // modeByName): a key the loader reads without a type below is an error of
 // Schema, so the two cannot drift apart (schema_test.go also checks the
 // committed docs/policy.schema.json). The schema is a first line of
@@ -144,12 +144,9 @@ func object(section string, keys []string, required ...string) (schema, error) {
 
 // loaderKeys is every key list the loader checks, by section.
 func loaderKeys() map[string][]string {
-	cat := append(append([]string{}, commonKeys...), lintKeys...)
-	for _, k := range []Kind{KindGit, KindRegistries, KindWebhooks} {
-		cat = append(cat, kindKeys[k]...)
-	}
-	return map[string][]string{"": topKeys, "dns": dnsKeys, "deny": denyKeys, "category": cat,
-		"route": routeKeys, "inject": injectKeys, "packages": packagesKeys, "test": testKeys}
+	return map[string][]string{"": keysOf[wirePolicy](), "dns": keysOf[wireDNS](), "deny": keysOf[wireDeny](),
+		"category": keysOf[wireCategory](), "route": keysOf[wireRoute](), "inject": keysOf[wireInject](),
+		"packages": keysOf[wirePackages](), "test": keysOf[wireTest]()}
 }
 
 // Schema returns the policy language's JSON Schema, indented, as committed
@@ -160,7 +157,7 @@ func Schema() ([]byte, error) {
 	for _, sec := range []struct {
 		def, section string
 		required     []string
-	}{{"dns", "dns", nil}, {"deny", "deny", nil}, {"route", "route", routeKeys}, {"inject", "inject", []string{"header", "secret"}},
+	}{{"dns", "dns", nil}, {"deny", "deny", nil}, {"route", "route", keysOf[wireRoute]()}, {"inject", "inject", []string{"header", "secret"}},
 		{"packages", "packages", nil}, {"test", "test", []string{"request", "expect"}}} {
 		s, err := object(sec.section, loaderKeys()[sec.section], sec.required...)
 		if err != nil {
@@ -171,7 +168,7 @@ func Schema() ([]byte, error) {
 	if err := categoryDefs(defs); err != nil {
 		return nil, err
 	}
-	top, err := object("", topKeys, "version")
+	top, err := object("", keysOf[wirePolicy](), "version")
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +191,7 @@ func categoryDefs(defs schema) error {
 	byName := schema{}
 	for _, name := range kindList {
 		k := kindByName[name]
-		keys := append(append(append([]string{}, commonKeys...), kindKeys[k]...), lintKeys...)
+		keys := append(categoryKeys(k), lintKeys()...)
 		var required []string
 		switch k {
 		case KindInternalAPI:

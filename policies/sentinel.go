@@ -9,9 +9,9 @@ var defaultSentinelHeaders = []string{"Authorization"}
 // sentinelHeaders reads sentinel_headers: the header fields a placeholder
 // may be swapped in. Framing and routing fields are refused: a secret
 // there would change how the request is framed or where it goes.
-func (l *loader) sentinelHeaders(c *Category, m map[string]any, path string) {
+func (l *loader) sentinelHeaders(c *Category, w *strs, path string) {
 	key := joinPath(path, "sentinel_headers")
-	s, paths, ok := l.strList(m, "sentinel_headers", path)
+	s, paths, ok := w.vals, w.paths, w.set
 	if !ok {
 		c.SentinelHeaders = defaultSentinelHeaders
 		return

@@ -155,45 +155,45 @@ func parseAction(s string) (Action, bool) {
 	return ActionDeny, false
 }
 
-var testKeys = []string{"name", "request", "expect", "rule", "category", "would_deny"}
-
-func (l *loader) testsSection(p *Policy, tree map[string]any) {
-	items, _ := l.list(tree, "tests", "")
-	for i, it := range items {
+func (l *loader) testsSection(p *Policy, tests *list) {
+	for i, it := range tests.items {
 		path := elemPath("tests", i)
 		m, ok := it.(map[string]any)
 		if !ok {
 			l.errf(path, "want a [[tests]] table, got %s", tomlType(it))
 			continue
 		}
-		l.known(m, path, testKeys...)
+		var w wireTest
+		l.decode(m, path, &w, nil)
 		tc := TestCase{Pos: l.pos(path)}
-		tc.Name, _ = l.str(m, "name", path)
-		line, ok := l.str(m, "request", path)
-		if !ok {
+		if w.Name != nil {
+			tc.Name = *w.Name
+		}
+		if w.Request == nil {
 			if _, present := m["request"]; !present {
 				l.errf(path, "request: required (such as \"GET https://host.example.test/\")")
 			}
-		} else if r, err := ParseRequest(line); err != nil {
-			l.errf(joinPath(path, "request"), "%q: %v", line, err)
+		} else if r, err := ParseRequest(*w.Request); err != nil {
+			l.errf(joinPath(path, "request"), "%q: %v", *w.Request, err)
 		} else {
-			tc.Line, tc.Request = line, r
+			tc.Line, tc.Request = *w.Request, r
 		}
-		if s, ok := l.str(m, "expect", path); !ok {
+		if w.Expect == nil {
 			if _, present := m["expect"]; !present {
 				l.errf(path, "expect: required (\"allow\", \"deny\", \"ask\" or \"audit\")")
 			}
-		} else if a, ok := parseAction(s); !ok {
-			l.errf(joinPath(path, "expect"), "unknown verdict %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", s)
+		} else if a, ok := parseAction(*w.Expect); !ok {
+			l.errf(joinPath(path, "expect"), "unknown verdict %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", *w.Expect)
 		} else {
 			tc.Expect = a
 		}
-		tc.Rule, _ = l.str(m, "rule", path)
-		tc.Category, _ = l.str(m, "category", path)
-		if _, present := m["would_deny"]; present {
-			b := l.boolean(m, "would_deny", path, false)
-			tc.WouldDeny = &b
+		if w.Rule != nil {
+			tc.Rule = *w.Rule
 		}
+		if w.Category != nil {
+			tc.Category = *w.Category
+		}
+		tc.WouldDeny = w.WouldDeny
 		p.tests = append(p.tests, tc)
 	}
 }

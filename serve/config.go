@@ -281,7 +281,7 @@ func Parse(name string, src []byte) (*Config, error) {
 	}
 	c.File = name
 	c.applyDefaults()
-	for _, e := range c.validate(locator{file: name, src: src}) {
+	for _, e := range c.validate(newLocator(name, src)) {
 		if !failed[e.Key] { // already reported: its value did not decode
 			errs = append(errs, e)
 		}

@@ -4,12 +4,13 @@ import (
 	"encoding"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 
-	"airlock/policies"
+	"airlock/internal/tomlpos"
 )
 
 // decodeConfig decodes src into c one key at a time, so that every bad
@@ -23,7 +24,7 @@ func decodeConfig(name string, src []byte, c *Config) (errs Errors, failed map[s
 	if err != nil {
 		return Errors{decodeError(name, src, err)}, nil, false
 	}
-	d := configDecoder{md: md, name: name, src: src, loc: locator{file: name, src: src}, failed: map[string]bool{}}
+	d := configDecoder{md: md, name: name, src: src, loc: newLocator(name, src), failed: map[string]bool{}}
 	d.table(nil, top, reflect.ValueOf(c).Elem())
 	return d.errs, d.failed, true
 }
@@ -41,15 +42,11 @@ var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // table decodes each key of tbl into the field of v whose toml tag names it.
 func (d *configDecoder) table(prefix toml.Key, tbl map[string]toml.Primitive, v reflect.Value) {
-	fields := tomlFields(v.Type())
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	fs := tomlpos.FieldsOf(v.Type())
+	names := slices.Sorted(slices.Values(fs.Names))
 	for _, k := range primKeys(tbl) {
 		key := append(prefix[:len(prefix):len(prefix)], k)
-		i, ok := fields[k]
+		i, ok := fs.Index[k]
 		if !ok {
 			d.unknown(key, tbl[k], names)
 			continue
@@ -76,7 +73,7 @@ func (d *configDecoder) table(prefix toml.Key, tbl map[string]toml.Primitive, v 
 // every key below it (an unknown table's keys are unknown too).
 func (d *configDecoder) unknown(key toml.Key, p toml.Primitive, names []string) {
 	msg := fmt.Sprintf("unknown key %q", key.String())
-	if s := policies.Closest(key[len(key)-1], names); s != "" {
+	if s := tomlpos.Closest(key[len(key)-1], names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", joinKey(key[:len(key)-1], s))
 	}
 	d.errs = append(d.errs, d.loc.errorf(key, "%s", msg))
@@ -92,18 +89,6 @@ func (d *configDecoder) unknown(key toml.Key, p toml.Primitive, names []string) 
 
 func joinKey(prefix toml.Key, last string) string {
 	return strings.Join(append(append([]string{}, prefix...), last), ".")
-}
-
-// tomlFields maps each toml tag of struct type t to its field index.
-func tomlFields(t reflect.Type) map[string]int {
-	out := map[string]int{}
-	for i := range t.NumField() {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
-		if tag != "" && tag != "-" {
-			out[tag] = i
-		}
-	}
-	return out
 }
 
 // isSection: a struct field that is a TOML table, not a value type that

@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -10,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"airlock/internal/tomlpos"
 )
 
 // ConfigError is one problem in a config file, at file:line:col.
@@ -49,13 +49,13 @@ func decodeError(name string, src []byte, err error) ConfigError {
 		}
 		line, col := pe.Position.Line, pe.Position.Col
 		if line == 0 && pe.LastKey != "" {
-			line, col = locator{file: name, src: src}.find(splitKey(pe.LastKey))
+			line, col = newLocator(name, src).find(splitKey(pe.LastKey))
 		}
 		return ConfigError{File: name, Line: line, Col: col, Key: pe.LastKey, Msg: msg}
 	}
 	// Type mismatches come back as plain errors: "toml: line N (last key "k"): msg".
 	if m := typeErr.FindStringSubmatch(err.Error()); m != nil {
-		line, col := locator{file: name, src: src}.find(splitKey(m[2]))
+		line, col := newLocator(name, src).find(splitKey(m[2]))
 		if line == 0 {
 			line, _ = strconv.Atoi(m[1])
 		}
@@ -67,10 +67,15 @@ func decodeError(name string, src []byte, err error) ConfigError {
 var typeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
 // locator finds where a key is written in a TOML source, so errors found
-// after decoding (unknown keys, cross-field checks) carry a position.
+// after decoding (unknown keys, cross-field checks) carry a position. It
+// is the policy loader's locator too (internal/tomlpos).
 type locator struct {
 	file string
-	src  []byte
+	ix   *tomlpos.Index
+}
+
+func newLocator(file string, src []byte) locator {
+	return locator{file: file, ix: tomlpos.Scan(string(src))}
 }
 
 func (l locator) errorf(key toml.Key, format string, args ...any) ConfigError {
@@ -78,57 +83,15 @@ func (l locator) errorf(key toml.Key, format string, args ...any) ConfigError {
 	return ConfigError{File: l.file, Line: line, Col: col, Key: key.String(), Msg: fmt.Sprintf(format, args...)}
 }
 
-// find returns the line and column of key's assignment or table header,
-// or 0, 0 if it is not written in the file. It understands [table]
-// headers, [[array]] headers and dotted keys; that is enough for a config.
+// find returns the line and column of key's assignment or table header
+// (or of the assignment of an enclosing key whose value holds it), or
+// 0, 0 if it is not written in the file.
 func (l locator) find(key toml.Key) (int, int) {
-	want := key.String()
-	table := ""
-	sc := bufio.NewScanner(bytes.NewReader(l.src))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		raw := sc.Text()
-		line := strings.TrimSpace(raw)
-		col := len(raw) - len(strings.TrimLeft(raw, " \t")) + 1
-		switch {
-		case line == "" || line[0] == '#':
-			continue
-		case line[0] == '[':
-			table = headerName(line)
-			if table == want {
-				return n, col
-			}
-			continue
-		}
-		eq := strings.IndexByte(line, '=')
-		if eq < 0 {
-			continue
-		}
-		k := normKey(line[:eq])
-		if table != "" {
-			k = table + "." + k
-		}
-		if k == want || strings.HasPrefix(want, k+".") {
-			return n, col
-		}
+	p, ok := l.ix.Find(key...)
+	if !ok {
+		return 0, 0
 	}
-	return 0, 0
-}
-
-func headerName(line string) string {
-	line = strings.TrimPrefix(strings.TrimPrefix(line, "["), "[")
-	if i := strings.IndexByte(line, ']'); i >= 0 {
-		line = line[:i]
-	}
-	return normKey(line)
-}
-
-func normKey(s string) string {
-	parts := strings.Split(s, ".")
-	for i, p := range parts {
-		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
-	}
-	return strings.Join(parts, ".")
+	return p.Line, p.Col
 }
 
 func splitKey(s string) toml.Key { return toml.Key(strings.Split(s, ".")) }

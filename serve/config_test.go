@@ -95,6 +95,8 @@ func TestInvalid(t *testing.T) {
 			[]string{`c.toml:1:1: unknown key "stat_dir"`}},
 		{"unknown nested key", minimal + "[control]\nsockett = \"/x\"\n",
 			[]string{`c.toml:8:1: unknown key "control.sockett"`}},
+		{"unknown key in an inline table", "control = { socket = \"/x\", sockett = \"/y\" }\n" + minimal,
+			[]string{`c.toml:1:28: unknown key "control.sockett"`}},
 		{"unknown table", minimal + "[proxy]\nport = 1\n",
 			[]string{`c.toml:7:1: unknown key "proxy"`, `c.toml:8:1: unknown key "proxy.port"`}},
 		{"bad prefix", strings.Replace(minimal, "198.18.64.0/24", "198.18.64.0/33", 1),

@@ -171,7 +171,7 @@ func DecodePrincipals(name string, src []byte) (*PrincipalsFile, Errors) {
 	if err != nil {
 		return nil, Errors{decodeError(name, src, err)}
 	}
-	loc := locator{file: name, src: src}
+	loc := newLocator(name, src)
 	var errs Errors
 	for _, k := range md.Undecoded() {
 		errs = append(errs, loc.errorf(k, "unknown key %q", k.String()))
