@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -78,8 +77,6 @@ func between(t *testing.T, s, from, to string) string {
 // --principal finds the lifecycle and exec records a principal's requests
 // made.
 func TestReportStateAndPrincipal(t *testing.T) {
-	dir := t.TempDir()
-	p := newTestPipeline(t, Config{StateDir: dir})
 	lc := func(stage string, st SandboxState, by string) Event {
 		e := New(KindLifecycle, "sb-9")
 		e.Lifecycle = &Lifecycle{Stage: stage, State: st, Principal: by}
@@ -89,17 +86,7 @@ func TestReportStateAndPrincipal(t *testing.T) {
 	x.Exec = &Exec{Stage: "requested", Argv: []string{"true"}, Principal: "alice"}
 	evs := []Event{lc("created", StateCreating, "alice"), lc("ready", StateRunning, "alice"), x,
 		lc("files", StateRunning, "alice"), lc("paused", StatePaused, "root-admin")}
-	for _, e := range evs {
-		p.Emit(e)
-	}
-	flush(t, p)
-	p.Close()
-	st, err := OpenStoreReadOnly(filepath.Join(dir, StoreFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	r, err := BuildReport(context.Background(), st, "sb-9")
+	r, err := BuildReport(context.Background(), storeOf(t, evs), "sb-9")
 	if err != nil || r.State != "paused" {
 		t.Fatalf("report state %q %v", r.State, err)
 	}

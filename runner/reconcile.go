@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"airlock/audit"
 )
 
 // ReconcileReport says what Reconcile did.
@@ -160,7 +162,7 @@ func labelInfo(c Container, execTimeout time.Duration) Sandbox {
 	l := c.Labels
 	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
 	info := Sandbox{ID: l[LabelSandbox], ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
-		State: StateRunning, phase: phaseRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
+		State: audit.StateRunning, phase: phaseRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
 		Outputs: parseOutputs(l[LabelOutputs]), ImageID: l[LabelImageID], Template: l[LabelTemplate]}
 	if a, err := netip.ParseAddr(l[LabelAddress]); err == nil {
 		info.Address = a

@@ -322,16 +322,16 @@ func (r *Runner) live(id string, setup bool) (Sandbox, error) {
 func (r *Runner) stateAt(id, stage string) State {
 	switch stage {
 	case "destroyed":
-		return StateEnded
+		return audit.StateEnded
 	case "reconciled":
-		return StateEnding
+		return audit.StateEnding
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sb, ok := r.sandboxes[id]; ok {
 		return sb.info.State
 	}
-	return StateEnded
+	return audit.StateEnded
 }
 
 func (r *Runner) setPhase(id string, p phase) {

@@ -338,7 +338,7 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Pause(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := h.r.Get(sb.ID); got.State != StatePaused {
+	if got, _ := h.r.Get(sb.ID); got.State != audit.StatePaused {
 		t.Fatalf("state %s", got.State)
 	}
 	if _, err := h.r.Exec(context.Background(), sb.ID, ExecRequest{Argv: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "paused") {
@@ -356,7 +356,7 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Pause(context.Background(), sb.ID); err == nil {
 		t.Fatal("a pause whose stop failed succeeded")
 	}
-	if got, _ := h.r.Get(sb.ID); got.State != StateRunning || !strings.HasSuffix(h.t.String(),
+	if got, _ := h.r.Get(sb.ID); got.State != audit.StateRunning || !strings.HasSuffix(h.t.String(),
 		"hook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 failed 198.18.0.2 state=running\n") {
 		t.Errorf("after a failed pause: state %s\n%s", got.State, h.t)
 	}

@@ -7,15 +7,6 @@ import "airlock/audit"
 // lifecycle events show the same names.
 type State = audit.SandboxState
 
-// The states (audit.SandboxStates lists them in order).
-const (
-	StateCreating = audit.StateCreating
-	StateRunning  = audit.StateRunning
-	StatePaused   = audit.StatePaused
-	StateEnding   = audit.StateEnding
-	StateEnded    = audit.StateEnded
-)
-
 // phase is where a sandbox is in the runner's own bookkeeping: finer than
 // State, which it maps to (phase.state).
 type phase string
@@ -43,13 +34,13 @@ const (
 func (p phase) state() State {
 	switch p {
 	case phaseCreating:
-		return StateCreating
+		return audit.StateCreating
 	case phaseRunning, phaseResetting:
-		return StateRunning
+		return audit.StateRunning
 	case phasePaused:
-		return StatePaused
+		return audit.StatePaused
 	case phaseDestroying, phaseDestroyFailed:
-		return StateEnding
+		return audit.StateEnding
 	}
 	return "" // pooled
 }

@@ -10,8 +10,8 @@ import (
 // TestPhaseStates: every phase of the runner shows one of the documented
 // states (a warm pool member, not a sandbox yet, none).
 func TestPhaseStates(t *testing.T) {
-	for p, want := range map[phase]State{phaseCreating: StateCreating, phaseRunning: StateRunning, phasePaused: StatePaused,
-		phaseResetting: StateRunning, phaseDestroying: StateEnding, phaseDestroyFailed: StateEnding, phasePooled: ""} {
+	for p, want := range map[phase]State{phaseCreating: audit.StateCreating, phaseRunning: audit.StateRunning, phasePaused: audit.StatePaused,
+		phaseResetting: audit.StateRunning, phaseDestroying: audit.StateEnding, phaseDestroyFailed: audit.StateEnding, phasePooled: ""} {
 		if got := p.state(); got != want {
 			t.Errorf("phase %s shows %q, want %q", p, got, want)
 		}

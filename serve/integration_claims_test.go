@@ -19,12 +19,7 @@ import (
 // /workspace, a background process, its environment), is never handed the
 // first's member, and its egress is recorded under its own id alone.
 func TestClaimsShareNothing(t *testing.T) {
-	l := newLab(t, debianImage)
-	l.extra = "\n[pool]\nimages = { \"" + debianImage + "\" = 1 }\nrefill = \"200ms\"\n"
-	l.writeFiles()
-	l.spec.agent = buildAgent(t, l.dir)
-	t.Cleanup(func() { removeInstance(l) })
-	l.startServe()
+	l := poolLab(t, 1, "200ms")
 	ctx := context.Background()
 	url := "https://" + l.w.Name(world.RoleNPM) + "/airlock-demo"
 	claim := func(task string, made int) client.Sandbox { // made: members made so far, this one among them
