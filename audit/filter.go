@@ -35,7 +35,7 @@ type Fields struct {
 	Status    []string // http status: 404, or a class like 4xx
 	Package   []string // package name glob, or ECOSYSTEM:NAME
 	ExecID    []string // exec id: exec records only, until events carry one
-	Principal []string // the principal of a refusal record (others carry none yet)
+	Principal []string // the principal a refusal, lifecycle or exec record names
 }
 
 // fieldNames names Fields' members for errors, in order.
@@ -216,7 +216,21 @@ func fieldMatches(name, v string, e *Event) bool {
 	case "exec":
 		return e.Kind == KindExec && e.ID == v
 	}
-	return name == "principal" && e.Refusal != nil && e.Refusal.Principal == v
+	return name == "principal" && principalOf(e) == v
+}
+
+// principalOf is the principal a record names: the one refused, or the one
+// whose request made a lifecycle or exec record.
+func principalOf(e *Event) string {
+	switch {
+	case e.Refusal != nil:
+		return e.Refusal.Principal
+	case e.Lifecycle != nil:
+		return e.Lifecycle.Principal
+	case e.Exec != nil:
+		return e.Exec.Principal
+	}
+	return ""
 }
 
 func verdictMatches(v string, e *Event) bool {

@@ -231,11 +231,14 @@ func appendExec(b []byte, x *Exec) []byte {
 		b = append(b, `,"recovered":true`...)
 	}
 	b = optString(b, `,"record":`, x.Record)
+	b = optString(b, `,"principal":`, x.Principal)
 	return append(b, '}')
 }
 
 func appendLifecycle(b []byte, l *Lifecycle) []byte {
 	b = appendString(append(b, `{"stage":`...), l.Stage)
+	b = optString(b, `,"state":`, string(l.State))
+	b = optString(b, `,"principal":`, l.Principal)
 	b = optString(b, `,"image":`, l.Image)
 	b = optString(b, `,"policy":`, l.Policy)
 	b = optString(b, `,"policy_hash":`, l.PolicyHash)

@@ -349,7 +349,12 @@ func ocsfDNSFields(o *jobj, e *Event) {
 
 func ocsfExec(o *jobj, e *Event) {
 	x := e.Exec
-	o.obj("actor", func(a *jobj) { a.str("app_name", "airlock") })
+	o.obj("actor", func(a *jobj) {
+		a.str("app_name", "airlock")
+		if x.Principal != "" {
+			a.obj("user", func(u *jobj) { u.str("name", x.Principal) })
+		}
+	})
 	o.obj("process", func(p *jobj) {
 		p.int("pid", int64(x.Pid))
 		p.str("cmd_line", joinValid(" ", x.Argv...))

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -25,7 +26,7 @@ type Report struct {
 	Image, Policy, PolicyHash, Address string
 	ImageID, Template                  string // the environment version: image digest, template NAME:vN
 	Created, Ended                     time.Time
-	State                              string // last lifecycle stage
+	State                              string // the last lifecycle record's state (an older record's: its stage)
 	ExitCode                           *int
 	Detail                             string
 
@@ -268,7 +269,7 @@ func (b *reportBuilder) add(e *Event) {
 
 func (b *reportBuilder) lifecycle(e *Event) {
 	r, l := b.r, e.Lifecycle
-	r.State = l.Stage
+	r.State = cmp.Or(string(l.State), l.Stage)
 	setIf(&r.Image, l.Image)
 	setIf(&r.ImageID, l.ImageID)
 	setIf(&r.Template, l.Template)

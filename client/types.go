@@ -22,7 +22,7 @@ type Sandbox struct {
 	Policy     string            `json:"policy"`
 	PolicyHash string            `json:"policy_hash,omitempty"`
 	Address    string            `json:"address,omitempty"`
-	State      string            `json:"state"` // creating | running | paused | stopped | failed
+	State      State             `json:"state"`
 	Created    time.Time         `json:"created"`
 	Workspace  string            `json:"workspace,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
@@ -45,6 +45,20 @@ type Sandbox struct {
 	// IdleTimeout: it is destroyed once no command ran for this long.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 }
+
+// State is a sandbox's lifecycle state: creating, running, paused, ending
+// or ended (docs/api.md, "Sandbox states"). An older appliance's
+// "destroying" reads as ending.
+type State = audit.SandboxState
+
+// The states, in lifecycle order.
+const (
+	StateCreating = audit.StateCreating
+	StateRunning  = audit.StateRunning
+	StatePaused   = audit.StatePaused
+	StateEnding   = audit.StateEnding
+	StateEnded    = audit.StateEnded
+)
 
 // CreateRequest asks for a new sandbox.
 type CreateRequest struct {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"airlock/audit"
 	"airlock/internal/agentwire"
 	"airlock/runner/agent"
 )
@@ -196,7 +197,7 @@ func (r *Runner) ReadFile(ctx context.Context, id, path string, w io.Writer) (Fi
 // WriteFile writes size bytes from src to path atomically (a temporary
 // file renamed over it); mode 0 is 0644.
 func (r *Runner) WriteFile(ctx context.Context, id, path string, mode uint32, size int64, src io.Reader) (FileInfo, error) {
-	_, a, err := r.needAgent(id, "writing a file")
+	sb, a, err := r.needAgent(id, "writing a file")
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -210,6 +211,7 @@ func (r *Runner) WriteFile(ctx context.Context, id, path string, mode uint32, si
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s in %s: %w", path, id, agentErr(err))
 	}
+	r.filesChanged(ctx, sb, audit.FileChange{Path: path, Op: "written", Size: size})
 	if fi == nil {
 		return FileInfo{Name: filepath.Base(path), Size: size}, nil
 	}
@@ -223,7 +225,7 @@ func (r *Runner) FileOp(ctx context.Context, id string, req agentwire.Request) (
 	default:
 		return nil, fmt.Errorf("file op %q: want list, stat, remove or mkdir: %w", req.Op, ErrInvalid)
 	}
-	_, a, err := r.needAgent(id, "the files API")
+	sb, a, err := r.needAgent(id, "the files API")
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +240,19 @@ func (r *Runner) FileOp(ctx context.Context, id string, req agentwire.Request) (
 	if err != nil {
 		return nil, fmt.Errorf("%s %s in %s: %w", req.Op, req.Path, id, agentErr(err))
 	}
+	switch req.Op {
+	case agentwire.OpRemove:
+		r.filesChanged(ctx, sb, audit.FileChange{Path: req.Path, Op: "deleted"})
+	case agentwire.OpMkdir:
+		r.filesChanged(ctx, sb, audit.FileChange{Path: req.Path, Op: "added"})
+	}
 	return res, nil
+}
+
+// filesChanged records a change made through the files API (WriteFile,
+// FileOp, CopyIn): a lifecycle "files" record naming the principal.
+func (r *Runner) filesChanged(ctx context.Context, sb Sandbox, c audit.FileChange) {
+	r.emitLifecycle(sb, "files", c.Op+" "+c.Path, []audit.FileChange{c}, audit.PrincipalFrom(ctx))
 }
 
 // Processes lists the commands the sandbox's agent knows (running, and

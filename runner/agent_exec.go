@@ -21,6 +21,7 @@ type execMeta struct {
 	background  bool
 	tty         bool
 	record      string // the shell record's artifact name
+	principal   string // who ran it (ExecRequest.Principal)
 }
 
 // execAgent runs a command through the sandbox's agent: requested,
@@ -32,7 +33,8 @@ func (r *Runner) execAgent(ctx context.Context, sb Sandbox, a Agent, req ExecReq
 	if req.Shell != "" {
 		argv = []string{"/bin/sh", "-c", req.Shell}
 	}
-	m := execMeta{sandbox: sb.ID, id: res.ID, argv: argv, cwd: cwd, user: req.User, background: req.Background, tty: req.TTY}
+	m := execMeta{sandbox: sb.ID, id: res.ID, argv: argv, cwd: cwd, user: req.User, background: req.Background, tty: req.TTY,
+		principal: req.Principal}
 	res.Agent, res.Background = AgentName, req.Background
 	rec, err := r.shellRecord(&m, &req)
 	if err != nil {
@@ -146,7 +148,7 @@ func (r *Runner) agentEvent(m execMeta, stage string, res *ExecResult, out *outp
 	e.ID, e.Reason = m.id, reason
 	argv, n := redactAll(m.argv, secrets)
 	x := &audit.Exec{Stage: stage, Argv: argv, Cwd: m.cwd, Agent: AgentName, User: m.user,
-		Background: m.background, TTY: m.tty, Redactions: n}
+		Background: m.background, TTY: m.tty, Redactions: n, Principal: m.principal}
 	if _, ok := r.recovering.Load(m.id); ok && stage == "finished" {
 		x.Recovered = true
 		r.recovering.Delete(m.id)

@@ -79,21 +79,24 @@ func (r *Runner) claim(ctx context.Context, sb *sandbox, req CreateRequest) (San
 	}
 	r.mu.Lock()
 	applyClaim(sb, rec)
-	sb.info.State = StateCreating
+	sb.info.setPhase(phaseCreating)
 	r.mu.Unlock()
 	if err := r.bindClaim(ctx, sb, req, rec); err != nil {
 		r.abort(sb)
-		r.lifecycle(sb.info, "failed", "claim of a warm member: "+err.Error())
+		r.lifecycleBy(ctx, sb.info, "failed", "claim of a warm member: "+err.Error())
 		return Sandbox{}, fmt.Errorf("create sandbox %s (warm member): %w", sb.info.ID, err)
 	}
-	r.lifecycle(sb.info, "claimed", fmt.Sprintf("warm pool member made %s ago, claimed in %s; %s",
-		now.Sub(pooledAt).Round(time.Millisecond), time.Since(start).Round(time.Microsecond), imageSummary(sb.info)))
 	r.mu.Lock()
-	if sb.info.State == StateCreating {
-		sb.info.State = StateRunning
+	ready := sb.info.phase == phaseCreating // not if a Destroy raced in
+	if ready {
+		sb.info.setPhase(phaseRunning)
 	}
 	info := sb.info
 	r.mu.Unlock()
+	if ready {
+		r.lifecycleBy(ctx, info, "claimed", fmt.Sprintf("warm pool member made %s ago, claimed in %s; %s",
+			now.Sub(pooledAt).Round(time.Millisecond), time.Since(start).Round(time.Microsecond), imageSummary(info)))
+	}
 	r.startTimer(sb)
 	return info, nil
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"airlock/audit"
 	"airlock/internal/tardir"
 )
 
@@ -49,7 +50,7 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 		defer r.release(id)
 	}
 	now := r.cfg.Now().UTC()
-	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: StateCreating,
+	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: audit.StateCreating, phase: phaseCreating,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
 		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups), Outputs: slices.Clone(req.Outputs), Template: tmpl}
 	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
@@ -60,15 +61,19 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	sb := &sandbox{info: info}
 	if err := r.create(ctx, sb, req); err != nil {
 		r.abort(sb)
-		r.lifecycle(sb.info, "failed", err.Error())
+		r.lifecycleBy(ctx, sb.info, "failed", err.Error())
 		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	r.mu.Lock()
-	if sb.info.State == StateCreating { // not if a Destroy raced in
-		sb.info.State = StateRunning
+	ready := sb.info.phase == phaseCreating // not if a Destroy raced in
+	if ready {
+		sb.info.setPhase(phaseRunning)
 	}
 	info = sb.info
 	r.mu.Unlock()
+	if ready {
+		r.lifecycleBy(ctx, info, "ready", fmt.Sprintf("%d setup commands run; took %s", len(req.Setup), r.cfg.Now().Sub(now).Round(time.Millisecond)))
+	}
 	r.startTimer(sb) // after the state is final: the timer may destroy it at once
 	return info, nil
 }
@@ -167,7 +172,7 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 		return fmt.Errorf("create container: %w", err)
 	}
 	r.update(sb, func(i *Sandbox) { i.ContainerID = cid })
-	r.lifecycle(sb.info, "created", "")
+	r.lifecycleBy(ctx, sb.info, "created", "")
 	if err := r.cfg.Engine.Start(ctx, cid); err != nil {
 		return fmt.Errorf("start container: %w", err)
 	}
@@ -175,7 +180,7 @@ func (r *Runner) create(ctx context.Context, sb *sandbox, req CreateRequest) err
 		return err
 	}
 	r.connectAgent(ctx, sb, spec.Labels)
-	r.lifecycle(sb.info, "started", imageSummary(sb.info)+"; "+limitSummary(sb.info.Limits)+"; commands through "+sb.info.Agent)
+	r.lifecycleBy(ctx, sb.info, "started", imageSummary(sb.info)+"; "+limitSummary(sb.info.Limits)+"; commands through "+sb.info.Agent)
 	return r.provision(ctx, sb, req)
 }
 
@@ -196,7 +201,7 @@ func (r *Runner) provision(ctx context.Context, sb *sandbox, req CreateRequest) 
 		}
 	}
 	for i, argv := range req.Setup {
-		res, err := r.Exec(ctx, id, ExecRequest{Argv: argv, MaxCapture: 4096})
+		res, err := r.Exec(ctx, id, ExecRequest{Argv: argv, MaxCapture: 4096, setup: true})
 		if err != nil {
 			return &SetupError{Index: i, Argv: argv, Err: err}
 		}
@@ -278,7 +283,7 @@ func (r *Runner) abort(sb *sandbox) {
 	defer cancel()
 	if err := r.teardown(ctx, sb); err != nil {
 		r.log.Warn("sandbox: cleanup after failed create", "sandbox", sb.info.ID, "err", err)
-		r.setState(sb.info.ID, StateDestroyFailed)
+		r.setPhase(sb.info.ID, phaseDestroyFailed)
 		return
 	}
 	r.mu.Lock()

@@ -12,7 +12,7 @@ import (
 
 // Destroy removes a sandbox: its container, veth (with the host address and
 // route), network path (the detach hook), pool address and state. A destroy
-// that fails half way leaves the sandbox in state destroy-failed; calling
+// that fails half way leaves the sandbox ending (phase destroy-failed); calling
 // Destroy again or Reconcile finishes it.
 func (r *Runner) Destroy(ctx context.Context, id string) error {
 	return r.destroy(ctx, id, "")
@@ -21,19 +21,21 @@ func (r *Runner) Destroy(ctx context.Context, id string) error {
 func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	r.mu.Lock()
 	sb, ok := r.sandboxes[id]
-	if ok && sb.info.State == StatePooled { // not a sandbox yet: the pool recycles it
+	if ok && sb.info.phase == phasePooled { // not a sandbox yet: the pool recycles it
 		ok = false
 	}
-	if ok && sb.info.State == StateDestroying {
+	if ok && sb.info.phase == phaseDestroying {
 		r.mu.Unlock()
-		return fmt.Errorf("sandbox %q is already being destroyed", id)
+		return fmt.Errorf("sandbox %q is already being destroyed: %w", id, ErrState)
 	}
-	if ok && sb.info.State == StateResetting {
+	if ok && sb.info.phase == phaseResetting {
 		r.mu.Unlock()
 		return fmt.Errorf("sandbox %q is being reset; destroy it when the reset is done: %w", id, errResetting)
 	}
+	retry := false
 	if ok {
-		sb.info.State = StateDestroying
+		retry = sb.info.phase == phaseDestroyFailed
+		sb.info.setPhase(phaseDestroying)
 		if sb.timer != nil {
 			sb.timer.Stop()
 		}
@@ -46,20 +48,23 @@ func (r *Runner) destroy(ctx context.Context, id, reason string) error {
 	if reason == "" {
 		reason = "destroyed on request"
 	}
+	if !retry { // a retry is ending already
+		r.lifecycleBy(ctx, sb.info, "ending", reason)
+	}
 	art := r.exportOnce(ctx, sb, reason)
 	if err := r.teardown(ctx, sb); err != nil {
-		r.setState(id, StateDestroyFailed)
-		r.lifecycle(sb.info, "failed", "destroy: "+err.Error())
+		r.setPhase(id, phaseDestroyFailed)
+		r.lifecycleBy(ctx, sb.info, "failed", "destroy: "+err.Error())
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
-	r.ended(sb.info, reason, art) // before it leaves List
+	r.ended(sb.info, reason, art, audit.PrincipalFrom(ctx)) // before it leaves List
 	r.mu.Lock()
 	delete(r.sandboxes, id)
 	r.mu.Unlock()
 	return nil
 }
 
-var errResetting = errors.New("reset in progress")
+var errResetting = fmt.Errorf("reset in progress: %w", ErrState)
 
 // exportOnce exports a sandbox's artifacts unless an earlier destroy of it
 // did (a destroy that failed half way is retried without a second export).
@@ -77,8 +82,8 @@ func (r *Runner) exportOnce(ctx context.Context, sb *sandbox, reason string) *Ar
 }
 
 // ended emits a sandbox's end record: why, what it changed, where its
-// artifacts are.
-func (r *Runner) ended(sb Sandbox, reason string, art *Artifacts) {
+// artifacts are, and who ended it ("": the appliance).
+func (r *Runner) ended(sb Sandbox, reason string, art *Artifacts, principal string) {
 	detail := reason
 	var changes []audit.FileChange
 	if art != nil {
@@ -87,7 +92,7 @@ func (r *Runner) ended(sb Sandbox, reason string, art *Artifacts) {
 			changes = append(changes, audit.FileChange{Path: WorkspaceDir + "/" + c.Path, Op: c.Kind, Size: c.Size})
 		}
 	}
-	r.emitLifecycle(sb, "destroyed", detail, changes)
+	r.emitLifecycle(sb, "destroyed", detail, changes, principal)
 }
 
 // teardown undoes a sandbox step by step, going on after errors: the

@@ -35,9 +35,12 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 			return ExecResult{}, fmt.Errorf("exec in %s: bad environment variable name %q: %w", id, k, ErrInvalid)
 		}
 	}
-	sb, err := r.running(id)
+	sb, err := r.live(id, req.setup)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)
+	}
+	if req.Principal == "" {
+		req.Principal = audit.PrincipalFrom(ctx)
 	}
 	r.busy(id, 1) // the idle clock stands still while a command runs
 	defer r.busy(id, -1)
@@ -55,7 +58,7 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 		req.Argv = []string{"/bin/sh", "-c", req.Shell}
 	}
 	res.Agent = PodmanExecName
-	r.execEvent(sb.ID, res.ID, "requested", req.Argv, cwd, nil, "")
+	r.execEvent(sb.ID, res.ID, req.Principal, "requested", req.Argv, cwd, nil, "")
 
 	timeout := cmpOr(req.Timeout, sb.ExecTimeout)
 	ectx, cancel := context.WithTimeoutCause(ctx, timeout, errExecTimeout)
@@ -67,28 +70,28 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 
 	start := time.Now()
 	st, err := r.cfg.Engine.Exec(ectx, sb.ContainerID, p, func() {
-		r.execEvent(sb.ID, res.ID, "started", req.Argv, cwd, nil, "")
+		r.execEvent(sb.ID, res.ID, req.Principal, "started", req.Argv, cwd, nil, "")
 	})
 	res.Duration = time.Since(start)
 	if err != nil {
 		res.ExitCode, res.Killed = -1, st.Killed
-		r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res, "engine error: "+err.Error())
+		r.execEvent(sb.ID, res.ID, req.Principal, "finished", req.Argv, cwd, &res, "engine error: "+err.Error())
 		return res, fmt.Errorf("exec in %s: %w", id, err)
 	}
 	res.ExitCode, res.Killed = st.Code, st.Killed
 	res.TimedOut = st.Killed && errors.Is(context.Cause(ectx), errExecTimeout)
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
-	r.execEvent(sb.ID, res.ID, "finished", req.Argv, cwd, &res, "")
+	r.execEvent(sb.ID, res.ID, req.Principal, "finished", req.Argv, cwd, &res, "")
 	return res, nil
 }
 
 var errExecTimeout = errors.New("exec timeout")
 
-func (r *Runner) execEvent(sandbox, execID, stage string, argv []string, cwd string, res *ExecResult, reason string) {
+func (r *Runner) execEvent(sandbox, execID, principal, stage string, argv []string, cwd string, res *ExecResult, reason string) {
 	e := audit.New(audit.KindExec, sandbox)
 	e.ID, e.Reason = execID, reason
-	e.Exec = &audit.Exec{Stage: stage, Argv: slices.Clone(argv), Cwd: cwd, Agent: PodmanExecName}
+	e.Exec = &audit.Exec{Stage: stage, Argv: slices.Clone(argv), Cwd: cwd, Agent: PodmanExecName, Principal: principal}
 	if res != nil {
 		code := res.ExitCode
 		e.Exec.ExitCode = &code

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"airlock/audit"
 )
 
 // CopyIn extracts a tar stream into dir (absolute) in the sandbox.
@@ -25,6 +27,7 @@ func (r *Runner) CopyIn(ctx context.Context, id, dir string, tar io.Reader) erro
 	if err := r.cfg.Engine.CopyIn(ctx, sb.ContainerID, path.Clean(dir), tar); err != nil {
 		return fmt.Errorf("copy into %s:%s: %w", id, dir, err)
 	}
+	r.filesChanged(ctx, sb, audit.FileChange{Path: path.Clean(dir), Op: "written"})
 	return nil
 }
 
@@ -78,7 +81,7 @@ func (r *Runner) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 	}
 	s := Snapshot{Image: SnapshotRepo + ":" + id, ImageID: imageID, Warning: SnapshotWarning}
 	r.log.Warn("sandbox snapshot written", "sandbox", id, "image", s.Image, "warning", s.Warning)
-	r.lifecycle(sb, "snapshot", s.Image+": "+s.Warning)
+	r.lifecycleBy(ctx, sb, "snapshot", s.Image+": "+s.Warning)
 	return s, nil
 }
 

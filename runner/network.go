@@ -85,7 +85,7 @@ func (r *Runner) plumb(ctx context.Context, sb *sandbox) error {
 	r.update(sb, func(i *Sandbox) { i.HostIf = host })
 	sb.ifindex = idx
 	n := SandboxNet{SandboxID: id, Policy: sb.info.Policy, HostIfName: host, HostIfIndex: idx,
-		Addr: sb.info.Address, MAC: mac, Gateway: sb.info.Gateway, Unbound: sb.info.State == StatePooled}
+		Addr: sb.info.Address, MAC: mac, Gateway: sb.info.Gateway, Unbound: sb.info.phase == phasePooled}
 	detach, err := r.cfg.AttachNetwork(idx, n)
 	if err != nil {
 		return fmt.Errorf("network: attach the path to %s: %w", host, err)

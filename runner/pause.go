@@ -49,23 +49,29 @@ func (r *Runner) Pause(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
-	r.setState(id, StatePaused) // from here on no command starts
+	r.setPhase(id, phasePaused) // from here on no command starts
 	if err := r.blockNet(id, true); err != nil {
-		r.setState(id, StateRunning)
-		return fmt.Errorf("pause sandbox %s: cut its network: %w", id, err)
+		return r.pauseFailed(ctx, sb, fmt.Errorf("pause sandbox %s: cut its network: %w", id, err))
 	}
 	pids, err := r.freezer().Stop(pid)
 	if err != nil {
 		errs := []error{err, r.freezer().Cont(pids), r.blockNet(id, false)}
-		r.setState(id, StateRunning)
-		return fmt.Errorf("pause sandbox %s: stop its processes: %w", id, errors.Join(errs...))
+		return r.pauseFailed(ctx, sb, fmt.Errorf("pause sandbox %s: stop its processes: %w", id, errors.Join(errs...)))
 	}
 	b, _ := json.Marshal(pauseRecord{Pids: pids, At: r.cfg.Now().UTC()})
 	if err := writeFileAtomic(r.pausePath(id), b, 0o600); err != nil {
 		r.log.Warn("pause: keep the record", "sandbox", id, "err", err)
 	}
-	r.lifecycle(sb, "paused", fmt.Sprintf("network cut in the kernel (every packet dropped); %d processes stopped with SIGSTOP (PID 1, the agent, keeps answering)", len(pids)))
+	r.lifecycleBy(ctx, sb, "paused", fmt.Sprintf("network cut in the kernel (every packet dropped); %d processes stopped with SIGSTOP (PID 1, the agent, keeps answering)", len(pids)))
 	return nil
+}
+
+// pauseFailed puts a sandbox whose pause failed back to running: a
+// record says so, with why.
+func (r *Runner) pauseFailed(ctx context.Context, sb Sandbox, err error) error {
+	r.setPhase(sb.ID, phaseRunning)
+	r.lifecycleBy(ctx, sb, "failed", err.Error()+"; it runs on")
+	return err
 }
 
 // Resume undoes Pause: SIGCONT to the processes it stopped, then the
@@ -78,11 +84,11 @@ func (r *Runner) Resume(ctx context.Context, id string) error {
 		sb = s.info
 	}
 	r.mu.Unlock()
-	if !ok || sb.State == StatePooled {
+	if !ok || sb.phase == phasePooled {
 		return fmt.Errorf("resume sandbox %q: %w", id, ErrNotFound)
 	}
-	if sb.State != StatePaused {
-		return fmt.Errorf("resume sandbox %s: it is %s, not paused: %w", id, sb.State, ErrInvalid)
+	if sb.phase != phasePaused {
+		return fmt.Errorf("resume sandbox %s: it is %s, not paused: %w", id, sb.phase, ErrInvalid)
 	}
 	var rec pauseRecord
 	if b, err := os.ReadFile(r.pausePath(id)); err == nil {
@@ -95,8 +101,8 @@ func (r *Runner) Resume(ctx context.Context, id string) error {
 		return fmt.Errorf("resume sandbox %s: restore its network: %w", id, err)
 	}
 	os.Remove(r.pausePath(id))
-	r.setState(id, StateRunning)
-	r.lifecycle(sb, "resumed", fmt.Sprintf("%d processes continued (SIGCONT); network restored", len(rec.Pids)))
+	r.setPhase(id, phaseRunning)
+	r.lifecycleBy(ctx, sb, "resumed", fmt.Sprintf("%d processes continued (SIGCONT); network restored", len(rec.Pids)))
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"airlock/audit"
 )
 
 // ReconcileReport says what Reconcile did.
@@ -53,7 +55,7 @@ func (r *Runner) known(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb, ok := r.sandboxes[id]
-	return ok && sb.info.State != StateDestroyFailed
+	return ok && sb.info.phase != phaseDestroyFailed
 }
 
 func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *ReconcileReport) error {
@@ -65,7 +67,7 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 		if err := r.adopt(sb); err == nil {
 			rep.Adopted = append(rep.Adopted, sb.info.ID)
 			if r.pausedAtStart(sb.info.ID) { // its processes are still stopped, its block still pinned
-				r.setState(sb.info.ID, StatePaused)
+				r.setPhase(sb.info.ID, phasePaused)
 			}
 			r.connectAgent(ctx, sb, c.Labels)
 			r.lifecycle(sb.info, "adopted", "re-adopted after a restart; commands through "+sb.info.Agent)
@@ -89,7 +91,7 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 	rep.Removed = append(rep.Removed, c.Name)
 	r.lifecycle(info, "reconciled", "removed container "+c.Name+": "+why)
 	if art != nil {
-		r.ended(info, "reconcile at restart: "+why, art)
+		r.ended(info, "reconcile at restart: "+why, art, "")
 	}
 	if info.ID != "" && r.pool != nil {
 		if err := r.net.DelLink(VethName(info.ID)); err != nil {
@@ -160,7 +162,7 @@ func labelInfo(c Container, execTimeout time.Duration) Sandbox {
 	l := c.Labels
 	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
 	info := Sandbox{ID: l[LabelSandbox], ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
-		State: StateRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
+		State: audit.StateRunning, phase: phaseRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
 		Outputs: parseOutputs(l[LabelOutputs]), ImageID: l[LabelImageID], Template: l[LabelTemplate]}
 	if a, err := netip.ParseAddr(l[LabelAddress]); err == nil {
 		info.Address = a
@@ -211,22 +213,30 @@ func (r *Runner) adopt(sb *sandbox) error {
 // finishBroken finishes sandboxes whose destroy failed and forgets those
 // whose container disappeared.
 func (r *Runner) finishBroken(ctx context.Context, seen map[string]bool, rep *ReconcileReport) error {
-	var todo []*sandbox
+	var todo, gone []*sandbox
 	r.mu.Lock()
 	for id, sb := range r.sandboxes {
-		if sb.info.State == StateDestroyFailed || (!seen[id] && sb.info.State == StateRunning) {
+		if sb.info.phase == phaseDestroyFailed || (!seen[id] && sb.info.phase == phaseRunning) {
 			todo = append(todo, sb)
+		}
+		if sb.info.phase == phaseRunning && !seen[id] {
+			sb.info.setPhase(phaseDestroying)
+			gone = append(gone, sb)
 		}
 	}
 	r.mu.Unlock()
+	for _, sb := range gone {
+		r.lifecycle(sb.info, "ending", "finished by reconcile: its container is gone")
+	}
 	var errs []error
 	for _, sb := range todo {
 		art := r.exportOnce(ctx, sb, "finished by reconcile")
 		if err := r.teardown(ctx, sb); err != nil {
+			r.setPhase(sb.info.ID, phaseDestroyFailed)
 			errs = append(errs, fmt.Errorf("finish sandbox %s: %w", sb.info.ID, err))
 			continue
 		}
-		r.ended(sb.info, "finished by reconcile", art)
+		r.ended(sb.info, "finished by reconcile", art, "")
 		r.mu.Lock()
 		delete(r.sandboxes, sb.info.ID)
 		r.mu.Unlock()

@@ -50,10 +50,6 @@ func (r *Runner) loadRecipe(id string) (recipe, error) {
 	return rc, nil
 }
 
-// StateResetting is the state of a sandbox while Reset replaces its
-// container; commands are refused meanwhile.
-const StateResetting = "resetting"
-
 // Reset returns a sandbox to the state it was created in: a new container
 // from the same image and spec, on the same veth name, address, policy and
 // network identity, with the workspace re-mounted (bind) or copied in again
@@ -65,19 +61,19 @@ func (r *Runner) Reset(ctx context.Context, id string) (ResetResult, error) {
 	start := time.Now()
 	r.mu.Lock()
 	sb, ok := r.sandboxes[id]
-	if !ok || sb.info.State != StateRunning {
+	if !ok || sb.info.phase != phaseRunning {
 		r.mu.Unlock()
 		if !ok {
 			return ResetResult{}, fmt.Errorf("reset: sandbox %q: %w", id, ErrNotFound)
 		}
-		return ResetResult{}, fmt.Errorf("reset: sandbox %q is %s", id, sb.info.State)
+		return ResetResult{}, fmt.Errorf("reset: sandbox %q is %s: %w", id, sb.info.phase, ErrState)
 	}
 	rc, err := r.loadRecipe(id)
 	if err != nil {
 		r.mu.Unlock()
 		return ResetResult{}, err
 	}
-	sb.info.State = StateResetting
+	sb.info.setPhase(phaseResetting)
 	old := sb.info.ContainerID
 	a := sb.agent
 	sb.agent = nil
@@ -86,21 +82,21 @@ func (r *Runner) Reset(ctx context.Context, id string) (ResetResult, error) {
 		a.Close()
 	}
 	if err := r.replace(ctx, sb, rc); err != nil {
-		r.lifecycle(sb.info, "failed", "reset: "+err.Error())
-		r.setState(id, StateRunning)
+		r.lifecycleBy(ctx, sb.info, "failed", "reset: "+err.Error())
+		r.setPhase(id, phaseRunning)
 		if derr := r.destroy(context.WithoutCancel(ctx), id, "reset failed: "+err.Error()); derr != nil {
 			r.log.Warn("sandbox: destroy after a failed reset", "sandbox", id, "err", derr)
 		}
 		return ResetResult{}, fmt.Errorf("reset sandbox %s: %w", id, err)
 	}
 	r.mu.Lock()
-	if sb.info.State == StateResetting {
-		sb.info.State = StateRunning
+	if sb.info.phase == phaseResetting {
+		sb.info.setPhase(phaseRunning)
 	}
 	res := ResetResult{Sandbox: sb.info, OldContainer: old, NewContainer: sb.info.ContainerID, ImageID: rc.ImageID}
 	r.mu.Unlock()
 	res.Duration = time.Since(start)
-	r.lifecycle(res.Sandbox, "reset", fmt.Sprintf("container %s -> %s; image %s (%s); address %s kept; took %s",
+	r.lifecycleBy(ctx, res.Sandbox, "reset", fmt.Sprintf("container %s -> %s; image %s (%s); address %s kept; took %s",
 		short(old), short(res.NewContainer), res.Sandbox.Image, rc.ImageID, res.Sandbox.Address, res.Duration.Round(time.Millisecond)))
 	return res, nil
 }
@@ -137,10 +133,7 @@ func (r *Runner) replace(ctx context.Context, sb *sandbox, rc recipe) error {
 		return err
 	}
 	r.connectAgent(ctx, sb, rc.Spec.Labels)
-	r.setState(sb.info.ID, StateCreating) // provision's execs need a live state
-	err = r.provision(ctx, sb, CreateRequest{Workspace: sb.info.Workspace, Setup: rc.Setup})
-	r.setState(sb.info.ID, StateResetting)
-	return err
+	return r.provision(ctx, sb, CreateRequest{Workspace: sb.info.Workspace, Setup: rc.Setup})
 }
 
 func short(id string) string {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"airlock/audit"
 )
 
 // TestReset: a new container from the same spec on the same address and
@@ -45,7 +47,7 @@ func TestReset(t *testing.T) {
 		pos += i
 	}
 	got, _ := h.r.Get(sb.ID)
-	if got.State != StateRunning || got.ContainerID != res.NewContainer {
+	if got.State != audit.StateRunning || got.ContainerID != res.NewContainer {
 		t.Errorf("after reset: %+v", got)
 	}
 	if _, err := h.r.Reset(ctx, "nope"); !errors.Is(err, ErrNotFound) {

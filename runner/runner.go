@@ -243,7 +243,7 @@ func (r *Runner) Get(id string) (Sandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb, ok := r.sandboxes[id]
-	if !ok || sb.info.State == StatePooled {
+	if !ok || sb.info.phase == phasePooled {
 		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
 	return sb.info, nil
@@ -254,7 +254,7 @@ func (r *Runner) List() []Sandbox {
 	r.mu.Lock()
 	out := make([]Sandbox, 0, len(r.sandboxes))
 	for _, sb := range r.sandboxes {
-		if sb.info.State != StatePooled {
+		if sb.info.phase != phasePooled {
 			out = append(out, sb.info)
 		}
 	}
@@ -289,6 +289,12 @@ func (r *Runner) Close() error {
 
 // running returns the sandbox id if it exists and is running.
 func (r *Runner) running(id string) (Sandbox, error) {
+	return r.live(id, false)
+}
+
+// live is running; setup also admits a sandbox being reset, whose setup
+// commands run again in its new container.
+func (r *Runner) live(id string, setup bool) (Sandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -298,26 +304,35 @@ func (r *Runner) running(id string) (Sandbox, error) {
 	if !ok {
 		return Sandbox{}, fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
-	if sb.info.State != StateRunning && sb.info.State != StateCreating {
-		return Sandbox{}, fmt.Errorf("sandbox %q is %s", id, sb.info.State)
+	if p := sb.info.phase; p != phaseRunning && p != phaseCreating && (!setup || p != phaseResetting) {
+		return Sandbox{}, fmt.Errorf("sandbox %q is %s: %w", id, p, ErrState)
 	}
 	return sb.info, nil
 }
 
-// Sandbox states.
-const (
-	StateCreating      = "creating"
-	StateRunning       = "running"
-	StatePaused        = "paused"
-	StateDestroying    = "destroying"
-	StateDestroyFailed = "destroy-failed"
-)
-
-func (r *Runner) setState(id, state string) {
+// stateAt is the state a lifecycle record of stage shows: the sandbox's
+// own, ended once it is gone (a create that failed), ending while a
+// sandbox a restart did not adopt is removed.
+func (r *Runner) stateAt(id, stage string) State {
+	switch stage {
+	case "destroyed":
+		return audit.StateEnded
+	case "reconciled":
+		return audit.StateEnding
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sb, ok := r.sandboxes[id]; ok {
-		sb.info.State = state
+		return sb.info.State
+	}
+	return audit.StateEnded
+}
+
+func (r *Runner) setPhase(id string, p phase) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb, ok := r.sandboxes[id]; ok {
+		sb.info.setPhase(p)
 	}
 }
 
@@ -328,15 +343,21 @@ func (r *Runner) update(sb *sandbox, f func(*Sandbox)) {
 	f(&sb.info)
 }
 
-// lifecycle emits a lifecycle event.
+// lifecycle emits a lifecycle event of the appliance acting on its own.
 func (r *Runner) lifecycle(sb Sandbox, stage, detail string) {
-	r.emitLifecycle(sb, stage, detail, nil)
+	r.emitLifecycle(sb, stage, detail, nil, "")
 }
 
-func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange) {
+// lifecycleBy emits a lifecycle event of an action asked for in ctx: it
+// names the principal there (audit.WithPrincipal).
+func (r *Runner) lifecycleBy(ctx context.Context, sb Sandbox, stage, detail string) {
+	r.emitLifecycle(sb, stage, detail, nil, audit.PrincipalFrom(ctx))
+}
+
+func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit.FileChange, principal string) {
 	e := audit.New(audit.KindLifecycle, sb.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Image: sb.Image, Policy: sb.Policy, Detail: detail, Changes: changes,
-		ImageID: sb.ImageID, Template: sb.Template}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, State: r.stateAt(sb.ID, stage), Principal: principal, Image: sb.Image,
+		Policy: sb.Policy, Detail: detail, Changes: changes, ImageID: sb.ImageID, Template: sb.Template}
 	if sb.Address.IsValid() {
 		e.Lifecycle.Address = sb.Address.String()
 	}

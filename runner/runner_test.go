@@ -47,12 +47,18 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 			h.mu.Unlock()
 			detail := ""
 			if e.Lifecycle != nil {
-				detail = e.Lifecycle.Stage + " " + e.Lifecycle.Address
+				detail = e.Lifecycle.Stage + " " + e.Lifecycle.Address + " state=" + string(e.Lifecycle.State)
+				if p := e.Lifecycle.Principal; p != "" {
+					detail += " by=" + p
+				}
 			}
 			if e.Exec != nil {
 				detail = fmt.Sprintf("%s %q", e.Exec.Stage, e.Exec.Argv)
 				if e.Exec.ExitCode != nil {
 					detail += fmt.Sprintf(" exit=%d timed_out=%t killed=%t", *e.Exec.ExitCode, e.Exec.TimedOut, e.Exec.Killed)
+				}
+				if p := e.Exec.Principal; p != "" {
+					detail += " by=" + p
 				}
 			}
 			h.t.add("event %s sandbox=%s %s", e.Kind, e.Sandbox, detail)
@@ -101,9 +107,12 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// TestLifecycleTranscript: a create, an exec and a destroy, call by call;
+// every change of state is a lifecycle record with the state it enters,
+// and each record names the principal whose request it is.
 func TestLifecycleTranscript(t *testing.T) {
 	h := newHarness(t, nil)
-	ctx := context.Background()
+	ctx := audit.WithPrincipal(context.Background(), "alice")
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "main.py"), []byte("print('hi')\n"), 0o644)
 	sb, err := h.r.Create(ctx, CreateRequest{Image: "localhost/airlock/busybox:1", Policy: "dev",
@@ -329,7 +338,7 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Pause(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := h.r.Get(sb.ID); got.State != StatePaused {
+	if got, _ := h.r.Get(sb.ID); got.State != audit.StatePaused {
 		t.Fatalf("state %s", got.State)
 	}
 	if _, err := h.r.Exec(context.Background(), sb.ID, ExecRequest{Argv: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "paused") {
@@ -338,8 +347,8 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Resume(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	want := "hook.Block 000000000001 true\nfreezer.Stop init=4242\nevent lifecycle sandbox=000000000001 paused 198.18.0.2\n" +
-		"freezer.Cont [7 8]\nhook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 resumed 198.18.0.2"
+	want := "hook.Block 000000000001 true\nfreezer.Stop init=4242\nevent lifecycle sandbox=000000000001 paused 198.18.0.2 state=paused\n" +
+		"freezer.Cont [7 8]\nhook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 resumed 198.18.0.2 state=running"
 	if got := strings.Join(h.t.lines[mark:], "\n"); got != want {
 		t.Errorf("pause and resume:\n%s\nwant:\n%s", got, want)
 	}
@@ -347,7 +356,8 @@ func TestPauseCutsAndStops(t *testing.T) {
 	if err := h.r.Pause(context.Background(), sb.ID); err == nil {
 		t.Fatal("a pause whose stop failed succeeded")
 	}
-	if got, _ := h.r.Get(sb.ID); got.State != StateRunning || !strings.HasSuffix(h.t.String(), "hook.Block 000000000001 false\n") {
+	if got, _ := h.r.Get(sb.ID); got.State != audit.StateRunning || !strings.HasSuffix(h.t.String(),
+		"hook.Block 000000000001 false\nevent lifecycle sandbox=000000000001 failed 198.18.0.2 state=running\n") {
 		t.Errorf("after a failed pause: state %s\n%s", got.State, h.t)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"airlock/audit"
 )
 
 func TestSensitive(t *testing.T) {
@@ -61,7 +63,7 @@ func TestTemplateFromSnapshot(t *testing.T) {
 	if !strings.Contains(string(log), "warning: /root/.aws/credentials looks like a credential") {
 		t.Errorf("build log:\n%s", log)
 	}
-	if got, err := h.r.Get(sb.ID); err != nil || got.State != StateRunning {
+	if got, err := h.r.Get(sb.ID); err != nil || got.State != audit.StateRunning {
 		t.Errorf("the sandbox after the snapshot: %+v %v", got, err)
 	}
 }

@@ -178,7 +178,7 @@ func (r *Runner) commitTemplate(ctx context.Context, sb Sandbox, req TemplateReq
 		r.removeImage(ctx, t.Image)
 		return Template{}, fmt.Errorf("template %s: record: %w", req.Name, err)
 	}
-	r.lifecycle(sb, "template", fmt.Sprintf("template %s committed: image %s (%s) from %s (%s), %d setup commands",
+	r.lifecycleBy(ctx, sb, "template", fmt.Sprintf("template %s committed: image %s (%s) from %s (%s), %d setup commands",
 		t.Ref, t.Image, imageID, req.From, fromID, len(steps)))
 	return t, nil
 }

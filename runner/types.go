@@ -16,6 +16,9 @@ var (
 	ErrUnsupported = errors.New("not supported on this host")
 	ErrInvalid     = errors.New("invalid request")
 	ErrClosed      = errors.New("runner closed")
+	// ErrState: the sandbox is not in a state that allows the request
+	// (a command to a paused sandbox, a destroy of one being reset).
+	ErrState = errors.New("not in a state that allows this")
 )
 
 // Defaults.
@@ -129,7 +132,8 @@ type Sandbox struct {
 	CapAdd      []string      `json:"cap_add,omitempty"` // beyond DefaultCaps, normalized (CAP_NET_RAW)
 	Workspace   Workspace     `json:"workspace"`
 	Limits      []LimitReport `json:"limits"`
-	State       string        `json:"state"` // running | destroying
+	State       State         `json:"state"` // creating | running | paused | ending (State)
+	phase       phase         // the runner's finer view (setPhase)
 	Adopted     bool          `json:"adopted,omitempty"`
 	// Agent is how commands run: AgentName (the in-sandbox agent) or
 	// PodmanExecName (the engine's exec; AgentError says why).
@@ -191,6 +195,7 @@ type ExecRequest struct {
 	// names who opened it, in the record.
 	Record    bool
 	Principal string
+	setup     bool // a setup command of a create or reset
 }
 
 // ExecResult is how a command ended. Captured output beyond MaxCapture is

@@ -10,12 +10,6 @@ import (
 	"time"
 )
 
-// StatePooled is the state of a warm pool member: created and started
-// ahead of demand, its veth carrying the kernel path with no identity bound
-// (every packet dropped), no policy, no commands. Members are not in List
-// or Get; Create claims one.
-const StatePooled = "pooled"
-
 // LabelPool marks a warm pool member's container with its pool key.
 const LabelPool = "io.airlock.pool"
 
@@ -299,7 +293,7 @@ func (r *Runner) dropMember(sb *sandbox, stage, why string) {
 	r.lifecycle(sb.info, stage, "warm pool member removed unclaimed: "+why)
 	if err := r.teardown(ctx, sb); err != nil {
 		r.log.Warn("warm pool: remove a member", "sandbox", sb.info.ID, "err", err)
-		r.setState(sb.info.ID, StateDestroyFailed)
+		r.setPhase(sb.info.ID, phaseDestroyFailed)
 		return
 	}
 	r.mu.Lock()

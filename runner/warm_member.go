@@ -17,7 +17,7 @@ func (r *Runner) addMember(ctx context.Context, w *warmPools, rs resolved) error
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	id := r.memberID()
-	info := Sandbox{ID: id, Image: rs.image, Created: r.cfg.Now().UTC(), State: StatePooled,
+	info := Sandbox{ID: id, Image: rs.image, Created: r.cfg.Now().UTC(), phase: phasePooled,
 		ExecTimeout: r.cfg.ExecTimeout, ReadOnly: rs.spec.ReadOnlyRoot,
 		Limits: limitReport(rs.spec.Limits, r.cgroups), Template: rs.tmpl}
 	sb := &sandbox{info: info, warmKey: rs.key}

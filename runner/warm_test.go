@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"airlock/audit"
 	"airlock/internal/agentwire"
 	"airlock/runner/agent"
 )
@@ -147,7 +148,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	if i := slices.IndexFunc(claimLines, func(l string) bool { return strings.Contains(l, "claimed") }); i >= 0 {
 		claimLines = claimLines[:i+1] // the refill the claim wakes comes after
 	}
-	if sb.ID != "m00000000001" || onID != sb.ID || sb.Policy != "p" || sb.State != StateRunning || !sb.Deadline.Equal(c.now().Add(time.Hour)) {
+	if sb.ID != "m00000000001" || onID != sb.ID || sb.Policy != "p" || sb.State != audit.StateRunning || !sb.Deadline.Equal(c.now().Add(time.Hour)) {
 		t.Fatalf("claimed %+v (OnID %q)", sb, onID)
 	}
 	for _, l := range claimLines {

@@ -59,7 +59,7 @@ func (r *Runner) checkContainers() {
 		byID[c.ID] = c
 	}
 	for _, sb := range sbs {
-		if sb.State != StateRunning || sb.ContainerID == "" {
+		if sb.phase != phaseRunning || sb.ContainerID == "" {
 			continue
 		}
 		c, ok := byID[sb.ContainerID]
@@ -80,7 +80,7 @@ func (r *Runner) checkContainers() {
 func (r *Runner) died(id, cid, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if sb, err := r.Get(id); err != nil || sb.ContainerID != cid || sb.State != StateRunning {
+	if sb, err := r.Get(id); err != nil || sb.ContainerID != cid || sb.phase != phaseRunning {
 		return
 	}
 	c, err := r.cfg.Engine.Inspect(ctx, cid)

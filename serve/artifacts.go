@@ -59,7 +59,7 @@ func (a *Appliance) Artifacts(_ context.Context, id string) (client.Artifacts, e
 	}
 	out := client.Artifacts{Sandbox: a.describe(m.Sandbox), Reason: m.Reason, Ended: m.Ended, Bytes: m.Bytes,
 		Skipped: m.Skipped, Errors: m.Errors}
-	out.Sandbox.State = "ended"
+	out.Sandbox.State = client.StateEnded
 	for _, f := range m.Files {
 		out.Files = append(out.Files, client.ArtifactFile{Name: f.Name, Kind: f.Kind, Path: f.Path, Size: f.Size, SHA256: f.SHA256})
 	}

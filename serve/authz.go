@@ -44,7 +44,8 @@ type refusal struct {
 func (a *API) authorize(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) (*http.Request, bool) {
 	p, ref := a.authenticate(r)
 	if ref == nil {
-		r = r.WithContext(context.WithValue(r.Context(), keyPrincipal, p))
+		ctx := audit.WithPrincipal(context.WithValue(r.Context(), keyPrincipal, p), p.Name) // named by the records of what it does
+		r = r.WithContext(ctx)
 		if a.authRequired() {
 			r = r.WithContext(WithPeer(r.Context(), p.Name+"@"+r.RemoteAddr))
 		}

@@ -36,6 +36,8 @@ func apiError(err error) error {
 		return client.Errorf(client.CodeInvalid, "%v", err)
 	case errors.Is(err, runner.ErrClosed):
 		return client.Errorf(client.CodeUnavailable, "%v", err)
+	case errors.Is(err, runner.ErrState):
+		return client.Errorf(client.CodeConflict, "%v", err)
 	}
 	return err
 }

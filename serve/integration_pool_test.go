@@ -4,6 +4,7 @@ package serve_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,12 +30,7 @@ import (
 // after a kill -9 the unclaimed members are removed and the claimed one
 // adopted.
 func TestWarmPool(t *testing.T) {
-	l := newLab(t, debianImage)
-	l.extra = "\n[pool]\nimages = { \"" + debianImage + "\" = 2 }\nrefill = \"500ms\"\n"
-	l.writeFiles()
-	l.spec.agent = buildAgent(t, l.dir)
-	t.Cleanup(func() { removeInstance(l) }) // after the appliance stopped: it refills until then
-	l.startServe()
+	l := poolLab(t, 2, "500ms")
 	members := waitPooled(t, l, 2, nil)
 	m := members[0]
 
@@ -104,6 +100,18 @@ func TestWarmPool(t *testing.T) {
 			t.Errorf("a recycled member is a sandbox: %+v", sb2)
 		}
 	}
+}
+
+// poolLab starts a lab appliance with a warm pool of size Debian members
+// refilled every refill, and the agent a claim binds a member through.
+func poolLab(t *testing.T, size int, refill string) *lab {
+	l := newLab(t, debianImage)
+	l.extra = fmt.Sprintf("\n[pool]\nimages = { %q = %d }\nrefill = %q\n", debianImage, size, refill)
+	l.writeFiles()
+	l.spec.agent = buildAgent(t, l.dir)
+	t.Cleanup(func() { removeInstance(l) }) // after the appliance stopped: it refills until then
+	l.startServe()
+	return l
 }
 
 // leakSeconds is how long the unclaimed member tries to get out (the

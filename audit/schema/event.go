@@ -229,11 +229,20 @@ type Exec struct {
 	// Record is the artifact name of a recorded shell session's record
 	// (shells/ID.jsonl: what was typed and shown, timed, secrets redacted).
 	Record string `json:"record,omitempty"`
+	// Principal is the control API principal that ran the command ("":
+	// the appliance itself, e.g. a setup command of a create it names).
+	Principal string `json:"principal,omitempty"`
 }
 
 // Lifecycle is the payload of a lifecycle event.
 type Lifecycle struct {
-	Stage      string `json:"stage"` // created | started | destroyed | adopted | reconciled | failed
+	Stage string `json:"stage"` // created | started | ready | ending | destroyed | ... (docs/events.md)
+	// State is the sandbox's state once this record is written (empty on
+	// a warm pool member's records: it is not a sandbox yet).
+	State SandboxState `json:"state,omitempty"`
+	// Principal is the control API principal whose request this record is
+	// ("": the appliance on its own: a lifetime, a restart).
+	Principal  string `json:"principal,omitempty"`
 	Image      string `json:"image,omitempty"`
 	Policy     string `json:"policy,omitempty"`
 	PolicyHash string `json:"policy_hash,omitempty"`

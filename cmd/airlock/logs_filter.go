@@ -37,7 +37,7 @@ func (f *eventFlags) add(fs *pflag.FlagSet) {
 		{"status", &f.match.Status, &f.not.Status, "HTTP status, e.g. 403 or 4xx"},
 		{"package", &f.match.Package, &f.not.Package, "package name glob, or ECOSYSTEM:NAME (npm:left-pad)"},
 		{"exec", &f.match.ExecID, &f.not.ExecID, "exec id (only exec records carry one today)"},
-		{"principal", &f.match.Principal, &f.not.Principal, "principal (of refusal records; no other record carries one yet)"},
+		{"principal", &f.match.Principal, &f.not.Principal, "principal a refusal, lifecycle or exec record names"},
 	} {
 		fs.StringArrayVar(fl.dst, fl.name, nil, "only this "+fl.help+" (repeatable)")
 		fs.StringArrayVar(fl.not, "not-"+fl.name, nil, "not this "+fl.name+" (repeatable)")

@@ -21,7 +21,7 @@ func init() {
 		Long: `Manage sandboxes through the control API of a running airlock serve
 (--socket, $AIRLOCK_SOCKET, or ` + client.DefaultSocket + `).`,
 	}
-	cmd.AddCommand(sandboxCreateCmd(), sandboxExecCmd(), sandboxCpCmd(), sandboxLsCmd(), sandboxDiffCmd(),
+	cmd.AddCommand(sandboxCreateCmd(), sandboxExecCmd(), sandboxCpCmd(), sandboxLsCmd(), sandboxShowCmd(), sandboxDiffCmd(),
 		sandboxPsCmd(), sandboxKillCmd(), sandboxAttachCmd(), sandboxFilesCmd(),
 		sandboxSimpleCmd("pause", "Stop a sandbox: its network cut in the kernel, its processes stopped (SIGSTOP)", (*client.Client).Pause, "paused"),
 		sandboxSimpleCmd("resume", "Continue a paused sandbox and restore its network", (*client.Client).Resume, "resumed"),
@@ -175,7 +175,11 @@ func sandboxLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List sandboxes",
-		Args:  cobra.NoArgs,
+		Long: `List the sandboxes the caller may see (an admin: all), oldest first. STATE
+is creating, running, paused or ending (docs/api.md, "Sandbox states"); an
+ended sandbox is gone from the list: 'airlock sandbox artifacts ID' shows what
+it left.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()

@@ -178,11 +178,11 @@ func TestSandboxEndToEnd(t *testing.T) {
 	var stages []string
 	for _, ev := range e.events {
 		if ev.Lifecycle != nil {
-			stages = append(stages, ev.Lifecycle.Stage)
+			stages = append(stages, ev.Lifecycle.Stage+":"+string(ev.Lifecycle.State))
 		}
 	}
-	if strings.Join(stages, ",") != "created,started,destroyed" {
-		t.Errorf("lifecycle events: %v", stages)
+	if got := strings.Join(stages, ","); got != "created:creating,started:creating,ready:running,files:running,ending:ending,destroyed:ended" {
+		t.Errorf("lifecycle events: %v", got)
 	}
 }
 

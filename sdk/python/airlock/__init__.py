@@ -16,12 +16,12 @@ from .egress import Event
 from .errors import (AirlockError, Conflict, Denied, Invalid, NotFound, NotSupported, QuotaExceeded, Timeout,
                      Unavailable)
 from .files import FileInfo
-from .sandbox import Approval, Sandbox
+from .sandbox import STATES, Approval, Sandbox
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Sandbox", "CommandResult", "CommandHandle", "ProcessInfo", "FileInfo", "Event", "Approval",
+    "Sandbox", "STATES", "CommandResult", "CommandHandle", "ProcessInfo", "FileInfo", "Event", "Approval",
     "Transport", "DEFAULT_SOCKET", "policy",
     "AirlockError", "Invalid", "Denied", "NotFound", "Conflict", "QuotaExceeded", "NotSupported",
     "Timeout", "Unavailable",

@@ -37,13 +37,28 @@ class Approval:
                    reason=d.get("reason", ""), raw=d)
 
 
+# A sandbox's states, in lifecycle order (docs/api.md, "Sandbox states").
+STATES = ("creating", "running", "paused", "ending", "ended")
+
+# What an older appliance called a state that has another name now.
+_LEGACY_STATES = {"destroying": "ending", "destroy-failed": "ending"}
+
+
+def _with_state(info: Dict[str, Any]) -> Dict[str, Any]:
+    """info with an older appliance's state name replaced by today's."""
+    s = info.get("state")
+    if s in _LEGACY_STATES:
+        info = dict(info, state=_LEGACY_STATES[s])
+    return info
+
+
 class Sandbox:
     """A sandbox of an Airlock appliance. Use ``Sandbox.create(...)`` as a
     context manager: the sandbox is destroyed when the block ends."""
 
     def __init__(self, info: Dict[str, Any], transport: Transport) -> None:
         self._t = transport
-        self.info = info
+        self.info = _with_state(info)
         self.id: str = info["id"]
         self.commands = Commands(self)
         self.files = Files(self)
@@ -67,14 +82,13 @@ class Sandbox:
         (seconds) is the default bound of each command, ``lifetime`` of the
         sandbox. ``url``/``token`` choose the appliance and
         ``ca_file``/``fingerprint`` how its TLS certificate is checked
-        (default: the environment, see ``Transport``). ``template`` is not supported by
-        this appliance: pass ``image`` (raises ``NotSupported``).
+        (default: the environment, see ``Transport``). ``template`` names a
+        template version (``NAME`` for the newest, ``NAME:vN``; ``airlock
+        template ls``) instead of ``image``; a warm pool of it makes the
+        create a claim.
         """
-        if template is not None:
-            raise errors.NotSupported(
-                f"template {template!r}: this appliance has no templates; pass image= (a local image, "
-                "e.g. one made with `airlock sandbox snapshot`)", "unsupported", 501)
-        req: Dict[str, Any] = {"image": image, "policy": policy, "workspace": workspace, "secrets": secrets,
+        req: Dict[str, Any] = {"image": image, "template": template, "policy": policy, "workspace": workspace,
+                               "secrets": secrets,
                                "env": env, "workspace_git": workspace_git, "labels": labels,
                                "setup": [list(c) for c in setup] if setup else None,
                                "exec_timeout": None if timeout is None else f"{timeout:.3f}s",
@@ -96,7 +110,7 @@ class Sandbox:
         """The caller's sandboxes (an admin's, and the unix socket's: all),
         as the API describes them."""
         t = Transport(url, token, ca_file=ca_file, fingerprint=fingerprint)
-        return t.request("GET", "/sandboxes").json() or []
+        return [_with_state(d) for d in t.request("GET", "/sandboxes").json() or []]
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -106,17 +120,45 @@ class Sandbox:
 
     def refresh(self) -> Dict[str, Any]:
         """Fetch the sandbox's description again (state, warnings, ...)."""
-        self.info = self._t.request("GET", f"/sandboxes/{seg(self.id)}").json()
+        self.info = _with_state(self._t.request("GET", f"/sandboxes/{seg(self.id)}").json())
         return self.info
 
+    @property
+    def state(self) -> str:
+        """The state as last fetched (``refresh()``; ``pause``, ``resume``,
+        ``reset`` and ``kill`` update it): one of ``STATES`` — creating,
+        running, paused, ending, ended."""
+        return str(self.info.get("state", ""))
+
+    def pause(self) -> None:
+        """Stop the sandbox: its network is cut in the kernel and its
+        processes stopped; commands raise ``Conflict`` until ``resume()``."""
+        self._t.request("POST", f"/sandboxes/{seg(self.id)}/pause").read()
+        self.refresh()
+
+    def resume(self) -> None:
+        """Continue a paused sandbox and restore its network."""
+        self._t.request("POST", f"/sandboxes/{seg(self.id)}/resume").read()
+        self.refresh()
+
+    def reset(self) -> Dict[str, Any]:
+        """Return the sandbox to the state it was created in (a new
+        container, the same address and policy; files written are gone).
+        Returns the reset record: old and new container, image ID, time."""
+        res: Dict[str, Any] = self._t.request("POST", f"/sandboxes/{seg(self.id)}/reset").json()
+        self.info = _with_state(res.get("sandbox") or self.info)
+        return res
+
     def kill(self) -> None:
-        """Destroy the sandbox (a sandbox already gone is not an error)."""
+        """Destroy the sandbox (a sandbox already gone is not an error);
+        its state is then ``ended``."""
         try:
             self._t.request("DELETE", f"/sandboxes/{seg(self.id)}").read()
         except errors.NotFound:
             pass
         finally:
             self._t.close()
+        self.info = dict(self.info, state="ended")
 
     def report(self, html: bool = True) -> str:
         """The review report of this sandbox (``airlock report``): one

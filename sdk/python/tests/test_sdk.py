@@ -190,10 +190,26 @@ def test_not_found_and_context_manager(socket_path: str) -> None:
         airlock.Sandbox.connect(sid)
 
 
-def test_template_not_supported(socket_path: str) -> None:
-    with pytest.raises(airlock.NotSupported) as ei:
-        airlock.Sandbox.create(template="base")
-    assert "image=" in str(ei.value)
+def test_lifecycle_unknown_template(socket_path: str) -> None:
+    with pytest.raises((airlock.NotFound, airlock.Invalid)) as ei:
+        airlock.Sandbox.create(template="no-such-template")
+    assert "no-such-template" in str(ei.value)
+
+
+def test_lifecycle_states(socket_path: str) -> None:
+    assert airlock.STATES == ("creating", "running", "paused", "ending", "ended")
+    with airlock.Sandbox.create() as s:
+        assert s.state == "running"
+        s.pause()
+        assert s.state == "paused"
+        with pytest.raises(airlock.Conflict) as ei:
+            s.commands.run("true")
+        assert "paused" in str(ei.value)
+        s.resume()
+        assert s.state == "running"
+        assert s.commands.run("echo back").stdout == "back\n"
+        assert [x["state"] for x in airlock.Sandbox.list() if x["id"] == s.id] == ["running"]
+    assert s.state == "ended"
 
 
 def test_invalid_policy(socket_path: str) -> None:

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"airlock/serve"
+)
+
+// TestSandboxShowOlderAppliance: `sandbox show` and `sandbox ls` print the
+// state, and an older appliance's "destroying" reads as ending (the wire
+// bytes are that appliance's, not a Go value).
+func TestSandboxShowOlderAppliance(t *testing.T) {
+	const old = `{"id":"sb1","image":"localhost/airlock/busybox:1","policy":"p","address":"198.18.0.2","state":"destroying","created":"2026-01-02T03:04:05Z","owner":"alice"}`
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/sb1", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(old)) })
+	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("[" + old + "]")) })
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer(mux)
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	for _, args := range [][]string{{"sandbox", "show", "--socket", sock, "sb1"}, {"sandbox", "ls", "--socket", sock}} {
+		out.Reset()
+		if code := run(args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		if !strings.Contains(out.String(), "ending") || strings.Contains(out.String(), "destroying") {
+			t.Errorf("%v:\n%s", args, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"sandbox", "show", "--socket", sock, "--json", "sb1"}); code != 0 {
+		t.Fatal(errb.String())
+	}
+	var got struct{ State, Owner string }
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.State != "ending" || got.Owner != "alice" {
+		t.Errorf("--json: %+v %v\n%s", got, err, out.String())
+	}
+}
