@@ -68,6 +68,20 @@ func (s *LockSet) Reason(pkg Package) string {
 	return CodeNotInLockfile + ": " + pkg.Ecosystem + ":" + pkg.Name + "@" + pkg.Version + " is not in " + s.ecos[pkg.Ecosystem]
 }
 
+// RegistryPath reports whether a request to host and path is one the
+// category reads as a package or as registry metadata: with lockfiles in
+// force, any other path is denied.
+func (c *Category) RegistryPath(host, path string) bool {
+	_, ok, meta := c.readPackage(host, path)
+	return ok || meta
+}
+
+// UnrecognizedReason is the reason a path RegistryPath does not read is
+// denied under lockfiles.
+func (c *Category) UnrecognizedReason() string {
+	return CodeNotInLockfile + ": path is not a package download or metadata request " + c.r.path + " recognizes; lockfiles deny the rest"
+}
+
 // Lock returns the category's lockfile set, nil when it has none.
 func (c *Category) Lock() *LockSet {
 	if c == nil {

@@ -38,12 +38,13 @@ const (
 
 // gateState is a metadata request whose response the gate rewrites.
 type gateState struct {
-	g    *policies.PackageGate // nil: only the denylist applies
-	adv  *policies.Advisories
-	lock *policies.LockSet // the category's lockfiles, nil when none
-	kind gateKind
-	mode policies.Mode
-	key  string // the version cache key: category|ecosystem|name
+	g      *policies.PackageGate // nil: only the denylist applies
+	adv    *policies.Advisories
+	lock   *policies.LockSet // the category's lockfiles, nil when none
+	sbLock *policies.LockSet // the sandbox's lockfiles, nil when none
+	kind   gateKind
+	mode   policies.Mode
+	key    string // the version cache key: category|ecosystem|name
 
 	metaKey   metaKey // the metadata cache key, when the package cache is on
 	cacheOnly bool    // no gate rule applies: the cache alone watches
@@ -62,9 +63,9 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 	if cat == nil || cat.Kind != policies.KindRegistries || pkg.Ecosystem == "" || req.Method != http.MethodGet {
 		return nil
 	}
-	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), mode: cat.Mode,
+	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), sbLock: x.sc.f.sb.Lock, mode: cat.Mode,
 		key: cat.Name + "|" + pkg.Ecosystem + "|" + pkg.Name}
-	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) {
+	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) && !gs.sbLock.Locks(pkg.Ecosystem) {
 		if p.cfg.PackageCache == nil {
 			return nil
 		}
@@ -90,6 +91,9 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 // about); a metadata request is sent for the full, uncompressed,
 // unconditional document, whose response gateResponse rewrites.
 func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
+	if resp := p.sandboxLockPath(x, req); resp != nil {
+		return resp
+	}
 	gs := p.gateFor(x, req)
 	if gs == nil {
 		return nil
@@ -113,10 +117,15 @@ func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
 
 func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Response {
 	pkg := x.pkg
+	if gv, denied := gs.sandboxLockVerdict(pkg); denied { // the category's lockfiles denied it already, in the policy
+		v := x.v
+		v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason
+		return p.gateVerdict(x, req, v)
+	}
 	if a, ok := gs.adv.Match(pkg); ok {
 		return p.gateVerdict(x, req, gs.advVerdict(x.v, a))
 	}
-	locked := gs.lock.Digests(pkg)
+	locked := gs.lockDigests(pkg)
 	if gs.g == nil || !ageGated(pkg.Ecosystem) {
 		var ver pkgmeta.Version
 		if p.cfg.PackageCache != nil && len(locked) == 0 && ageGated(pkg.Ecosystem) {
@@ -254,11 +263,7 @@ func fmtTime(t time.Time) string {
 
 // gated is one version the gate judged on a metadata response.
 func (gs *gateState) judge(pkg policies.Package, vi policies.VersionInfo, now time.Time) (policies.GateVerdict, bool) {
-	if !gs.lock.Allows(pkg) {
-		gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: gs.lock.Rule(), Code: policies.CodeNotInLockfile, Reason: gs.lock.Reason(pkg)}
-		if gs.mode == policies.ModeAudit {
-			gv.Action, gv.WouldDeny = policies.ActionAudit, true
-		}
+	if gv, denied := gs.lockVerdict(pkg); denied {
 		return gv, true
 	}
 	if a, ok := gs.adv.Match(pkg); ok {
@@ -284,6 +289,61 @@ func recordGated(pk *audit.Package, version string, vi policies.VersionInfo, gv 
 	if len(pk.Gated) < audit.MaxGated {
 		pk.Gated = append(pk.Gated, audit.GatedVersion{Version: version, Reason: gv.Reason, Rule: gv.Rule.Name, Published: fmtTime(vi.Published)})
 	}
+}
+
+// lockVerdict denies a version the category's or the sandbox's
+// lockfiles do not list (would_deny in an audit category).
+func (gs *gateState) lockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
+	return lockVerdict(pkg, gs.mode, gs.lock, gs.sbLock)
+}
+
+// sandboxLockVerdict is lockVerdict of the sandbox's lockfiles alone.
+func (gs *gateState) sandboxLockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
+	return lockVerdict(pkg, gs.mode, gs.sbLock)
+}
+
+func lockVerdict(pkg policies.Package, mode policies.Mode, sets ...*policies.LockSet) (policies.GateVerdict, bool) {
+	for _, lk := range sets {
+		if !lk.Allows(pkg) {
+			gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: lk.Rule(), Code: policies.CodeNotInLockfile, Reason: lk.Reason(pkg)}
+			if mode == policies.ModeAudit {
+				gv.Action, gv.WouldDeny = policies.ActionAudit, true
+			}
+			return gv, true
+		}
+	}
+	return policies.GateVerdict{}, false
+}
+
+// lockDigests are the digests the lockfiles give for pkg's version, one
+// group per lockfile set that lists it: the artifact must match one
+// digest of every group.
+func (gs *gateState) lockDigests(pkg policies.Package) [][]string {
+	var out [][]string
+	for _, lk := range [2]*policies.LockSet{gs.lock, gs.sbLock} {
+		if d := lk.Digests(pkg); len(d) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// sandboxLockPath refuses, for a sandbox created with lockfiles, a
+// request to a registries category that is neither a package nor
+// registry metadata: a path the gate cannot read must not pass unchecked
+// (as a category with its own lockfiles denies it in the policy).
+func (p *Proxy) sandboxLockPath(x *exch, req *http.Request) *http.Response {
+	cat := x.v.Cat
+	if x.sc.f.sb.Lock == nil || cat == nil || cat.Kind != policies.KindRegistries || x.pkg.Ecosystem != "" ||
+		cat.RegistryPath(x.host, x.ev.e.HTTP.Path) {
+		return nil
+	}
+	v := x.v
+	v.Action, v.WouldDeny, v.Rule, v.Reason = policies.ActionDeny, false, x.sc.f.sb.Lock.Rule(), cat.UnrecognizedReason()
+	if cat.Mode == policies.ModeAudit {
+		v.Action, v.WouldDeny = policies.ActionAudit, true
+	}
+	return p.gateVerdict(x, req, v)
 }
 
 var _ context.Context = (*exch)(nil)

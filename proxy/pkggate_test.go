@@ -122,8 +122,9 @@ type gateOpts struct {
 	cache   *PackageCache
 	tenant  func() string
 	policy  func(base Decider) Decider
-	latency time.Duration // the registry answers this much later (a distant registry)
-	noOSV   bool          // no malicious-package denylist
+	latency time.Duration            // the registry answers this much later (a distant registry)
+	noOSV   bool                     // no malicious-package denylist
+	lock    func() *policies.LockSet // the sandbox's lockfiles
 }
 
 func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
@@ -184,6 +185,9 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 			}
 			if o.policy != nil {
 				sb.Policy = o.policy(pol)
+			}
+			if o.lock != nil {
+				sb.Lock = o.lock()
 			}
 			return sb, a == lo
 		}),
