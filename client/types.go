@@ -83,6 +83,21 @@ type CreateRequest struct {
 	// Template is a template version ("NAME" for the newest, "NAME:vN")
 	// the sandbox starts from instead of Image.
 	Template string `json:"template,omitempty"`
+	// Lockfiles restrict the sandbox's package installs, in every
+	// registries category of its policy, to the versions they list:
+	// others are hidden from metadata and their downloads denied
+	// (not_in_lockfile), and an artifact must match the lockfile's digest
+	// (integrity_mismatch). See Lockfile for the formats.
+	Lockfiles []Lockfile `json:"lockfiles,omitempty"`
+}
+
+// Lockfile is a lockfile's content and the name it is known by: npm's
+// package-lock.json (or npm-shrinkwrap.json, lockfileVersion 1 to 3),
+// requirements.txt with --hash, uv.lock or poetry.lock. The format is
+// told by the name, else by the content; errors name the file and line.
+type Lockfile struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
 }
 
 // ExecRequest runs one command in a sandbox.

@@ -70,7 +70,11 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders)
+	lock, err := parseLockfiles(req.Lockfiles)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders, lock)
 	if err != nil {
 		return client.Sandbox{}, explainClone(err, req)
 	}
@@ -81,19 +85,25 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 // under the sandbox's id before runner.Create starts it, so its setup
 // commands can already use them through the proxy, and drops them again
 // when the create fails.
-func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string) (runner.Sandbox, error) {
+func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string, lock *sandboxLock) (runner.Sandbox, error) {
 	id := randomHex(6)
 	if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
 	}
 	a.secrets.setPlaceholders(id, placeholders)
 	claim, err := a.ids.offer(ctx, id)
+	if err == nil {
+		err = a.sbLocks.set(id, lock)
+	}
 	if err != nil {
 		a.secrets.Forget(id)
 		return runner.Sandbox{}, err
 	}
 	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
 		a.secrets.Forget(id)
+		if err := a.sbLocks.move(id, member); err != nil {
+			return err
+		}
 		id = member
 		if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 			return client.Errorf(client.CodeInvalid, "%v", err)
@@ -105,11 +115,13 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 	a.ids.withdraw(claim)
 	if err != nil {
 		a.secrets.Forget(id)
+		a.sbLocks.forget(id)
 		return runner.Sandbox{}, apiError(err)
 	}
 	if sb.ID != id { // not expected: the runner drew another id
 		a.log.Warn("sandbox id differs from the one offered; secrets registered late", "want", id, "got", sb.ID)
 		a.secrets.Forget(id)
+		_ = a.sbLocks.move(id, sb.ID)
 		a.secrets.SetTask(sb.ID, task, nil)
 		a.secrets.setPlaceholders(sb.ID, placeholders)
 	}
