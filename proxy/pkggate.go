@@ -30,10 +30,11 @@ const rulePackageMeta = "proxy.package-meta"
 type gateKind uint8
 
 const (
-	gateNPMMeta  gateKind = iota + 1 // an npm packument
-	gatePySimple                     // a PyPI simple project page (HTML or JSON)
-	gatePyJSON                       // /pypi/NAME/json
-	gateDownload                     // a version: tarball, wheel, sdist, /pypi/NAME/VER/json
+	gateNPMMeta     gateKind = iota + 1 // an npm packument
+	gatePySimple                        // a PyPI simple project page (HTML or JSON)
+	gatePyJSON                          // /pypi/NAME/json
+	gateDownload                        // a version: tarball, wheel, sdist, /pypi/NAME/VER/json, .crate, .deb
+	gateCratesIndex                     // a Cargo registry index file (sparse: /ab/cd/NAME)
 )
 
 // gateState is a metadata request whose response the gate rewrites.
@@ -80,6 +81,8 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 		gs.kind = gatePySimple
 	case pkg.Ecosystem == "pypi":
 		gs.kind = gatePyJSON
+	case pkg.Ecosystem == "crates":
+		gs.kind = gateCratesIndex
 	default:
 		return nil
 	}
@@ -151,8 +154,10 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	return p.gateVerdict(x, req, v)
 }
 
-// ageGated: the ecosystems whose metadata gives publish times the gate reads.
-func ageGated(eco string) bool { return eco == "npm" || eco == "pypi" }
+// ageGated: the ecosystems whose metadata the gate reads for a version's
+// digest and publish time (a crates index gives pubtime only where the
+// registry writes it; unknown_release_age decides the rest).
+func ageGated(eco string) bool { return eco == "npm" || eco == "pypi" || eco == "crates" }
 
 func (gs *gateState) advVerdict(v policies.Verdict, a policies.Advisory) policies.Verdict {
 	v.Rule = policies.Rule{Name: "packages.osv", Pos: policies.Position{File: a.File}}
@@ -231,14 +236,42 @@ func metaFetches(p string, pkg policies.Package) []metaFetch {
 		pre := p[:i]
 		return []metaFetch{{pre + "/pypi/" + pkg.Name + "/json", "application/json", gatePyJSON},
 			{pre + "/simple/" + pkg.Name + "/", acceptSimpleJSON, gatePySimple}}
+	case "crates":
+		// The index file, when the registry serves it beside its
+		// downloads (crates.io does not: its index is another host, whose
+		// answers the gate remembers as the client fetches them).
+		i := strings.Index(p, "/api/v1/crates/")
+		if i < 0 {
+			i = strings.LastIndex(p, "/crates/")
+		}
+		if i < 0 {
+			return nil
+		}
+		f := sparseIndexPath(pkg.Name)
+		return []metaFetch{{p[:i] + f, "*/*", gateCratesIndex}, {p[:i] + "/index" + f, "*/*", gateCratesIndex}}
 	}
 	return nil
+}
+
+// sparseIndexPath is a crate's index file under the index root.
+func sparseIndexPath(name string) string {
+	switch len(name) {
+	case 1:
+		return "/1/" + name
+	case 2:
+		return "/2/" + name
+	case 3:
+		return "/3/" + name[:1] + "/" + name
+	}
+	return "/" + name[:2] + "/" + name[2:4] + "/" + name
 }
 
 func parseVersions(kind gateKind, ctype string, body []byte) ([]pkgmeta.Version, error) {
 	switch kind {
 	case gateNPMMeta:
 		return pkgmeta.NPMVersions(body)
+	case gateCratesIndex:
+		return pkgmeta.CratesIndexVersions(body)
 	case gatePyJSON:
 		return pkgmeta.PyPIJSONVersions(body)
 	case gatePySimple:

@@ -184,6 +184,8 @@ func rewriteMeta(kind gateKind, ctype string, body []byte, hidden map[string]boo
 	switch {
 	case kind == gateNPMMeta:
 		return pkgmeta.RewriteNPM(body, hidden)
+	case kind == gateCratesIndex:
+		return pkgmeta.RewriteCratesIndex(body, hidden)
 	case kind == gatePyJSON:
 		return pkgmeta.RewritePyPIJSONFiles(body, hidden, hideFile)
 	case isSimpleJSON(ctype):

@@ -98,3 +98,37 @@ func FuzzRewritePyPIJSON(f *testing.F) {
 		}
 	})
 }
+
+func FuzzRewriteCratesIndex(f *testing.F) {
+	f.Add([]byte(cratesIndex), "1.1.0")
+	f.Add([]byte("{\"vers\":\"1\",\"cksum\":\"00\"}\n"), "1")
+	f.Add([]byte("\n\r\n{}"), "")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		vs, err := CratesIndexVersions(doc)
+		if err != nil {
+			return
+		}
+		out, err := RewriteCratesIndex(doc, map[string]bool{hide: true})
+		if err != nil {
+			t.Fatalf("a readable index did not rewrite: %v", err)
+		}
+		after, err := CratesIndexVersions(out)
+		if err != nil {
+			t.Fatalf("rewrite unreadable: %v", err)
+		}
+		n := 0
+		for _, v := range vs {
+			if v.Version != hide {
+				n++
+			}
+		}
+		if len(after) != n {
+			t.Fatalf("%d versions, %d after hiding %q", len(after), n, hide)
+		}
+		for _, v := range after {
+			if v.Version == hide || v.Integrity == "" {
+				t.Fatalf("after the rewrite: %+v", v)
+			}
+		}
+	})
+}

@@ -204,3 +204,34 @@ func TestRewriteNPMInPlace(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 }
+
+const cratesIndex = `{"name":"gate-crate","vers":"1.0.0","deps":[],"cksum":"` + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + `","features":{},"yanked":false,"pubtime":"2026-01-02T03:04:05Z"}
+{"name":"gate-crate","vers":"1.1.0","deps":[],"cksum":"` + "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" + `","features":{},"yanked":false}
+`
+
+// TestCratesIndex: an index file's versions with their sha256 and
+// publish time (when given); hiding one drops its line; a line that is
+// not a version with a checksum is refused naming it.
+func TestCratesIndex(t *testing.T) {
+	vs, err := CratesIndexVersions([]byte(cratesIndex))
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("%v %v", vs, err)
+	}
+	if vs[0].Version != "1.0.0" || vs[0].Published.IsZero() || !strings.HasPrefix(vs[0].Integrity, "sha256-qqqq") || !vs[1].Published.IsZero() {
+		t.Errorf("versions %+v", vs)
+	}
+	out, err := RewriteCratesIndex([]byte(cratesIndex), map[string]bool{"1.1.0": true})
+	if err != nil || strings.Contains(string(out), "1.1.0") || !strings.Contains(string(out), `"vers":"1.0.0"`) {
+		t.Errorf("rewrite %q %v", out, err)
+	}
+	for doc, want := range map[string]string{
+		"{\"vers\":\"1.0.0\"}\n":                         "line 1: want a version (vers) and its sha256 (cksum)",
+		"\n{\"vers\":\"1\",\"cksum\":\"zz\"}":            "line 2: want a version",
+		"{\"vers\":\"1\",\"VERS\":\"2\",\"cksum\":\"\"}": `line 1: member "VERS": a member name that differs`,
+		"not json\n": "line 1: invalid character",
+	} {
+		if _, err := CratesIndexVersions([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", doc, err, want)
+		}
+	}
+}
