@@ -35,6 +35,7 @@ const (
 	gatePyJSON                          // /pypi/NAME/json
 	gateDownload                        // a version: tarball, wheel, sdist, /pypi/NAME/VER/json, .crate, .deb
 	gateCratesIndex                     // a Cargo registry index file (sparse: /ab/cd/NAME)
+	gateDebIndex                        // a Debian Packages index: read, passed on unchanged (pkgdeb.go)
 )
 
 // gateState is a metadata request whose response the gate rewrites.
@@ -97,6 +98,11 @@ func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
 	if resp := p.sandboxLockPath(x, req); resp != nil {
 		return resp
 	}
+	if p.debIndexFor(x, req) {
+		x.gate = &gateState{kind: gateDebIndex}
+		req.Header.Set("Accept-Encoding", "identity")
+		return nil
+	}
 	gs := p.gateFor(x, req)
 	if gs == nil {
 		return nil
@@ -129,15 +135,18 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 		return p.gateVerdict(x, req, gs.advVerdict(x.v, a))
 	}
 	locked := gs.lockDigests(pkg)
-	if gs.g == nil || !ageGated(pkg.Ecosystem) {
-		var ver pkgmeta.Version
-		if p.cfg.PackageCache != nil && len(locked) == 0 && ageGated(pkg.Ecosystem) {
-			ver = p.versionInfo(x, req, gs) // the digest the cache needs
-		}
+	var ver pkgmeta.Version
+	switch {
+	case pkg.Ecosystem == "debian":
+		ver = p.debVersion(x) // a digest, never a publish time
+	case !ageGated(pkg.Ecosystem):
+	case gs.g != nil || p.cfg.PackageCache != nil && len(locked) == 0: // the gate's publish time, the digest the cache needs
+		ver = p.versionInfo(x, req, gs)
+	}
+	if gs.g == nil || !ageGated(pkg.Ecosystem) && pkg.Ecosystem != "debian" {
 		p.expectIntegrity(x, req, ver, locked)
 		return p.cacheLookup(x, req)
 	}
-	ver := p.versionInfo(x, req, gs)
 	vi := info(ver)
 	x.evPkg.Published = fmtTime(vi.Published)
 	gv := gs.g.Check(pkg, vi, time.Now())

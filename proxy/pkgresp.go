@@ -27,6 +27,9 @@ var errMetaTooLarge = errors.New("package metadata over 64 MiB")
 // gate fails closed.
 func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *http.Response {
 	gs := x.gate
+	if gs.kind == gateDebIndex {
+		return p.debIndexResponse(x, resp)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return resp
 	}

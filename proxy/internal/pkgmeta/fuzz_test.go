@@ -2,6 +2,7 @@ package pkgmeta
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -130,5 +131,19 @@ func FuzzRewriteCratesIndex(f *testing.F) {
 				t.Fatalf("after the rewrite: %+v", v)
 			}
 		}
+	})
+}
+
+func FuzzDebianPackages(f *testing.F) {
+	f.Add([]byte(debIndex))
+	f.Add([]byte{0x1f, 0x8b, 0, 0})
+	f.Add([]byte{0xfd, '7', 'z', 'X', 'Z', 0, 0})
+	f.Add([]byte("BZh91AY&SY"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_ = DebianPackages(doc, 1<<20, func(d DebianFile) {
+			if d.Filename == "" || !strings.HasPrefix(d.Integrity, "sha256-") {
+				t.Fatalf("a file without a name or a digest: %+v", d)
+			}
+		})
 	})
 }

@@ -1,6 +1,8 @@
 package pkgmeta
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"slices"
 	"sort"
@@ -233,5 +235,37 @@ func TestCratesIndex(t *testing.T) {
 		if _, err := CratesIndexVersions([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %s", doc, err, want)
 		}
+	}
+}
+
+const debIndex = "Package: a\nVersion: 1.0-1\nDescription: x\n more\nFilename: pool/main/a/a/a_1.0-1_amd64.deb\nSHA256: " +
+	"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\n\nPackage: b\nVersion: 2\nFilename: pool/b.deb\n\n"
+
+// TestDebianPackages: a Packages index, plain or gzip, gives each .deb
+// with a SHA256 (a stanza without one is skipped); a Release file or an
+// index over the bound is refused.
+func TestDebianPackages(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(debIndex))
+	zw.Close()
+	for name, doc := range map[string][]byte{"plain": []byte(debIndex), "gzip": gz.Bytes()} {
+		var got []DebianFile
+		if err := DebianPackages(doc, 1<<20, func(f DebianFile) { got = append(got, f) }); err != nil || len(got) != 1 ||
+			got[0].Package != "a" || got[0].Version != "1.0-1" || got[0].Filename != "pool/main/a/a/a_1.0-1_amd64.deb" || !strings.HasPrefix(got[0].Integrity, "sha256-zMzM") {
+			t.Errorf("%s: %+v %v", name, got, err)
+		}
+	}
+	for doc, want := range map[string]string{
+		"Origin: Debian\nSuite: stable\nSHA256:\n 0123 100 main/binary-amd64/Packages\n": "not a Debian Packages index",
+		"just text\n":      "line 1: not a Debian Packages index",
+		debIndex + "zzz\n": "want \"Field: value\"",
+	} {
+		if err := DebianPackages([]byte(doc), 1<<20, func(DebianFile) {}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", doc, err, want)
+		}
+	}
+	if err := DebianPackages([]byte(debIndex), 10, func(DebianFile) {}); err == nil || !strings.Contains(err.Error(), "over 10 bytes") {
+		t.Errorf("bound: %v", err)
 	}
 }
