@@ -110,16 +110,8 @@ func TestPackageGateDebian(t *testing.T) {
 	if n := d.count(debPath); n != 2 {
 		t.Errorf("the mirror served the .deb %d times, want 2 (once before the index, once to fill the cache)", n)
 	}
-	for i := 1; i <= 2; i++ {
-		req, _ := http.NewRequest(http.MethodGet, g.regURL(plain, debBadPath), nil)
-		if resp, err := g.explicitClient().Do(req); err == nil {
-			if n, err := readAllErr(resp); err == nil {
-				t.Errorf("a tampered .deb arrived whole (%d bytes)", n)
-			}
-		}
-	}
-	if e := g.hostEvent(t, plain, debBadPath); e.Rule != ruleIntegrity || !strings.HasPrefix(e.Reason, "integrity_mismatch: gate-deb-bad@1.0-1") {
-		t.Errorf("tampered event %s %q", e.Rule, e.Reason)
+	for range 2 {
+		g.cutShort(t, plain, debBadPath, "integrity_mismatch: gate-deb-bad@1.0-1")
 	}
 	if n := d.count(debBadPath); n != 2 {
 		t.Errorf("the tampered .deb was fetched %d times, want 2 (never from the cache)", n)

@@ -80,15 +80,49 @@ func TestPackageGateLockfiles(t *testing.T) {
 	}
 	// The registry's own digest is right; the lockfile's is not: the
 	// lockfile wins and the download is cut.
-	req, _ := http.NewRequest(http.MethodGet, g.regURL("locked.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz"), nil)
+	g.cutShort(t, "locked.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz", "integrity_mismatch: gate-exempt@1.0.0")
+}
+
+// cutShort fetches an artifact that does not match its digest: it must
+// not arrive whole, and its event is the integrity denial (reason
+// starting with want).
+func (g *gateEnv) cutShort(t *testing.T, host, path, want string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, g.regURL(host, path), nil)
 	if resp, err := g.explicitClient().Do(req); err == nil {
-		_, err = readAllErr(resp)
-		if err == nil {
-			t.Error("an artifact that does not match the lockfile arrived whole")
+		if n, err := readAllErr(resp); err == nil {
+			t.Errorf("%s%s arrived whole (%d bytes) though it does not match its digest", host, path, n)
 		}
 	}
-	if e := g.hostEvent(t, "locked.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz"); e.Rule != ruleIntegrity || !strings.HasPrefix(e.Reason, "integrity_mismatch") {
-		t.Errorf("event %s %q", e.Rule, e.Reason)
+	if e := g.hostEvent(t, host, path); e.Rule != ruleIntegrity || !strings.HasPrefix(e.Reason, want) {
+		t.Errorf("%s%s: event %s %q, want %s %s…", host, path, e.Rule, e.Reason, ruleIntegrity, want)
+	}
+}
+
+// installsGateDemo installs gate-demo from host with real npm and pip
+// through the proxy and checks the versions they installed.
+func (g *gateEnv) installsGateDemo(t *testing.T, host, npmWant, pipWant string) {
+	t.Helper()
+	proj := filepath.Join(g.dir, "proj-"+host)
+	os.MkdirAll(proj, 0o755)
+	proxyURL := "http://" + g.explicit
+	out, err := g.run(t, proj, "npm", "install", "--no-audit", "--no-fund", "--registry", g.regURL(host, "/"),
+		"--proxy", proxyURL, "--https-proxy", proxyURL, "--cafile", filepath.Join(g.dir, "ca.pem"), "gate-demo")
+	if err != nil {
+		t.Fatalf("npm install: %v\n%s", err, out)
+	}
+	if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != npmWant {
+		t.Errorf("npm installed gate-demo@%s, want the locked %s", got, npmWant)
+	}
+	target := filepath.Join(g.dir, "py-"+host)
+	out, err = g.run(t, g.dir, "python3", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
+		"--target", target, "--index-url", g.regURL(host, "/simple/"), "--proxy", proxyURL,
+		"--cert", filepath.Join(g.dir, "ca.pem"), "gate-demo")
+	if err != nil {
+		t.Fatalf("pip install: %v\n%s", err, out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(target, "gate_demo-"+pipWant+".dist-info")); len(m) != 1 {
+		t.Errorf("pip did not install the locked gate-demo %s", pipWant)
 	}
 }
 
@@ -115,27 +149,7 @@ func TestPackageGateLockfilesClients(t *testing.T) {
 	requireTool(t, "python3", "-m", "pip", "--version")
 	g := newGateEnv(t)
 	g.withLockfiles(t)
-	proj := filepath.Join(g.dir, "proj")
-	os.MkdirAll(proj, 0o755)
-	proxyURL := "http://" + g.explicit
-	out, err := g.run(t, proj, "npm", "install", "--no-audit", "--no-fund", "--registry", g.regURL("locked.example.test", "/"),
-		"--proxy", proxyURL, "--https-proxy", proxyURL, "--cafile", filepath.Join(g.dir, "ca.pem"), "gate-demo")
-	if err != nil {
-		t.Fatalf("npm install: %v\n%s", err, out)
-	}
-	if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != "1.0.0" {
-		t.Errorf("npm installed gate-demo@%s, want the locked 1.0.0", got)
-	}
-	target := filepath.Join(g.dir, "py")
-	out, err = g.run(t, g.dir, "python3", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
-		"--target", target, "--index-url", g.regURL("locked.example.test", "/simple/"), "--proxy", proxyURL,
-		"--cert", filepath.Join(g.dir, "ca.pem"), "gate-demo")
-	if err != nil {
-		t.Fatalf("pip install: %v\n%s", err, out)
-	}
-	if m, _ := filepath.Glob(filepath.Join(target, "gate_demo-1.0.0.dist-info")); len(m) != 1 {
-		t.Errorf("pip did not install the locked gate-demo 1.0.0")
-	}
+	g.installsGateDemo(t, "locked.example.test", "1.0.0", "1.0.0")
 }
 
 // sandboxLocks are lockfiles given at sandbox creation (by content, as
@@ -195,37 +209,8 @@ func TestPackageGateSandboxLockfiles(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "not_in_lockfile: path is not a package download or metadata request") {
 		t.Errorf("unreadable path: %d %s", resp.StatusCode, body)
 	}
-	req, _ := http.NewRequest(http.MethodGet, g.regURL("plain.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz"), nil)
-	if resp, err := g.explicitClient().Do(req); err == nil {
-		if _, err = readAllErr(resp); err == nil {
-			t.Error("an artifact that does not match the sandbox's lockfile arrived whole")
-		}
-	}
-	if e := g.hostEvent(t, "plain.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz"); e.Rule != ruleIntegrity || !strings.HasPrefix(e.Reason, "integrity_mismatch") {
-		t.Errorf("tampered event %s %q", e.Rule, e.Reason)
-	}
-
-	proj := filepath.Join(g.dir, "proj")
-	os.MkdirAll(proj, 0o755)
-	proxyURL := "http://" + g.explicit
-	out, err := g.run(t, proj, "npm", "install", "--no-audit", "--no-fund", "--registry", g.regURL("plain.example.test", "/"),
-		"--proxy", proxyURL, "--https-proxy", proxyURL, "--cafile", filepath.Join(g.dir, "ca.pem"), "gate-demo")
-	if err != nil {
-		t.Fatalf("npm install: %v\n%s", err, out)
-	}
-	if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != "1.1.0" {
-		t.Errorf("npm installed gate-demo@%s, want the locked 1.1.0", got)
-	}
-	target := filepath.Join(g.dir, "py")
-	out, err = g.run(t, g.dir, "python3", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
-		"--target", target, "--index-url", g.regURL("plain.example.test", "/simple/"), "--proxy", proxyURL,
-		"--cert", filepath.Join(g.dir, "ca.pem"), "gate-demo")
-	if err != nil {
-		t.Fatalf("pip install: %v\n%s", err, out)
-	}
-	if m, _ := filepath.Glob(filepath.Join(target, "gate_demo-1.0.0.dist-info")); len(m) != 1 {
-		t.Errorf("pip did not install the locked gate-demo 1.0.0")
-	}
+	g.cutShort(t, "plain.example.test", "/gate-exempt/-/gate-exempt-1.0.0.tgz", "integrity_mismatch: gate-exempt@1.0.0")
+	g.installsGateDemo(t, "plain.example.test", "1.1.0", "1.0.0")
 
 	// Without the sandbox's lockfiles the category is open again, and the
 	// document cached for the locked sandbox is not reused.
