@@ -37,7 +37,19 @@ type (
 	Preview         = es.Preview
 	Ingress         = es.Ingress
 	Query           = es.Query
+	SandboxState    = es.SandboxState
 )
+
+const (
+	StateCreating = es.StateCreating
+	StateRunning  = es.StateRunning
+	StatePaused   = es.StatePaused
+	StateEnding   = es.StateEnding
+	StateEnded    = es.StateEnded
+)
+
+// SandboxStates lists every state, in lifecycle order.
+func SandboxStates() []SandboxState { return es.SandboxStates() }
 
 const (
 	KindDNS             = es.KindDNS

@@ -49,15 +49,15 @@ type Sandbox struct {
 // State is a sandbox's lifecycle state: creating, running, paused, ending
 // or ended (docs/api.md, "Sandbox states"). An older appliance's
 // "destroying" reads as ending.
-type State = audit.SandboxState
+type State = schema.SandboxState
 
 // The states, in lifecycle order.
 const (
-	StateCreating = audit.StateCreating
-	StateRunning  = audit.StateRunning
-	StatePaused   = audit.StatePaused
-	StateEnding   = audit.StateEnding
-	StateEnded    = audit.StateEnded
+	StateCreating = schema.StateCreating
+	StateRunning  = schema.StateRunning
+	StatePaused   = schema.StatePaused
+	StateEnding   = schema.StateEnding
+	StateEnded    = schema.StateEnded
 )
 
 // CreateRequest asks for a new sandbox.
@@ -97,6 +97,21 @@ type CreateRequest struct {
 	// Template is a template version ("NAME" for the newest, "NAME:vN")
 	// the sandbox starts from instead of Image.
 	Template string `json:"template,omitempty"`
+	// Lockfiles restrict the sandbox's package installs, in every
+	// registries category of its policy, to the versions they list:
+	// others are hidden from metadata and their downloads denied
+	// (not_in_lockfile), and an artifact must match the lockfile's digest
+	// (integrity_mismatch). See Lockfile for the formats.
+	Lockfiles []Lockfile `json:"lockfiles,omitempty"`
+}
+
+// Lockfile is a lockfile's content and the name it is known by: npm's
+// package-lock.json (or npm-shrinkwrap.json, lockfileVersion 1 to 3),
+// requirements.txt with --hash, uv.lock or poetry.lock. The format is
+// told by the name, else by the content; errors name the file and line.
+type Lockfile struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
 }
 
 // ExecRequest runs one command in a sandbox.

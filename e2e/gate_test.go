@@ -2,9 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha512"
+	"encoding/base64"
+	"fmt"
 	"strings"
+	"testing"
 
+	"airlock/client"
 	"airlock/e2e/world"
+	"airlock/e2e/world/pkgreg"
 )
 
 // gateSteps: the registries category's min_release_age = "72h" holds for
@@ -66,5 +72,38 @@ func (s *scenario) gateSteps(npmReg, pypi string) {
 		"python3 -m pip install -q --disable-pip-version-check --no-cache-dir --target /tmp/gatepy --index-url "+pypi+" gate-demo && PYTHONPATH=/tmp/gatepy python3 -c 'import gate_demo; print(gate_demo.VALUE)'",
 		func(r result) []string {
 			return expect(r.code == 0, "pip install failed", strings.Contains(r.stdout, "gate-demo==1.0.0"), "pip did not install gate-demo 1.0.0")
+		})
+}
+
+// lockfileSteps: a sandbox created with a package-lock.json (given by
+// content, as `airlock sandbox create --lockfile` sends it) that pins
+// gate-demo 1.0.0 with its digest installs 1.0.0 with npm, not the
+// gate's newest mature 1.1.0 that the scenario's sandbox got, and a
+// direct download of 1.1.0 is refused with not_in_lockfile.
+func lockfileSteps(t *testing.T, a *appliance, w *world.World, npmReg string) {
+	reg, err := pkgreg.New(w.URL(world.RoleNPM), append([]pkgreg.Package(nil), world.GatedNPM...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha512.Sum512(reg.Artifact(pkgreg.NPMTarballPath("gate-demo", "1.0.0")))
+	lock := fmt.Sprintf(`{"name": "app", "lockfileVersion": 3, "packages": {"": {"name": "app"},
+  "node_modules/gate-demo": {"version": "1.0.0", "integrity": "sha512-%s"}}}`, base64.StdEncoding.EncodeToString(sum[:]))
+	lsb := a.newSandbox(t, false, func(r *client.CreateRequest) {
+		r.Lockfiles = []client.Lockfile{{Name: "app/package-lock.json", Content: lock}}
+	})
+	s := &scenario{t: t, w: w, sb: lsb}
+	s.step("a sandbox created with a lockfile installs the locked version",
+		"mkdir -p /tmp/lockproj && cd /tmp/lockproj && npm install --no-audit --no-fund --registry "+npmReg+" gate-demo && node -e 'console.log(require(\"gate-demo\"))'",
+		func(r result) []string {
+			return expect(r.code == 0, "npm install failed",
+				strings.Contains(r.stdout, "gate-demo@1.0.0"), "npm did not install gate-demo@1.0.0, the version the sandbox's lockfile pins")
+		})
+	s.refusal("a sandbox created with a lockfile cannot download a version it does not list",
+		"curl -sS -m 20 "+npmReg+"gate-demo/-/gate-demo-1.1.0.tgz",
+		[]string{"not_in_lockfile", "sandbox.lockfiles"},
+		func(r result, wmark uint64) []string {
+			got := s.w.Since(wmark, world.ByRole(world.RoleNPM), world.Containing("gate-demo-1.1.0.tgz"))
+			return expect(strings.Contains(r.stdout, "not_in_lockfile: npm:gate-demo@1.1.0 is not in app/package-lock.json"), "the refusal does not name the lockfile",
+				len(got) == 0, "the registry served the unlisted tarball:\n"+records(got))
 		})
 }

@@ -367,12 +367,15 @@ var extraCaps = []string{"CAP_NET_RAW", "CAP_NET_ADMIN"}
 
 // newSandbox creates a Debian sandbox under the e2e policy, copies the
 // probe script in, and removes the sandbox when the test ends.
-func (a *appliance) newSandbox(t *testing.T, caps bool) *sandbox {
+func (a *appliance) newSandbox(t *testing.T, caps bool, opts ...func(*client.CreateRequest)) *sandbox {
 	t.Helper()
 	req := client.CreateRequest{Image: debianImage, Policy: PolicyName,
 		Labels: map[string]string{"airlock-e2e": a.w.ID}}
 	if caps {
 		req.CapAdd = extraCaps
+	}
+	for _, o := range opts {
+		o(&req)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

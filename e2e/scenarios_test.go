@@ -79,6 +79,7 @@ func TestAgentScenarios(t *testing.T) {
 	}
 
 	sc.gateSteps(npmReg, pypi)
+	lockfileSteps(t, a, w, npmReg)
 
 	api := "https://" + w.Name(world.RoleAPI)
 	sc.step("the internal API answers a GET with the injected credential", "curl -sS -f -m 20 "+api+"/v1/items/42",

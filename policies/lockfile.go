@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"airlock/internal/safefile"
@@ -67,6 +68,20 @@ func (s *LockSet) Reason(pkg Package) string {
 	return CodeNotInLockfile + ": " + pkg.Ecosystem + ":" + pkg.Name + "@" + pkg.Version + " is not in " + s.ecos[pkg.Ecosystem]
 }
 
+// RegistryPath reports whether a request to host and path is one the
+// category reads as a package or as registry metadata: with lockfiles in
+// force, any other path is denied.
+func (c *Category) RegistryPath(host, path string) bool {
+	_, ok, meta := c.readPackage(host, path)
+	return ok || meta
+}
+
+// UnrecognizedReason is the reason a path RegistryPath does not read is
+// denied under lockfiles.
+func (c *Category) UnrecognizedReason() string {
+	return CodeNotInLockfile + ": path is not a package download or metadata request " + c.r.path + " recognizes; lockfiles deny the rest"
+}
+
 // Lock returns the category's lockfile set, nil when it has none.
 func (c *Category) Lock() *LockSet {
 	if c == nil {
@@ -75,38 +90,131 @@ func (c *Category) Lock() *LockSet {
 	return c.r.lock
 }
 
-func (s *LockSet) add(eco, file, name, version string, digests []string) {
+func (s *LockSet) add(eco, name, version string, digests []string) {
 	key := eco + "|" + matchName(eco, name)
 	if s.pkgs[key] == nil {
 		s.pkgs[key] = map[string][]string{}
 	}
 	s.pkgs[key][version] = append(s.pkgs[key][version], digests...)
-	if cur := s.ecos[eco]; cur == "" {
+}
+
+// lockedBy records that file locks eco (even when it lists nothing).
+func (s *LockSet) lockedBy(eco, file string) {
+	if cur, ok := s.ecos[eco]; !ok {
 		s.ecos[eco] = file
-	} else if !strings.Contains(cur, file) {
+	} else if !slices.Contains(strings.Split(cur, ", "), file) {
 		s.ecos[eco] = cur + ", " + file
 	}
 }
 
-// parse reads one lockfile into the set, by its name:
-// package-lock.json or npm-shrinkwrap.json (npm), requirements*.txt with
-// --hash (PyPI). Errors name the file and line.
+// The lockfile formats read.
+const (
+	lockNPM          = "npm"          // package-lock.json, npm-shrinkwrap.json
+	lockRequirements = "requirements" // requirements*.txt with --hash
+	lockUV           = "uv"           // uv.lock
+	lockPoetry       = "poetry"       // poetry.lock
+)
+
+// lockFormats names the formats read, for errors.
+const lockFormats = "package-lock.json, npm-shrinkwrap.json, requirements*.txt with --hash, uv.lock, poetry.lock"
+
+// parse reads one lockfile into the set, in the format its name says
+// (see lockFormat). Errors name the file and line.
 func (s *LockSet) parse(file string, data []byte) error {
-	if err := lockKind(file); err != nil {
+	kind, err := lockKind(file)
+	if err != nil {
 		return err
 	}
-	if strings.HasSuffix(file, ".txt") {
+	return s.parseAs(kind, file, data)
+}
+
+func (s *LockSet) parseAs(kind, file string, data []byte) error {
+	switch kind {
+	case lockRequirements:
 		return s.parseRequirements(file, data)
+	case lockUV, lockPoetry:
+		return s.parsePyTOML(kind, file, data)
 	}
 	return s.parseNPM(file, data)
 }
 
-func lockKind(file string) error {
-	base := filepath.Base(file)
-	if base == "package-lock.json" || base == "npm-shrinkwrap.json" || strings.HasSuffix(base, ".txt") {
+// lockKind is the format a lockfile's name says.
+func lockKind(file string) (string, error) {
+	switch base := filepath.Base(file); {
+	case base == "package-lock.json" || base == "npm-shrinkwrap.json":
+		return lockNPM, nil
+	case strings.HasSuffix(base, ".txt"):
+		return lockRequirements, nil
+	case base == "uv.lock":
+		return lockUV, nil
+	case base == "poetry.lock":
+		return lockPoetry, nil
+	}
+	return "", fmt.Errorf("%s: not a lockfile Airlock reads (%s)", file, lockFormats)
+}
+
+// lockKindOf is the format of a lockfile given by content (at sandbox
+// creation, where the name may be anything): its name when that says,
+// else what its content is.
+func lockKindOf(file string, data []byte) (string, error) {
+	if kind, err := lockKind(file); err == nil {
+		return kind, nil
+	}
+	head := bytes.TrimLeft(data[:min(len(data), 4096)], " \t\r\n\ufeff")
+	switch {
+	case bytes.HasPrefix(head, []byte("{")) && bytes.Contains(data, []byte(`"lockfileVersion"`)):
+		return lockNPM, nil
+	case bytes.Contains(data, []byte("[[package]]")) && bytes.Contains(data, []byte("lock-version")):
+		return lockPoetry, nil
+	case bytes.Contains(data, []byte("[[package]]")):
+		return lockUV, nil
+	case bytes.Contains(data, []byte("--hash=")):
+		return lockRequirements, nil
+	}
+	return "", fmt.Errorf("%s: not a lockfile Airlock reads (%s): neither its name nor its content says which", file, lockFormats)
+}
+
+// Lockfile is a lockfile given by content, with the name it is known by
+// (for the format, when the name says it, and for errors).
+type Lockfile struct {
+	Name string
+	Data []byte
+}
+
+// ParseLockfiles turns lockfiles given at sandbox creation into the set
+// they allow; rule is the rule its denials name. The format of each is
+// told by its name, else by its content; an error names the file and the
+// line.
+func ParseLockfiles(files []Lockfile, rule Rule) (*LockSet, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	set := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}, rule: rule}
+	for i, f := range files {
+		if f.Name == "" || len(f.Name) > 256 || strings.ContainsFunc(f.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return nil, fmt.Errorf("lockfile %d: want a name (1 to 256 printable characters), not %q", i+1, f.Name)
+		}
+		if len(f.Data) > maxLockfile {
+			return nil, fmt.Errorf("%s: %d bytes: a lockfile is at most %d", f.Name, len(f.Data), maxLockfile)
+		}
+		kind, err := lockKindOf(f.Name, f.Data)
+		if err == nil {
+			err = set.parseAs(kind, f.Name, f.Data)
+		}
+		if err != nil {
+			return nil, err
+		}
+		set.files = append(set.files, f.Name)
+	}
+	return set, nil
+}
+
+// Files are the lockfiles the set was read from.
+func (s *LockSet) Files() []string {
+	if s == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: not a lockfile Airlock reads (package-lock.json, npm-shrinkwrap.json, requirements*.txt with --hash)", file)
+	return s.files
 }
 
 // npmLockPkg is an entry of "packages" (lockfileVersion 2 and 3).
@@ -135,9 +243,7 @@ func (s *LockSet) parseNPM(file string, data []byte) error {
 	if doc.LockfileVersion < 1 || doc.LockfileVersion > 3 {
 		return fmt.Errorf("%s:%d: lockfileVersion %d: want 1, 2 or 3", file, lineOfKey(data, "lockfileVersion"), doc.LockfileVersion)
 	}
-	if _, ok := s.ecos["npm"]; !ok { // an npm lockfile locks npm even when it lists nothing
-		s.ecos["npm"] = file
-	}
+	s.lockedBy("npm", file)
 	if doc.Packages != nil {
 		for p, e := range doc.Packages {
 			i := strings.LastIndex(p, "node_modules/")
@@ -179,7 +285,7 @@ func (s *LockSet) npmEntry(file string, data []byte, key, name, version, integri
 		}
 		digests = append(digests, f)
 	}
-	s.add("npm", file, name, version, digests)
+	s.add("npm", name, version, digests)
 	return nil
 }
 
@@ -201,9 +307,7 @@ func digestSize(alg string, n int) bool {
 // form: every requirement pinned with == and given at least one
 // --hash=sha256:HEX.
 func (s *LockSet) parseRequirements(file string, data []byte) error {
-	if _, ok := s.ecos["pypi"]; !ok {
-		s.ecos["pypi"] = file
-	}
+	s.lockedBy("pypi", file)
 	lines := bytes.Split(data, []byte("\n"))
 	for i := 0; i < len(lines); i++ {
 		start := i + 1
@@ -260,7 +364,7 @@ func (s *LockSet) requirement(line string) error {
 	if len(digests) == 0 {
 		return fmt.Errorf("%s: no --hash=sha256:…: a lockfile pins the artifact's digest", name)
 	}
-	s.add("pypi", "", name, version, digests)
+	s.add("pypi", name, version, digests)
 	return nil
 }
 
@@ -278,7 +382,7 @@ func (l *loader) lockfiles(c *Category, w *strs) {
 	}
 	set := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}, rule: l.rule(key)}
 	for i, f := range list {
-		err := lockKind(f)
+		_, err := lockKind(f)
 		var data []byte
 		if err == nil {
 			data, err = readLockfile(filepath.Dir(l.file), f)

@@ -82,7 +82,8 @@ func TestLockfileErrors(t *testing.T) {
 }
 
 func FuzzLockfile(f *testing.F) {
-	for _, name := range []string{"package-lock.json", "requirements.txt", "bad/unpinned.txt", "bad/package-lock.json"} {
+	for _, name := range []string{"package-lock.json", "requirements.txt", "bad/unpinned.txt", "bad/package-lock.json",
+		"uv.lock", "poetry.lock", "bad/uv.lock", "bad/poetry.lock", "bad/syntax/uv.lock"} {
 		b, err := os.ReadFile(filepath.Join("testdata/lock", name))
 		if err != nil {
 			f.Fatal(err)
@@ -90,7 +91,15 @@ func FuzzLockfile(f *testing.F) {
 		f.Add(filepath.Base(name), b)
 	}
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		if name != "package-lock.json" {
+		switch name {
+		case "package-lock.json", "uv.lock", "poetry.lock":
+		case "lockfile": // told by content
+			set, err := ParseLockfiles([]Lockfile{{Name: name, Data: data}}, Rule{Name: "sandbox.lockfiles"})
+			if err != nil && !strings.HasPrefix(err.Error(), name) || err == nil && len(set.Files()) != 1 {
+				t.Fatalf("set %v, error %v", set, err)
+			}
+			return
+		default:
 			name = "requirements.txt"
 		}
 		s := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}}
@@ -98,6 +107,89 @@ func FuzzLockfile(f *testing.F) {
 			t.Fatalf("error without the file: %v", err)
 		}
 	})
+}
+
+// TestLockfilePythonTOML: uv.lock and poetry.lock allow their registry
+// packages with every artifact's digest, and skip the project itself,
+// paths and git checkouts.
+func TestLockfilePythonTOML(t *testing.T) {
+	for _, name := range []string{"uv.lock", "poetry.lock"} {
+		data, err := os.ReadFile(filepath.Join("testdata/lock", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := ParseLockfiles([]Lockfile{{Name: "app/" + name, Data: data}}, Rule{Name: "sandbox.lockfiles"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d := set.Digests(Package{"pypi", "requests", "2.31.0"}); len(d) != 2 || !strings.HasPrefix(d[0], "sha256-") {
+			t.Errorf("%s: requests digests %v", name, d)
+		}
+		if d := set.Digests(Package{"pypi", "IDNA", "3.6"}); len(d) != 1 {
+			t.Errorf("%s: idna digests %v", name, d)
+		}
+		for _, p := range []Package{{"pypi", "requests", "2.32.0"}, {"pypi", "app", "0.1.0"}, {"pypi", "tool", "1.0.0"}, {"pypi", "local-lib", "0.1.0"}} {
+			if set.Allows(p) {
+				t.Errorf("%s: allows %v", name, p)
+			}
+		}
+		if got := set.Reason(Package{"pypi", "idna", "3.7"}); got != "not_in_lockfile: pypi:idna@3.7 is not in app/"+name {
+			t.Errorf("%s: reason %q", name, got)
+		}
+		if set.Locks("npm") || !set.Locks("pypi") || set.Rule().Name != "sandbox.lockfiles" {
+			t.Errorf("%s: locks npm %v, pypi %v, rule %v", name, set.Locks("npm"), set.Locks("pypi"), set.Rule())
+		}
+	}
+}
+
+// TestParseLockfiles: lockfiles given by content are told apart by name,
+// else by content, and every error names the file and the line.
+func TestParseLockfiles(t *testing.T) {
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("testdata/lock", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	set, err := ParseLockfiles([]Lockfile{{"web/lock.json", read("package-lock.json")}, {"py.lock", read("uv.lock")},
+		{"reqs.in", read("requirements.txt")}, {"deps.lock", read("poetry.lock")}}, Rule{Name: "sandbox.lockfiles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set.Allows(Package{"npm", "left-pad", "1.3.0"}) || set.Allows(Package{"npm", "left-pad", "1.3.1"}) ||
+		!set.Allows(Package{"pypi", "idna", "3.6"}) || len(set.Files()) != 4 {
+		t.Errorf("set from content: files %v", set.Files())
+	}
+	if got := set.Reason(Package{"pypi", "x", "1"}); !strings.Contains(got, "py.lock, reqs.in, deps.lock") {
+		t.Errorf("reason %q", got)
+	}
+	cases := []struct {
+		name, data, want string
+	}{
+		{"bad/uv.lock", string(read("bad/uv.lock")), `bad/uv.lock:8: nohash 1.0: hash "md5:abcd": want sha256:HEX`},
+		{"bad/syntax/uv.lock", string(read("bad/syntax/uv.lock")), `bad/syntax/uv.lock:5:`},
+		{"bad/poetry.lock", string(read("bad/poetry.lock")), `bad/poetry.lock:7: [metadata] lock-version "3.0": want 1.x or 2.x`},
+		{"uv.lock", "version = 2\n", `uv.lock:1: want ` + "`version = 1`"},
+		{"uv.lock", "version = 1\n[[package]]\nname = 3\n", `uv.lock:3: package.name: incompatible types`},
+		{"uv.lock", "version = 1\n\n[[package]]\nname = \"a b\"\nversion = \"1\"\n", `uv.lock:3: [[package]] "a b" "1": want a name and a pinned version`},
+		{"poetry.lock", "[[package]]\nname = \"x\"\nversion = \"1\"\n\n[metadata]\nlock-version = \"1.1\"\n", `poetry.lock:1: x 1: no artifact hashes`},
+		{"notes.md", "hello\n", `notes.md: not a lockfile Airlock reads`},
+		{"a.lock", "{\"lockfileVersion\": 4}", `a.lock:1: lockfileVersion 4: want 1, 2 or 3`},
+		{"x.lock", "a==1 --hash=sha256:00\n", `x.lock:1: "--hash=sha256:00": not a sha256 digest`},
+		{"", "{}", `lockfile 1: want a name`},
+		{"a\nb", "{}", `lockfile 1: want a name`},
+	}
+	for _, c := range cases {
+		_, err := ParseLockfiles([]Lockfile{{c.name, []byte(c.data)}}, Rule{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
+	}
+	if set, err := ParseLockfiles(nil, Rule{}); set != nil || err != nil {
+		t.Errorf("no lockfiles: %v %v", set, err)
+	}
 }
 
 // TestLockfileInHash: a changed lockfile changes the policy's hash, so a

@@ -29,6 +29,7 @@ type CacheStats = pkgcache.Stats
 type PackageCache struct {
 	c    *pkgcache.Cache
 	meta metaCache
+	debs debDigests // what Debian Packages indices said of .debs
 }
 
 // DefaultMetadataTTL is how long rewritten metadata is reused when the

@@ -30,20 +30,23 @@ const rulePackageMeta = "proxy.package-meta"
 type gateKind uint8
 
 const (
-	gateNPMMeta  gateKind = iota + 1 // an npm packument
-	gatePySimple                     // a PyPI simple project page (HTML or JSON)
-	gatePyJSON                       // /pypi/NAME/json
-	gateDownload                     // a version: tarball, wheel, sdist, /pypi/NAME/VER/json
+	gateNPMMeta     gateKind = iota + 1 // an npm packument
+	gatePySimple                        // a PyPI simple project page (HTML or JSON)
+	gatePyJSON                          // /pypi/NAME/json
+	gateDownload                        // a version: tarball, wheel, sdist, /pypi/NAME/VER/json, .crate, .deb
+	gateCratesIndex                     // a Cargo registry index file (sparse: /ab/cd/NAME)
+	gateDebIndex                        // a Debian Packages index: read, passed on unchanged (pkgdeb.go)
 )
 
 // gateState is a metadata request whose response the gate rewrites.
 type gateState struct {
-	g    *policies.PackageGate // nil: only the denylist applies
-	adv  *policies.Advisories
-	lock *policies.LockSet // the category's lockfiles, nil when none
-	kind gateKind
-	mode policies.Mode
-	key  string // the version cache key: category|ecosystem|name
+	g      *policies.PackageGate // nil: only the denylist applies
+	adv    *policies.Advisories
+	lock   *policies.LockSet // the category's lockfiles, nil when none
+	sbLock *policies.LockSet // the sandbox's lockfiles, nil when none
+	kind   gateKind
+	mode   policies.Mode
+	key    string // the version cache key: category|ecosystem|name
 
 	metaKey   metaKey // the metadata cache key, when the package cache is on
 	cacheOnly bool    // no gate rule applies: the cache alone watches
@@ -62,9 +65,9 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 	if cat == nil || cat.Kind != policies.KindRegistries || pkg.Ecosystem == "" || req.Method != http.MethodGet {
 		return nil
 	}
-	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), mode: cat.Mode,
+	gs := &gateState{g: cat.Gate(), adv: p.advisories(), lock: cat.Lock(), sbLock: x.sc.f.sb.Lock, mode: cat.Mode,
 		key: cat.Name + "|" + pkg.Ecosystem + "|" + pkg.Name}
-	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) {
+	if gs.g == nil && gs.adv.Len() == 0 && !gs.lock.Locks(pkg.Ecosystem) && !gs.sbLock.Locks(pkg.Ecosystem) {
 		if p.cfg.PackageCache == nil {
 			return nil
 		}
@@ -79,6 +82,8 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 		gs.kind = gatePySimple
 	case pkg.Ecosystem == "pypi":
 		gs.kind = gatePyJSON
+	case pkg.Ecosystem == "crates":
+		gs.kind = gateCratesIndex
 	default:
 		return nil
 	}
@@ -90,6 +95,14 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 // about); a metadata request is sent for the full, uncompressed,
 // unconditional document, whose response gateResponse rewrites.
 func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
+	if resp := p.sandboxLockPath(x, req); resp != nil {
+		return resp
+	}
+	if p.debIndexFor(x, req) {
+		x.gate = &gateState{kind: gateDebIndex}
+		req.Header.Set("Accept-Encoding", "identity")
+		return nil
+	}
 	gs := p.gateFor(x, req)
 	if gs == nil {
 		return nil
@@ -113,19 +126,27 @@ func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
 
 func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Response {
 	pkg := x.pkg
+	if gv, denied := gs.sandboxLockVerdict(pkg); denied { // the category's lockfiles denied it already, in the policy
+		v := x.v
+		v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason
+		return p.gateVerdict(x, req, v)
+	}
 	if a, ok := gs.adv.Match(pkg); ok {
 		return p.gateVerdict(x, req, gs.advVerdict(x.v, a))
 	}
-	locked := gs.lock.Digests(pkg)
-	if gs.g == nil || !ageGated(pkg.Ecosystem) {
-		var ver pkgmeta.Version
-		if p.cfg.PackageCache != nil && len(locked) == 0 && ageGated(pkg.Ecosystem) {
-			ver = p.versionInfo(x, req, gs) // the digest the cache needs
-		}
+	locked := gs.lockDigests(pkg)
+	var ver pkgmeta.Version
+	switch {
+	case pkg.Ecosystem == "debian":
+		ver = p.debVersion(x) // a digest, never a publish time
+	case !ageGated(pkg.Ecosystem):
+	case gs.g != nil || p.cfg.PackageCache != nil && len(locked) == 0: // the gate's publish time, the digest the cache needs
+		ver = p.versionInfo(x, req, gs)
+	}
+	if gs.g == nil || !ageGated(pkg.Ecosystem) && pkg.Ecosystem != "debian" {
 		p.expectIntegrity(x, req, ver, locked)
 		return p.cacheLookup(x, req)
 	}
-	ver := p.versionInfo(x, req, gs)
 	vi := info(ver)
 	x.evPkg.Published = fmtTime(vi.Published)
 	gv := gs.g.Check(pkg, vi, time.Now())
@@ -142,8 +163,10 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 	return p.gateVerdict(x, req, v)
 }
 
-// ageGated: the ecosystems whose metadata gives publish times the gate reads.
-func ageGated(eco string) bool { return eco == "npm" || eco == "pypi" }
+// ageGated: the ecosystems whose metadata the gate reads for a version's
+// digest and publish time (a crates index gives pubtime only where the
+// registry writes it; unknown_release_age decides the rest).
+func ageGated(eco string) bool { return eco == "npm" || eco == "pypi" || eco == "crates" }
 
 func (gs *gateState) advVerdict(v policies.Verdict, a policies.Advisory) policies.Verdict {
 	v.Rule = policies.Rule{Name: "packages.osv", Pos: policies.Position{File: a.File}}
@@ -222,14 +245,42 @@ func metaFetches(p string, pkg policies.Package) []metaFetch {
 		pre := p[:i]
 		return []metaFetch{{pre + "/pypi/" + pkg.Name + "/json", "application/json", gatePyJSON},
 			{pre + "/simple/" + pkg.Name + "/", acceptSimpleJSON, gatePySimple}}
+	case "crates":
+		// The index file, when the registry serves it beside its
+		// downloads (crates.io does not: its index is another host, whose
+		// answers the gate remembers as the client fetches them).
+		i := strings.Index(p, "/api/v1/crates/")
+		if i < 0 {
+			i = strings.LastIndex(p, "/crates/")
+		}
+		if i < 0 {
+			return nil
+		}
+		f := sparseIndexPath(pkg.Name)
+		return []metaFetch{{p[:i] + f, "*/*", gateCratesIndex}, {p[:i] + "/index" + f, "*/*", gateCratesIndex}}
 	}
 	return nil
+}
+
+// sparseIndexPath is a crate's index file under the index root.
+func sparseIndexPath(name string) string {
+	switch len(name) {
+	case 1:
+		return "/1/" + name
+	case 2:
+		return "/2/" + name
+	case 3:
+		return "/3/" + name[:1] + "/" + name
+	}
+	return "/" + name[:2] + "/" + name[2:4] + "/" + name
 }
 
 func parseVersions(kind gateKind, ctype string, body []byte) ([]pkgmeta.Version, error) {
 	switch kind {
 	case gateNPMMeta:
 		return pkgmeta.NPMVersions(body)
+	case gateCratesIndex:
+		return pkgmeta.CratesIndexVersions(body)
 	case gatePyJSON:
 		return pkgmeta.PyPIJSONVersions(body)
 	case gatePySimple:
@@ -254,11 +305,7 @@ func fmtTime(t time.Time) string {
 
 // gated is one version the gate judged on a metadata response.
 func (gs *gateState) judge(pkg policies.Package, vi policies.VersionInfo, now time.Time) (policies.GateVerdict, bool) {
-	if !gs.lock.Allows(pkg) {
-		gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: gs.lock.Rule(), Code: policies.CodeNotInLockfile, Reason: gs.lock.Reason(pkg)}
-		if gs.mode == policies.ModeAudit {
-			gv.Action, gv.WouldDeny = policies.ActionAudit, true
-		}
+	if gv, denied := gs.lockVerdict(pkg); denied {
 		return gv, true
 	}
 	if a, ok := gs.adv.Match(pkg); ok {
@@ -284,6 +331,61 @@ func recordGated(pk *audit.Package, version string, vi policies.VersionInfo, gv 
 	if len(pk.Gated) < audit.MaxGated {
 		pk.Gated = append(pk.Gated, audit.GatedVersion{Version: version, Reason: gv.Reason, Rule: gv.Rule.Name, Published: fmtTime(vi.Published)})
 	}
+}
+
+// lockVerdict denies a version the category's or the sandbox's
+// lockfiles do not list (would_deny in an audit category).
+func (gs *gateState) lockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
+	return lockVerdict(pkg, gs.mode, gs.lock, gs.sbLock)
+}
+
+// sandboxLockVerdict is lockVerdict of the sandbox's lockfiles alone.
+func (gs *gateState) sandboxLockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
+	return lockVerdict(pkg, gs.mode, gs.sbLock)
+}
+
+func lockVerdict(pkg policies.Package, mode policies.Mode, sets ...*policies.LockSet) (policies.GateVerdict, bool) {
+	for _, lk := range sets {
+		if !lk.Allows(pkg) {
+			gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: lk.Rule(), Code: policies.CodeNotInLockfile, Reason: lk.Reason(pkg)}
+			if mode == policies.ModeAudit {
+				gv.Action, gv.WouldDeny = policies.ActionAudit, true
+			}
+			return gv, true
+		}
+	}
+	return policies.GateVerdict{}, false
+}
+
+// lockDigests are the digests the lockfiles give for pkg's version, one
+// group per lockfile set that lists it: the artifact must match one
+// digest of every group.
+func (gs *gateState) lockDigests(pkg policies.Package) [][]string {
+	var out [][]string
+	for _, lk := range [2]*policies.LockSet{gs.lock, gs.sbLock} {
+		if d := lk.Digests(pkg); len(d) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// sandboxLockPath refuses, for a sandbox created with lockfiles, a
+// request to a registries category that is neither a package nor
+// registry metadata: a path the gate cannot read must not pass unchecked
+// (as a category with its own lockfiles denies it in the policy).
+func (p *Proxy) sandboxLockPath(x *exch, req *http.Request) *http.Response {
+	cat := x.v.Cat
+	if x.sc.f.sb.Lock == nil || cat == nil || cat.Kind != policies.KindRegistries || x.pkg.Ecosystem != "" ||
+		cat.RegistryPath(x.host, x.ev.e.HTTP.Path) {
+		return nil
+	}
+	v := x.v
+	v.Action, v.WouldDeny, v.Rule, v.Reason = policies.ActionDeny, false, x.sc.f.sb.Lock.Rule(), cat.UnrecognizedReason()
+	if cat.Mode == policies.ModeAudit {
+		v.Action, v.WouldDeny = policies.ActionAudit, true
+	}
+	return p.gateVerdict(x, req, v)
 }
 
 var _ context.Context = (*exch)(nil)

@@ -122,8 +122,10 @@ type gateOpts struct {
 	cache   *PackageCache
 	tenant  func() string
 	policy  func(base Decider) Decider
-	latency time.Duration // the registry answers this much later (a distant registry)
-	noOSV   bool          // no malicious-package denylist
+	latency time.Duration            // the registry answers this much later (a distant registry)
+	noOSV   bool                     // no malicious-package denylist
+	lock    func() *policies.LockSet // the sandbox's lockfiles
+	extra   map[string]http.Handler  // more world paths (mux patterns)
 }
 
 func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
@@ -142,6 +144,9 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 	mux.Handle("/", reg)
 	mux.Handle("/api/npm/npm-remote/", http.StripPrefix("/api/npm/npm-remote", reg))
 	mux.Handle("/repository/pypi-proxy/", http.StripPrefix("/repository/pypi-proxy", reg))
+	for pat, h := range o.extra {
+		mux.Handle(pat, h)
+	}
 	mux.HandleFunc("/gate-corrupt", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"name":"gate-corrupt","versions":{"1.0.0":`)
@@ -184,6 +189,9 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 			}
 			if o.policy != nil {
 				sb.Policy = o.policy(pol)
+			}
+			if o.lock != nil {
+				sb.Lock = o.lock()
 			}
 			return sb, a == lo
 		}),

@@ -26,7 +26,7 @@ const (
 
 type metaKey struct {
 	cat               *policies.Category
-	lock              *policies.LockSet
+	lock, sbLock      *policies.LockSet // the category's and the sandbox's lockfiles
 	adv               *policies.Advisories
 	scope, host, path string
 	accept            string
@@ -91,7 +91,7 @@ func (c *metaCache) purge() {
 // metaKeyOf is the cache key of a metadata request, taken before the
 // gate changes its headers.
 func (x *exch) metaKeyOf(req *http.Request, gs *gateState) metaKey {
-	k := metaKey{cat: x.v.Cat, lock: gs.lock, adv: gs.adv, scope: x.cacheScopeOf(req), host: x.host + ":" + strconv.Itoa(int(x.port)), path: req.URL.RequestURI()}
+	k := metaKey{cat: x.v.Cat, lock: gs.lock, sbLock: gs.sbLock, adv: gs.adv, scope: x.cacheScopeOf(req), host: x.host + ":" + strconv.Itoa(int(x.port)), path: req.URL.RequestURI()}
 	if gs.kind != gateNPMMeta { // npm's is always the full packument
 		k.accept = req.Header.Get("Accept")
 	}

@@ -27,6 +27,9 @@ var errMetaTooLarge = errors.New("package metadata over 64 MiB")
 // gate fails closed.
 func (p *Proxy) gateResponse(x *exch, resp *http.Response, req *http.Request) *http.Response {
 	gs := x.gate
+	if gs.kind == gateDebIndex {
+		return p.debIndexResponse(x, resp)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return resp
 	}
@@ -184,6 +187,8 @@ func rewriteMeta(kind gateKind, ctype string, body []byte, hidden map[string]boo
 	switch {
 	case kind == gateNPMMeta:
 		return pkgmeta.RewriteNPM(body, hidden)
+	case kind == gateCratesIndex:
+		return pkgmeta.RewriteCratesIndex(body, hidden)
 	case kind == gatePyJSON:
 		return pkgmeta.RewritePyPIJSONFiles(body, hidden, hideFile)
 	case isSimpleJSON(ctype):

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 
 	"airlock/policies"
@@ -29,23 +30,23 @@ const codeIntegrity = "integrity_mismatch"
 var errIntegrity = errors.New("proxy: package integrity mismatch")
 
 // expectIntegrity arms the check for the version's artifact: against
-// the lockfiles' digests when they list it, else the one the registry's
-// metadata names.
-func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version, locked []string) {
+// the lockfiles' digests when they list it (one of each lockfile set's),
+// else the one the registry's metadata names.
+func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version, locked [][]string) {
 	if strings.HasSuffix(x.ev.e.HTTP.Path, "/json") {
 		return
 	}
-	sris := locked
-	if len(sris) == 0 {
+	groups := locked
+	if len(groups) == 0 {
 		sri := ver.Integrity
 		if x.pkg.Ecosystem == "pypi" {
 			sri = ver.Files[path.Base(x.ev.e.HTTP.Path)]
 		}
 		if sri != "" {
-			sris = []string{sri}
+			groups = [][]string{{sri}}
 		}
 	}
-	spec := newVerifySpec(sris)
+	spec := newVerifySpec(groups...)
 	if spec == nil {
 		return
 	}
@@ -56,32 +57,41 @@ func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version,
 	req.Header.Del("If-Range")
 }
 
-// verifySpec is the digests an artifact may have (any one matches).
+// verifySpec is the digests an artifact may have: it must match one of
+// each group (a group per source: a lockfile set, or the registry).
 type verifySpec struct {
 	hashes map[string]hash.Hash
 	wants  []sriWant
+	groups int
 	sri    string // the digests, for the event
 }
 
 type sriWant struct {
 	alg, sri string
 	sum      []byte
+	group    int
 }
 
-func newVerifySpec(sris []string) *verifySpec {
+func newVerifySpec(groups ...[]string) *verifySpec {
 	spec := &verifySpec{hashes: map[string]hash.Hash{}}
 	var ok []string
-	for _, sri := range sris {
-		h, want, err := pkgmeta.ParseSRI(sri)
-		if err != nil {
-			continue
+	for _, sris := range groups {
+		n := len(spec.wants)
+		for _, sri := range sris {
+			h, want, err := pkgmeta.ParseSRI(sri)
+			if err != nil {
+				continue
+			}
+			alg, _, _ := strings.Cut(sri, "-")
+			if spec.hashes[alg] == nil {
+				spec.hashes[alg] = h
+			}
+			spec.wants = append(spec.wants, sriWant{alg: alg, sri: sri, sum: want, group: spec.groups})
+			ok = append(ok, sri)
 		}
-		alg, _, _ := strings.Cut(sri, "-")
-		if spec.hashes[alg] == nil {
-			spec.hashes[alg] = h
+		if len(spec.wants) > n {
+			spec.groups++
 		}
-		spec.wants = append(spec.wants, sriWant{alg: alg, sri: sri, sum: want})
-		ok = append(ok, sri)
 	}
 	if len(ok) == 0 {
 		return nil
@@ -96,17 +106,19 @@ func (s *verifySpec) write(b []byte) {
 	}
 }
 
+// matches: the artifact matched one digest of every group.
 func (s *verifySpec) matches() bool {
 	sums := map[string][]byte{}
 	for alg, h := range s.hashes {
 		sums[alg] = h.Sum(nil)
 	}
+	matched := make([]bool, s.groups)
 	for _, w := range s.wants {
 		if bytes.Equal(sums[w.alg], w.sum) {
-			return true
+			matched[w.group] = true
 		}
 	}
-	return false
+	return !slices.Contains(matched, false)
 }
 
 // verifyResponse wraps a download's body in the check.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
 	"errors"
@@ -42,6 +43,33 @@ func TestVerifyBody(t *testing.T) {
 			case sri == bad && (!errors.Is(err, errIntegrity) || len(got) >= len(art) || !x.ev.cut || x.ev.e.Verdict != "deny"):
 				t.Errorf("%s: tampered artifact: %d of %d bytes, %v, cut %v verdict %q", name, len(got), len(art), err, x.ev.cut, x.ev.e.Verdict)
 			}
+		}
+	}
+}
+
+// TestVerifySpecGroups: with the category's and the sandbox's lockfiles
+// both listing a version, the artifact must match a digest of each.
+func TestVerifySpecGroups(t *testing.T) {
+	art := []byte("artifact")
+	s512, s256 := sha512.Sum512(art), sha256.Sum256(art)
+	good512 := "sha512-" + base64.StdEncoding.EncodeToString(s512[:])
+	good256 := "sha256-" + base64.StdEncoding.EncodeToString(s256[:])
+	bad256 := "sha256-" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	cases := []struct {
+		groups [][]string
+		want   bool
+	}{
+		{[][]string{{good512}, {good256}}, true},
+		{[][]string{{good512}, {bad256, good256}}, true},
+		{[][]string{{good512}, {bad256}}, false},
+		{[][]string{{bad256}, {good512}}, false},
+		{[][]string{{"sha999-x"}, {good512}}, true}, // an unreadable digest is no group (lockfiles' are checked when read)
+	}
+	for i, c := range cases {
+		spec := newVerifySpec(c.groups...)
+		spec.write(art)
+		if got := spec.matches(); got != c.want {
+			t.Errorf("case %d %v: matches %v", i, c.groups, got)
 		}
 	}
 }

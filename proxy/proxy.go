@@ -34,6 +34,11 @@ type Sandbox struct {
 	// private registry category are cached for it alone ("": the
 	// sandbox alone).
 	Tenant string
+	// Lock is the lockfiles the sandbox was created with: in every
+	// registries category, the versions they do not list are hidden and
+	// denied (not_in_lockfile) and artifacts must match their digests,
+	// as a category's own lockfiles do. Nil: none.
+	Lock *policies.LockSet
 }
 
 // Identifier attributes a connection to a sandbox by its source address.

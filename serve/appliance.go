@@ -84,6 +84,7 @@ type Appliance struct {
 	runner    *runner.Runner
 	lockdown  *lockdown
 	advisory  *advisories         // [packages] osv, reloaded with the policies
+	sbLocks   *sandboxLocks       // the lockfiles sandboxes were created with
 	pcache    *proxy.PackageCache // [packages.cache], nil when off
 	attrib    *attributor         // which process made a flow or query
 	node      *nodeState          // node mode only
@@ -289,6 +290,10 @@ func (a *Appliance) startSecrets(context.Context) error {
 	}
 	a.secrets = s
 	a.registry = NewRegistry()
+	if a.sbLocks, err = openSandboxLocks(filepath.Join(a.cfg.StateDir, "lockfiles"), a.log); err != nil {
+		return err
+	}
+	a.registry.SetLocks(a.sbLocks)
 	a.approvals = newApprovals(a.tap, a.cfg.Approval.Timeout.Duration, a.tap.Running)
 	return nil
 }
@@ -531,6 +536,7 @@ func (a *Appliance) reconcile(ctx context.Context) error {
 		return err
 	}
 	a.reconcil = rep
+	a.sbLocks.prune(func(id string) bool { _, err := a.runner.Get(id); return err == nil })
 	a.runner.Watch(0)
 	var live []int
 	for _, sb := range a.runner.List() {

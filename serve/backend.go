@@ -73,7 +73,11 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders)
+	lock, err := parseLockfiles(req.Lockfiles)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	sb, err := a.createWithSecrets(ctx, rr, req.Secrets, placeholders, lock)
 	if err != nil {
 		return client.Sandbox{}, explainClone(err, req)
 	}
@@ -84,15 +88,22 @@ func (a *Appliance) Create(ctx context.Context, req client.CreateRequest) (clien
 // under the sandbox's id before runner.Create starts it, so its setup
 // commands can already use them through the proxy, and drops them again
 // when the create fails.
-func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string) (runner.Sandbox, error) {
+func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateRequest, task, placeholders map[string]string, lock *sandboxLock) (runner.Sandbox, error) {
 	id := randid.Hex(6)
 	if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
 	}
 	a.secrets.setPlaceholders(id, placeholders)
 	rr.ID = id
+	if err := a.sbLocks.set(id, lock); err != nil {
+		a.secrets.Forget(id)
+		return runner.Sandbox{}, err
+	}
 	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
 		a.secrets.Forget(id)
+		if err := a.sbLocks.move(id, member); err != nil {
+			return err
+		}
 		id = member
 		if _, err := a.secrets.SetTask(id, task, nil); err != nil {
 			return client.Errorf(client.CodeInvalid, "%v", err)
@@ -103,6 +114,7 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 	sb, err := a.runner.Create(ctx, rr)
 	if err != nil {
 		a.secrets.Forget(id)
+		a.sbLocks.forget(id)
 		return runner.Sandbox{}, apiError(err)
 	}
 	return sb, nil

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,5 +48,75 @@ func TestAdvisoriesReload(t *testing.T) {
 	a.reloadAdvisories(&res)
 	if _, ok := a.advisory.Advisories().Match(policies.Package{Ecosystem: "npm", Name: "other-evil", Version: "1.0.0"}); !ok || len(res.Rejected) != 0 {
 		t.Errorf("the fixed list did not load: %+v", res)
+	}
+}
+
+// TestSandboxLockfiles: lockfiles given at creation are read (a bad one
+// is refused naming its file and line), reach the proxy with the
+// sandbox's identity, are kept across an appliance restart, go with the
+// sandbox, and a kept set that no longer reads leaves the sandbox with
+// no network.
+func TestSandboxLockfiles(t *testing.T) {
+	_, err := parseLockfiles([]client.Lockfile{{Name: "app/requirements.txt", Content: "idna==3.6\n"}})
+	if ae, ok := err.(*client.Error); !ok || ae.Code != client.CodeInvalid || !strings.Contains(ae.Message, "app/requirements.txt:1: idna: no --hash") {
+		t.Fatalf("bad lockfile: %v", err)
+	}
+	if lk, err := parseLockfiles(nil); lk != nil || err != nil {
+		t.Fatalf("no lockfiles: %v %v", lk, err)
+	}
+	lk, err := parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: "idna==3.6 --hash=sha256:" + strings.Repeat("ab", 32) + "\n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "lockfiles")
+	log := slog.New(slog.DiscardHandler)
+	locks, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry()
+	r.SetLocks(locks)
+	a, b := netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")
+	if err := locks.set("sb-1", lk); err != nil {
+		t.Fatal(err)
+	}
+	r.Add("sb-1", a, nil)
+	r.Add("sb-2", b, nil)
+	idp := r.ProxyIdentifier()
+	if sb, ok := idp.Identify(a); !ok || sb.Lock == nil || sb.Lock.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.7"}) {
+		t.Fatalf("locked sandbox: %+v %v", sb, ok)
+	}
+	if sb, ok := idp.Identify(b); !ok || sb.Lock != nil {
+		t.Fatalf("a sandbox without lockfiles: %+v %v", sb, ok)
+	}
+	// A restarted appliance reads them back.
+	again, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set, ok := again.lookup("sb-1"); !ok || !set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.6"}) || set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.7"}) {
+		t.Fatalf("kept lockfiles: %v %v", set, ok)
+	}
+	// Gone with the sandbox, from memory and disk.
+	r.Remove("sb-1")
+	if _, err := os.Stat(filepath.Join(dir, "sb-1.json")); !os.IsNotExist(err) {
+		t.Errorf("kept after removal: %v", err)
+	}
+	// Kept lockfiles that do not read: no network for that sandbox.
+	if err := os.WriteFile(filepath.Join(dir, "sb-3.json"), []byte(`[{"name":"requirements.txt","content":"idna>=3\n"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetLocks(broken)
+	r.Add("sb-3", a, nil)
+	if sb, ok := r.ProxyIdentifier().Identify(a); ok {
+		t.Errorf("a sandbox whose kept lockfiles do not read is identified: %+v", sb)
+	}
+	broken.prune(func(id string) bool { return id != "sb-3" })
+	if _, err := os.Stat(filepath.Join(dir, "sb-3.json")); !os.IsNotExist(err) {
+		t.Errorf("a gone sandbox's lockfiles kept: %v", err)
 	}
 }

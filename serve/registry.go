@@ -18,7 +18,12 @@ type Registry struct {
 	byAddr map[netip.Addr]*entry
 	byID   map[string]*entry
 	tenant atomic.Pointer[func(id string) string] // the principal of a sandbox, for the package cache's scopes
+	locks  atomic.Pointer[sandboxLocks]           // the sandboxes' own lockfiles
 }
+
+// SetLocks names the lockfiles each sandbox was created with; Remove
+// forgets a sandbox's.
+func (r *Registry) SetLocks(l *sandboxLocks) { r.locks.Store(l) }
 
 // SetTenants names the principal each sandbox belongs to (its owner):
 // a private registry's artifacts are cached for that principal alone.
@@ -55,6 +60,7 @@ func (r *Registry) Remove(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.removeLocked(id)
+	r.locks.Load().forget(id)
 }
 
 func (r *Registry) removeLocked(id string) {
@@ -91,6 +97,11 @@ func (r *Registry) ProxyIdentifier() proxy.Identifier {
 		sb := proxy.Sandbox{ID: e.id, Policy: e.policy}
 		if f := r.tenant.Load(); f != nil {
 			sb.Tenant = (*f)(e.id)
+		}
+		if l := r.locks.Load(); l != nil {
+			if sb.Lock, ok = l.lookup(e.id); !ok {
+				return proxy.Sandbox{}, false // its lockfiles do not read: fail closed
+			}
 		}
 		return sb, true
 	})

@@ -44,13 +44,15 @@ func sandboxCreateCmd() *cobra.Command {
 		readOnly, asJSON  bool
 		copyWS            bool
 		gitURL, template  string
+		lockfiles         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags] [IMAGE]",
 		Short: "Create a sandbox and print its id",
 		Example: `  airlock sandbox create --policy coding-agent localhost/airlock/debian:12
   airlock sandbox create -p coding-agent -w ./src --copy-workspace --output /workspace/dist --lifetime 1h
-  airlock sandbox create -p coding-agent --template py:v2`,
+  airlock sandbox create -p coding-agent --template py:v2
+  airlock sandbox create -p coding-agent --lockfile package-lock.json --lockfile uv.lock`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image := ""
@@ -68,6 +70,9 @@ func sandboxCreateCmd() *cobra.Command {
 				req.WorkspaceMode = "copy"
 			}
 			if err := setWorkspaceGit(&req, gitURL); err != nil {
+				return err
+			}
+			if req.Lockfiles, err = readLockfiles(lockfiles); err != nil {
 				return err
 			}
 			ctx, cancel := signalContext()
@@ -102,6 +107,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
 	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
 	f.StringArrayVar(&outputs, "output", nil, "absolute path in the sandbox kept as an artifact when it ends, however it ends (repeatable; see `sandbox artifacts`)")
+	f.StringArrayVar(&lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json, requirements.txt with --hash, uv.lock or poetry.lock (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
 }

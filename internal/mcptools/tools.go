@@ -42,6 +42,12 @@ type createIn struct {
 	Policy         string            `json:"policy,omitempty" jsonschema:"egress policy name; empty for the appliance's default"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables for every command"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"default time limit of each command in seconds"`
+	Lockfiles      []lockfileIn      `json:"lockfiles,omitempty" jsonschema:"lockfiles restricting package installs to the versions they list, with their digests"`
+}
+
+type lockfileIn struct {
+	Name    string `json:"name" jsonschema:"the lockfile's name: package-lock.json, requirements.txt (with --hash), uv.lock or poetry.lock"`
+	Content string `json:"content" jsonschema:"the lockfile's text"`
 }
 
 type createOut struct {
@@ -58,6 +64,9 @@ func (t *Tools) create(ctx context.Context, req *mcp.CallToolRequest, in createI
 	}
 	cr := client.CreateRequest{Image: in.Image, Policy: in.Policy, Env: in.Env,
 		ExecTimeout: client.Duration(time.Duration(in.TimeoutSeconds) * time.Second), Labels: map[string]string{"created-by": "mcp"}}
+	for _, f := range in.Lockfiles {
+		cr.Lockfiles = append(cr.Lockfiles, client.Lockfile(f))
+	}
 	sb, err := c.Create(ctx, cr)
 	if err != nil {
 		return nil, createOut{}, fmt.Errorf("create_sandbox: %w", err)

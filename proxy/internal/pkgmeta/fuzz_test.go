@@ -2,6 +2,7 @@ package pkgmeta
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -96,5 +97,53 @@ func FuzzRewritePyPIJSON(f *testing.F) {
 				t.Fatalf("hidden %q still listed", hide)
 			}
 		}
+	})
+}
+
+func FuzzRewriteCratesIndex(f *testing.F) {
+	f.Add([]byte(cratesIndex), "1.1.0")
+	f.Add([]byte("{\"vers\":\"1\",\"cksum\":\"00\"}\n"), "1")
+	f.Add([]byte("\n\r\n{}"), "")
+	f.Fuzz(func(t *testing.T, doc []byte, hide string) {
+		vs, err := CratesIndexVersions(doc)
+		if err != nil {
+			return
+		}
+		out, err := RewriteCratesIndex(doc, map[string]bool{hide: true})
+		if err != nil {
+			t.Fatalf("a readable index did not rewrite: %v", err)
+		}
+		after, err := CratesIndexVersions(out)
+		if err != nil {
+			t.Fatalf("rewrite unreadable: %v", err)
+		}
+		n := 0
+		for _, v := range vs {
+			if v.Version != hide {
+				n++
+			}
+		}
+		if len(after) != n {
+			t.Fatalf("%d versions, %d after hiding %q", len(after), n, hide)
+		}
+		for _, v := range after {
+			if v.Version == hide || v.Integrity == "" {
+				t.Fatalf("after the rewrite: %+v", v)
+			}
+		}
+	})
+}
+
+func FuzzDebianPackages(f *testing.F) {
+	f.Add([]byte(debIndex))
+	f.Add([]byte{0x1f, 0x8b, 0, 0})
+	f.Add([]byte{0xfd, '7', 'z', 'X', 'Z', 0, 0})
+	f.Add([]byte("BZh91AY&SY"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_ = DebianPackages(doc, 1<<20, func(d DebianFile) {
+			if d.Filename == "" || !strings.HasPrefix(d.Integrity, "sha256-") {
+				t.Fatalf("a file without a name or a digest: %+v", d)
+			}
+		})
 	})
 }

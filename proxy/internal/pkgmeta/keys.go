@@ -20,7 +20,8 @@ var knownKeys = func() map[string]string {
 	m := map[string]string{}
 	for _, k := range []string{"digests", "dist", "filename", "files", "hasInstallScript", "hashes",
 		"integrity", "releases", "scripts", "shasum", "upload-time", "upload_time_iso_8601",
-		"versions", "time", "dist-tags", "info", "version", "install", "preinstall", "postinstall"} {
+		"versions", "time", "dist-tags", "info", "version", "install", "preinstall", "postinstall",
+		"vers", "cksum", "pubtime"} {
 		m[strings.ToLower(k)] = k
 	}
 	return m

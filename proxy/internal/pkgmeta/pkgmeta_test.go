@@ -1,6 +1,8 @@
 package pkgmeta
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"slices"
 	"sort"
@@ -202,5 +204,68 @@ func TestRewriteNPMInPlace(t *testing.T) {
 	want := `{ "readme" : "a \"}{\" b\\" , "versions":{"1.0.0":{"d":"}"}} ,"versions":{},"n":[true,false,null,-1.5e3],"dist-tags":{"latest":"1.0.0"}}`
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+const cratesIndex = `{"name":"gate-crate","vers":"1.0.0","deps":[],"cksum":"` + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + `","features":{},"yanked":false,"pubtime":"2026-01-02T03:04:05Z"}
+{"name":"gate-crate","vers":"1.1.0","deps":[],"cksum":"` + "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" + `","features":{},"yanked":false}
+`
+
+// TestCratesIndex: an index file's versions with their sha256 and
+// publish time (when given); hiding one drops its line; a line that is
+// not a version with a checksum is refused naming it.
+func TestCratesIndex(t *testing.T) {
+	vs, err := CratesIndexVersions([]byte(cratesIndex))
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("%v %v", vs, err)
+	}
+	if vs[0].Version != "1.0.0" || vs[0].Published.IsZero() || !strings.HasPrefix(vs[0].Integrity, "sha256-qqqq") || !vs[1].Published.IsZero() {
+		t.Errorf("versions %+v", vs)
+	}
+	out, err := RewriteCratesIndex([]byte(cratesIndex), map[string]bool{"1.1.0": true})
+	if err != nil || strings.Contains(string(out), "1.1.0") || !strings.Contains(string(out), `"vers":"1.0.0"`) {
+		t.Errorf("rewrite %q %v", out, err)
+	}
+	for doc, want := range map[string]string{
+		"{\"vers\":\"1.0.0\"}\n":                         "line 1: want a version (vers) and its sha256 (cksum)",
+		"\n{\"vers\":\"1\",\"cksum\":\"zz\"}":            "line 2: want a version",
+		"{\"vers\":\"1\",\"VERS\":\"2\",\"cksum\":\"\"}": `line 1: member "VERS": a member name that differs`,
+		"not json\n": "line 1: invalid character",
+	} {
+		if _, err := CratesIndexVersions([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", doc, err, want)
+		}
+	}
+}
+
+const debIndex = "Package: a\nVersion: 1.0-1\nDescription: x\n more\nFilename: pool/main/a/a/a_1.0-1_amd64.deb\nSHA256: " +
+	"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\n\nPackage: b\nVersion: 2\nFilename: pool/b.deb\n\n"
+
+// TestDebianPackages: a Packages index, plain or gzip, gives each .deb
+// with a SHA256 (a stanza without one is skipped); a Release file or an
+// index over the bound is refused.
+func TestDebianPackages(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(debIndex))
+	zw.Close()
+	for name, doc := range map[string][]byte{"plain": []byte(debIndex), "gzip": gz.Bytes()} {
+		var got []DebianFile
+		if err := DebianPackages(doc, 1<<20, func(f DebianFile) { got = append(got, f) }); err != nil || len(got) != 1 ||
+			got[0].Package != "a" || got[0].Version != "1.0-1" || got[0].Filename != "pool/main/a/a/a_1.0-1_amd64.deb" || !strings.HasPrefix(got[0].Integrity, "sha256-zMzM") {
+			t.Errorf("%s: %+v %v", name, got, err)
+		}
+	}
+	for doc, want := range map[string]string{
+		"Origin: Debian\nSuite: stable\nSHA256:\n 0123 100 main/binary-amd64/Packages\n": "not a Debian Packages index",
+		"just text\n":      "line 1: not a Debian Packages index",
+		debIndex + "zzz\n": "want \"Field: value\"",
+	} {
+		if err := DebianPackages([]byte(doc), 1<<20, func(DebianFile) {}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", doc, err, want)
+		}
+	}
+	if err := DebianPackages([]byte(debIndex), 10, func(DebianFile) {}); err == nil || !strings.Contains(err.Error(), "over 10 bytes") {
+		t.Errorf("bound: %v", err)
 	}
 }

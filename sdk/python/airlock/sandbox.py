@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
 from ._http import Transport, seg
@@ -70,7 +71,9 @@ class Sandbox:
                secrets: Optional[Dict[str, str]] = None, env: Optional[Dict[str, str]] = None,
                timeout: Optional[float] = None, lifetime: Optional[float] = None,
                workspace_git: Optional[str] = None, setup: Optional[Sequence[Sequence[str]]] = None,
-               labels: Optional[Dict[str, str]] = None, url: Optional[str] = None,
+               labels: Optional[Dict[str, str]] = None,
+               lockfiles: Optional[Sequence[Union[str, "os.PathLike[str]", Tuple[str, str]]]] = None,
+               url: Optional[str] = None,
                token: Optional[str] = None, request_timeout: float = 300.0,
                ca_file: Optional[str] = None, fingerprint: Optional[str] = None) -> "Sandbox":
         """Create a sandbox and return it when it is ready to run commands.
@@ -86,13 +89,21 @@ class Sandbox:
         template version (``NAME`` for the newest, ``NAME:vN``; ``airlock
         template ls``) instead of ``image``; a warm pool of it makes the
         create a claim.
+
+        ``lockfiles`` restrict the sandbox's package installs to the
+        versions they list, with their digests: each a path to read or a
+        ``(name, content)`` pair; package-lock.json, requirements.txt with
+        --hash, uv.lock or poetry.lock (the format is told by the name,
+        else by the content). A lockfile that does not read raises
+        ``Invalid`` naming the file and the line.
         """
         req: Dict[str, Any] = {"image": image, "template": template, "policy": policy, "workspace": workspace,
                                "secrets": secrets,
                                "env": env, "workspace_git": workspace_git, "labels": labels,
                                "setup": [list(c) for c in setup] if setup else None,
                                "exec_timeout": None if timeout is None else f"{timeout:.3f}s",
-                               "lifetime": None if lifetime is None else f"{lifetime:.3f}s"}
+                               "lifetime": None if lifetime is None else f"{lifetime:.3f}s",
+                               "lockfiles": [_lockfile(f) for f in lockfiles] if lockfiles else None}
         t = Transport(url, token, timeout=request_timeout, ca_file=ca_file, fingerprint=fingerprint)
         info = t.request("POST", "/sandboxes", body={k: v for k, v in req.items() if v is not None}).json()
         return cls(info, t)
@@ -201,3 +212,12 @@ class Sandbox:
             if d.get("id") == approval_id and d.get("sandbox") == self.id:
                 return Approval._from(d)
         raise errors.NotFound(f"no approval {approval_id!r} of sandbox {self.id}", "not_found", 404)
+
+
+def _lockfile(f: Union[str, "os.PathLike[str]", Tuple[str, str]]) -> Dict[str, str]:
+    """A lockfile as the create request carries it: its name and content."""
+    if isinstance(f, tuple):
+        name, content = f
+        return {"name": name, "content": content}
+    with open(f, encoding="utf-8") as fh:
+        return {"name": os.fspath(f), "content": fh.read()}

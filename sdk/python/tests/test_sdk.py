@@ -218,6 +218,12 @@ def test_invalid_policy(socket_path: str) -> None:
     assert ei.value.request_id
 
 
+def test_bad_lockfile(socket_path: str) -> None:
+    with pytest.raises(airlock.Invalid) as ei:
+        airlock.Sandbox.create(lockfiles=[("app/requirements.txt", "idna==3.6\n")])
+    assert "app/requirements.txt:1: idna: no --hash" in str(ei.value) and ei.value.request_id
+
+
 def test_quota_exceeded(sbx: airlock.Sandbox) -> None:
     limit = int(os.environ["AIRLOCK_TEST_MAX_SANDBOXES"])
     made = []
