@@ -11,6 +11,8 @@
 #
 #   bench/dns.sh                 # DUR=10 s per phase, 1,000,000 names for memory
 #   DUR=5 MEMNAMES=200000 bench/dns.sh
+#   BEFORE=REV bench/dns.sh      # also dnsd built at git revision REV, a third
+#                                # server in the same alternating runs: now / REV
 #
 # Needs the Debian packages unbound and dnsperf (and taskset, util-linux). Uses only 127.0.0.1 ports
 # P_UP (zone), P_D (dnsd), P_U (unbound), P_E (the echo floor).
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/.."
 DUR=${DUR:-10}
 MEMNAMES=${MEMNAMES:-1000000}
 CACHE=${CACHE:-100000}       # dnsd cache entries
-P_UP=${P_UP:-15353} P_D=${P_D:-15354} P_U=${P_U:-15355} P_E=${P_E:-15356}
+P_UP=${P_UP:-15353} P_D=${P_D:-15354} P_U=${P_U:-15355} P_E=${P_E:-15356} P_B=${P_B:-15357}
+BEFORE=${BEFORE:-}
 CLIENTS=${CLIENTS:-8}
 REPS=${REPS:-2}
 LATREPS=${LATREPS:-3}        # latency runs per server (the best counts; every one is printed)
@@ -34,14 +37,24 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ -n "$BEFORE" ] && [ -d "$work/before" ]; then git worktree remove --force "$work/before" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 go build -o "$work/dnsbench" ./bench/dns
+if [ -n "$BEFORE" ]; then
+  rev=$(git rev-parse --short "$BEFORE^{commit}") || { echo "bench/dns.sh: BEFORE=$BEFORE is not a commit" >&2; exit 2; }
+  git worktree add --detach -q "$work/before" "$rev"
+  (cd "$work/before" && go build -o "$work/dnsbench-before" ./bench/dns)
+fi
 
 "$work/dnsbench" upstream -addr "127.0.0.1:$P_UP" & pids+=($!)
 "$work/dnsbench" dnsd -addr "127.0.0.1:$P_D" -upstream "127.0.0.1:$P_UP" -cache "$CACHE" 2> "$work/dnsd.err" & dpid=$!; pids+=($dpid)
+bpid=""
+if [ -n "$BEFORE" ]; then
+  "$work/dnsbench-before" dnsd -addr "127.0.0.1:$P_B" -upstream "127.0.0.1:$P_UP" -cache "$CACHE" 2> "$work/before.err" & bpid=$!; pids+=($bpid)
+fi
 
 cat > "$work/unbound.conf" <<CONF
 server:
@@ -80,13 +93,15 @@ wait_port() {
   done
   echo "bench/dns.sh: nothing answers on port $1" >&2; exit 1
 }
-wait_port "$P_D"; wait_port "$P_U"
+wait_port "$P_D"; wait_port "$P_U"; [ -z "$BEFORE" ] || wait_port "$P_B"
+# pidof NAME -> the pid of the server named in order
+pidof_server() { case $1 in dnsd) echo "$dpid" ;; unbound) echo "$upid" ;; before) echo "$bpid" ;; esac; }
 rss() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 rss_start=$(rss "$dpid" VmRSS)
 
 seq 1 1000 | sed 's/.*/c&.bench.test A/' > "$work/cached.txt"
 seq 1 1000 | sed 's/.*/d&.denied.test A/' > "$work/denied.txt"
-seq 1 $(( 400000 * 2 * REPS )) | sed 's/.*/u&.bench.test A/' > "$work/unique.txt"
+seq 1 $(( 400000 * (${BEFORE:+1}+2) * REPS )) | sed 's/.*/u&.bench.test A/' > "$work/unique.txt"
 
 # perf PORT FILE ARGS... -> prints "qps" (and keeps the full output in $work/last)
 perf() {
@@ -113,13 +128,15 @@ declare -A R
 best() { local k=$1 v=$2; if [ -z "${R[$k]:-}" ] || [ "$v" -gt "${R[$k]}" ]; then R[$k]=$v; fi; }
 bestlow() { local k=$1 v=$2; if [ -z "${R[$k]:-}" ] || [ "$v" -lt "${R[$k]}" ]; then R[$k]=$v; fi; }
 order=("dnsd:$P_D" "unbound:$P_U")
+[ -z "$BEFORE" ] || order+=("before:$P_B")
+n=${#order[@]}
 for s in "${order[@]}"; do perf "${s##*:}" "$work/cached.txt" -n 1 >/dev/null; done   # warm
 off=0
 for rep in $(seq "$REPS"); do
   for phase in cached denied unique; do
-    for i in 0 1; do
-      s=${order[$(( (i + rep) % 2 ))]}; name=${s%%:*} port=${s##*:}
-      pid=$dpid; [ "$name" = unbound ] && pid=$upid
+    for ((i = 0; i < n; i++)); do
+      s=${order[$(( (i + rep) % n ))]}; name=${s%%:*} port=${s##*:}
+      pid=$(pidof_server "$name")
       c0=$(cpu "$pid")
       case $phase in
         cached) best "$name.cached" "$(perf "$port" "$work/cached.txt" -l "$DUR")" ;;
@@ -150,7 +167,7 @@ p99k() {
 }
 for s in "${order[@]}"; do
   name=${s%%:*} port=${s##*:}
-  pid=$dpid; [ "$name" = unbound ] && pid=$upid
+  pid=$(pidof_server "$name")
   taskset -a -p -c 0 "$pid" >/dev/null; sleep 3
   for rep in $(seq "$LATREPS"); do
     v=$(p99k "$port" $(( R[$name.cached] / 2 )))
@@ -209,6 +226,16 @@ printf '  latency of the best runs (us): dnsd %s; unbound %s\n' "${R[dnsd.latlin
 printf '  floor, a UDP echo built as dnsd'"'"'s readers, no DNS work, CPU 0, at dnsd'"'"'s rate: p99 %s us (%s)\n' "${R[echo.p99k]:-n/a}" "${R[echo.latline]:-}"
 printf '  this machine, a thread that only reads the clock on CPU 0 (bench/dns stalls):\n'
 sed 's/^/    /' <<< "$stalls"
+if [ -n "$BEFORE" ]; then
+  printf '\n%-34s %12s %12s %8s\n' "dnsd now and at $rev (same runs)" now "$rev" "now/$rev"
+  for k in cached unique denied; do
+    printf '%-34s %12s %12s %8s\n' "$k (qps)" "${R[dnsd.$k]}" "${R[before.$k]}" "$(ratio "${R[dnsd.$k]}" "${R[before.$k]}")"
+  done
+  for k in cached unique denied; do
+    printf '%-34s %12s %12s %8s\n' "  server CPU per $k query (us)" "${R[dnsd.$k.cpu]}" "${R[before.$k.cpu]}" "$(ratio "${R[dnsd.$k.cpu]}" "${R[before.$k.cpu]}")"
+  done
+  printf '%-34s %12s %12s %8s\n' "p99 at half peak (us)" "${R[dnsd.p99k]:-n/a}" "${R[before.p99k]:-n/a}" "$(ratio "${R[dnsd.p99k]:-0}" "${R[before.p99k]:-0}")"
+fi
 printf '\ndnsd memory, %d distinct names at %s qps (cache bound %d entries):\n' "$MEMNAMES" "$memqps" "$CACHE"
 printf '  RSS at start %d MiB, before %d MiB, after %d names %d MiB, after %d names %d MiB, peak %d MiB\n' \
   $((rss_start/1024)) $((rss0/1024)) "$half" $((rssh/1024)) "$MEMNAMES" $((rss1/1024)) $((hwm/1024))

@@ -14,6 +14,11 @@
 #   (bench/proxy floor): end TLS and copy the plaintext, or copy the bytes,
 #   with no HTTP, policy, log or upstream pool; their ratios show what the
 #   machine itself leaves for each target.
+#   BEFORE=REV adds the rows "airlock MITM @REV" and "airlock splice @REV":
+#   the same bench helper built from git revision REV (a detached worktree
+#   under the work directory), a second appliance beside the first, run in
+#   the same interleaved rounds; the ratios then include now / REV, the
+#   before-and-after of a change measured in one run.
 #   SNI_INTERVAL (default 20ms) paces the unique-name run: one new
 #   connection per interval, so the load generator does not saturate the
 #   machine and the numbers show the mint, not a queue.
@@ -42,9 +47,11 @@ ROUNDS=${ROUNDS:-3}
 work=$(mktemp -d /tmp/airlock-bench-proxy.XXXXXX)
 chmod 755 "$work"
 pids=()
+BEFORE=${BEFORE:-}
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -n "$BEFORE" ] && [ -d "$work/before" ]; then git worktree remove --force "$work/before" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -64,6 +71,12 @@ echo "bench: building helper" >&2
 go build -o "$work/benchproxy" ./bench/proxy
 B="$work/benchproxy"
 "$B" mkcerts -dir "$work"
+if [ -n "$BEFORE" ]; then
+	rev=$(git rev-parse --short "$BEFORE^{commit}") || { echo "bench: BEFORE=$BEFORE is not a commit" >&2; exit 2; }
+	echo "bench: building helper at $rev" >&2
+	git worktree add --detach -q "$work/before" "$rev"
+	(cd "$work/before" && go build -o "$work/benchproxy-before" ./bench/proxy)
+fi
 
 # The origin.
 oport=$(free_port)
@@ -81,6 +94,17 @@ pids+=($apid)
 wait_port "127.0.0.1:$aport"
 airlock_ca="$work/airlock-state/ca.crt"
 for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
+bport="" bpid="" before_ca=""
+if [ -n "$BEFORE" ]; then
+	bport=$(free_port)
+	mkdir -m 700 "$work/before-state"
+	"$work/benchproxy-before" airlock -addr "127.0.0.1:$bport" -state-dir "$work/before-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
+	bpid=$!
+	pids+=($bpid)
+	wait_port "127.0.0.1:$bport"
+	before_ca="$work/before-state/ca.crt"
+	for _ in $(seq 1 50); do [ -s "$before_ca" ] && break; sleep 0.1; done
+fi
 
 # The floors: the least a proxy can do (see bench/proxy floor).
 # start_floor MODE sets floor_port and floor_pid.
@@ -147,7 +171,7 @@ else
 	echo "bench: squid-openssl is not installed: skipping the squid rows (apt-get install squid-openssl)" >&2
 fi
 
-ca="$work/origin-ca.pem,$airlock_ca,$work/squid-ca.pem"
+ca="$work/origin-ca.pem,$airlock_ca,$work/squid-ca.pem${before_ca:+,$before_ca}"
 declare -A R
 
 # cpu_tree PID...: CPU seconds used so far by each PID and its children
@@ -186,6 +210,10 @@ addrow() { rows+=("$1"); hosts+=("$2"); vias+=("$3"); ppids+=("$4"); }
 want direct && addrow "direct" origin.example.test "-dial 127.0.0.1:$oport" ""
 want airlock-mitm && addrow "airlock MITM" origin.example.test "-proxy 127.0.0.1:$aport" "$apid"
 want airlock-splice && addrow "airlock splice" splice.example.test "-proxy 127.0.0.1:$aport" "$apid"
+if [ -n "$BEFORE" ]; then
+	want airlock-mitm && addrow "airlock MITM @$rev" origin.example.test "-proxy 127.0.0.1:$bport" "$bpid"
+	want airlock-splice && addrow "airlock splice @$rev" splice.example.test "-proxy 127.0.0.1:$bport" "$bpid"
+fi
 [ -n "$squid_bump" ] && want squid-bump && addrow "squid ssl-bump" origin.example.test "-proxy $squid_bump" "$squid_pid"
 [ -n "$squid_splice" ] && want squid-splice && addrow "squid splice" origin.example.test "-proxy $squid_splice" "$squid_pid"
 want floor-tls && addrow "floor: TLS relay" origin.example.test "-proxy 127.0.0.1:$ftls_port" "$ftls_pid"
@@ -330,6 +358,14 @@ if any(r.startswith("floor:") for r in rows):
     for name, a, col, b, f in floors:
         if a in rows and b in rows:
             show(name, paired(a, col, b, col, f, div), "x")
+befores = [r for r in rows if " @" in r]
+if befores:
+    print("now / before (the same proxy built at the earlier revision, same rounds):")
+    for b in befores:
+        now = b.split(" @")[0]
+        for kind, f in (("ka", "req_per_s"), ("new", "req_per_s"), ("bulk", "mib_per_s")):
+            for c in conns:
+                show(f"{now} {kind} c={c} / {b}", paired(now, f"{kind}{c}", b, f"{kind}{c}", f, div), "x")
 c1 = conns[0]
 who = "one keep-alive client" if c1 == "1" else f"{c1} keep-alive clients (the target is for one)"
 for row in rows:
