@@ -20,10 +20,13 @@ type AuditError struct {
 	Sink       string `json:"sink"`                  // store | stream | pipeline (not encodable)
 	Seq        uint64 `json:"seq,omitempty"`         // the refused record's seq; absent for one never sequenced
 	RecordKind Kind   `json:"record_kind,omitempty"` // the refused record's kind
-	Reason     string `json:"reason"`                // constraint | too_big | mismatch | encode
-	Error      string `json:"error"`                 // the sink's or encoder's error
-	DeadLetter string `json:"dead_letter,omitempty"` // the file that holds the record; absent when it could not be written
-	Attempts   int    `json:"attempts,omitempty"`    // writes of the record before it was given up on
+	// RecordSandbox is the refused record's sandbox, if it has one (the
+	// audit_error record itself is appliance-wide).
+	RecordSandbox string `json:"record_sandbox,omitempty"`
+	Reason        string `json:"reason"`                // constraint | too_big | mismatch | encode
+	Error         string `json:"error"`                 // the sink's or encoder's error
+	DeadLetter    string `json:"dead_letter,omitempty"` // the file that holds the record; absent when it could not be written
+	Attempts      int    `json:"attempts,omitempty"`    // writes of the record before it was given up on
 }
 
 func appendAuditError(b []byte, a *AuditError) []byte {
@@ -33,6 +36,7 @@ func appendAuditError(b []byte, a *AuditError) []byte {
 	b = appendString(append(b, `,"audit_error":{"sink":`...), a.Sink)
 	b = optUint(b, `,"seq":`, a.Seq)
 	b = optString(b, `,"record_kind":`, string(a.RecordKind))
+	b = optString(b, `,"record_sandbox":`, a.RecordSandbox)
 	b = appendString(append(b, `,"reason":`...), a.Reason)
 	b = appendString(append(b, `,"error":`...), a.Error)
 	b = optString(b, `,"dead_letter":`, a.DeadLetter)
@@ -181,6 +185,7 @@ type rejection struct {
 	sink     string
 	seq      uint64 // 0: never sequenced
 	kind     Kind
+	sandbox  string
 	reason   string
 	err      error
 	attempts int
@@ -196,6 +201,7 @@ func (d *deadLetter) line(r rejection) []byte {
 	b = appendString(append(b, `,"sink":`...), r.sink)
 	b = optUint(b, `,"seq":`, r.seq)
 	b = optString(b, `,"kind":`, string(r.kind))
+	b = optString(b, `,"sandbox":`, r.sandbox)
 	b = appendString(append(b, `,"reason":`...), r.reason)
 	b = appendString(append(b, `,"error":`...), r.err.Error())
 	b = optInt(b, `,"attempts":`, int64(r.attempts))
@@ -239,8 +245,8 @@ func (p *Pipeline) reject(r rejection) {
 	if where != "" {
 		e.Reason += "; the record is in " + where
 	}
-	e.AuditError = &AuditError{Sink: r.sink, Seq: r.seq, RecordKind: r.kind, Reason: r.reason, Error: r.err.Error(),
-		DeadLetter: where, Attempts: r.attempts}
+	e.AuditError = &AuditError{Sink: r.sink, Seq: r.seq, RecordKind: r.kind, RecordSandbox: r.sandbox, Reason: r.reason,
+		Error: r.err.Error(), DeadLetter: where, Attempts: r.attempts}
 	rec, err := p.enc.encode(e)
 	if err != nil {
 		p.log.Error("audit: audit_error record not encodable", "err", err)
@@ -265,7 +271,7 @@ func (p *Pipeline) rejectEvent(e Event, err error) {
 	if merr != nil {
 		raw = nil
 	}
-	p.reject(rejection{sink: "pipeline", kind: e.Kind, reason: ReasonEncode, err: err, record: raw})
+	p.reject(rejection{sink: "pipeline", kind: e.Kind, sandbox: e.Sandbox, reason: ReasonEncode, err: err, record: raw})
 }
 
 // countRejected counts a record given up on; it returns the total so far.

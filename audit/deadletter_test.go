@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,6 +162,25 @@ func TestStoreRefusalIsDeadLettered(t *testing.T) {
 			a.DeadLetter != deadPath || !strings.Contains(got[0].Reason, deadPath) {
 			t.Errorf("audit_error: %+v %+v", got[0], a)
 		}
+	}
+	if a := auditErrors(stored)[0].AuditError; a.RecordSandbox != "sb-1" {
+		t.Errorf("audit_error does not name the refused record's sandbox: %+v", a)
+	}
+	r, err := BuildReport(ctx, p.Store(), "sb-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := r.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Refused) != 1 || r.Refused[0].Seq != poison ||
+		!strings.Contains(md.String(), fmt.Sprintf("the store refused this sandbox's dns record seq %d for good (constraint)", poison)) {
+		t.Errorf("the report does not warn of the refused record: %+v\n%s", r.Refused, md.String())
+	}
+	var page bytes.Buffer
+	if err := r.HTML(&page); err != nil || !strings.Contains(page.String(), fmt.Sprintf("refused this sandbox&#39;s dns record seq %d", poison)) {
+		t.Errorf("the HTML report does not warn of the refused record: %v", err)
 	}
 	if _, err := p.Store().Raw(ctx, poison); !errors.Is(err, ErrNotStored) {
 		t.Errorf("the refused record is in the store: %v", err)

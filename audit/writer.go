@@ -131,7 +131,7 @@ func (p *Pipeline) place(recs []*record, gap *record) ([]line, int) {
 			if r.end != nil {
 				raw, _ = json.Marshal(r.end)
 			}
-			p.reject(rejection{sink: "pipeline", kind: r.kind, reason: ReasonEncode, err: err, record: raw})
+			p.reject(rejection{sink: "pipeline", kind: r.kind, sandbox: r.sandbox, reason: ReasonEncode, err: err, record: raw})
 			continue
 		}
 		lines = append(lines, l)
@@ -261,7 +261,8 @@ func (p *Pipeline) isolate(s *sinkLoop, lines []line, attempts int, cause error)
 			rec = l.out() // what the stream would have written (an OCSF line)
 		}
 		_, reason := classifyWriteErr(cause)
-		p.reject(rejection{sink: s.name, seq: l.seq, kind: l.rec.kind, reason: reason, err: cause, attempts: attempts, record: rec})
+		p.reject(rejection{sink: s.name, seq: l.seq, kind: l.rec.kind, sandbox: l.rec.sandbox, reason: reason, err: cause,
+			attempts: attempts, record: rec})
 		return 1, nil
 	}
 	done := 0
