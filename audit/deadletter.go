@@ -256,8 +256,10 @@ func (p *Pipeline) reject(r rejection) {
 	case p.errq <- rec:
 		p.accepted.Add(1)
 	default:
-		p.log.Error("audit: too many audit_error records waiting; this one is counted in a gap record", "seq", r.seq)
 		p.drop()
+		if p.rateOK("audit_error queue", false) {
+			p.log.Error("audit: too many audit_error records waiting; those beyond are counted in a gap record (the dead-letter file has their records)", "seq", r.seq)
+		}
 	}
 }
 

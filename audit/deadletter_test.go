@@ -438,3 +438,36 @@ func TestClassifyWriteErr(t *testing.T) {
 		}
 	}
 }
+
+// A store that refuses every record does not hang the pipeline nor loop:
+// each record and each audit_error record naming one is given up on,
+// and the audit_error records (in the stream) get none of their own.
+func TestStoreRefusingEverythingDoesNotLoop(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "events.jsonl")
+	p := newTestPipeline(t, Config{StateDir: dir, StreamPath: stream, BatchSize: 16, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	db := openSecond(t, dir)
+	if _, err := db.Exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for range n {
+		p.Emit(dnsEvent("a.example.test"))
+	}
+	flush(t, p)
+	flush(t, p) // the audit_error records
+	st := p.Stats()
+	if len(st.Rejected) != 1 || st.Rejected[0].Records != 2*n {
+		t.Fatalf("stats: %+v", st)
+	}
+	if dl := readDeadLetters(t, filepath.Join(dir, DeadLetterFile)); len(dl) != 2*n {
+		t.Errorf("%d dead letters, want %d", len(dl), 2*n)
+	}
+	evs := decodeLines(t, readLines(t, stream))
+	if len(evs) != 2*n || len(auditErrors(evs)) != n {
+		t.Errorf("the stream has %d records, %d audit_error; want %d, %d", len(evs), len(auditErrors(evs)), 2*n, n)
+	}
+	if res, err := Verify(stream); err != nil || !res.OK() {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+}
