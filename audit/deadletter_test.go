@@ -471,3 +471,55 @@ func TestStoreRefusingEverythingDoesNotLoop(t *testing.T) {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 }
+
+// Closing while the store refuses a record for good gives up on that
+// record alone: the others in its batch are stored, none is lost.
+func TestCloseWithRefusedRecordLosesOnlyIt(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPipeline(t, Config{StateDir: dir, GiveUpAfter: 1000, RetryMin: time.Hour, RetryMax: time.Hour})
+	db := openSecond(t, dir)
+	if _, err := db.Exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON events WHEN CAST(NEW.raw AS TEXT) LIKE '%poison.example.test%'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		name := "a.example.test"
+		if i == 3 {
+			name = "poison.example.test"
+		}
+		p.Emit(dnsEvent(name))
+	}
+	// Wait until the store has refused the batch once (the writer then
+	// waits an hour before its next try), and close.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for p.Stats().StoreErrors == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the store never refused the batch: %+v", p.Stats())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Lost != 0 || st.Written != 9 || len(st.Rejected) != 1 || st.Rejected[0].Records != 1 {
+		t.Fatalf("stats after close: %+v", st)
+	}
+	s, err := OpenStoreReadOnly(filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stored, err := s.Query(ctx, Query{Kind: KindDNS})
+	if err != nil || len(stored) != 7 {
+		t.Fatalf("the store has %d dns records after close, want 7: %v", len(stored), err)
+	}
+	if errs, err := s.Query(ctx, Query{Kind: KindAuditError}); err != nil || len(errs) != 1 || errs[0].AuditError.Seq != 4 {
+		t.Errorf("audit_error records after close: %+v %v", errs, err)
+	}
+	if dl := readDeadLetters(t, filepath.Join(dir, DeadLetterFile)); len(dl) != 1 || dl[0].Seq != 4 {
+		t.Errorf("dead letters: %+v", dl)
+	}
+}

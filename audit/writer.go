@@ -48,7 +48,7 @@ func (p *Pipeline) run() {
 			close(s.in)
 		}
 		wg.Wait()
-		p.loseErrq()
+		p.finishErrq()
 		close(p.done)
 	}()
 	recs := make([]*record, 0, p.cfg.BatchSize)
@@ -216,9 +216,10 @@ func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
 		s.failing.Store(true)
 		permanent, reason := classifyWriteErr(err)
 		if permanent {
-			if refused++; refused >= p.cfg.GiveUpAfter {
-				// The same batch failed the same way GiveUpAfter times:
-				// write its records apart and give up on those refused.
+			if refused++; refused >= p.cfg.GiveUpAfter || p.stopping() {
+				// The same batch failed the same way GiveUpAfter times (or
+				// the pipeline is closing, and would lose it whole): write
+				// its records apart and give up on those refused.
 				n, ierr := p.isolate(s, lines[done:], refused, err)
 				done += n
 				if ierr == nil {
@@ -233,6 +234,13 @@ func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
 		}
 		p.report(s.name, err, reason, permanent, attempt, len(lines)-done)
 		if !p.sleep(wait) {
+			if permanent {
+				// Closing: write the batch apart rather than lose it whole.
+				n, ierr := p.isolate(s, lines[done:], refused, err)
+				if done += n; ierr == nil {
+					continue
+				}
+			}
 			p.log.Error("audit: closing with a failing sink: records lost", "sink", s.name,
 				"records", len(lines)-done, "first_seq", lines[done].seq, "last_seq", lines[len(lines)-1].seq)
 			for _, b := range bs {
@@ -340,29 +348,52 @@ func (p *Pipeline) rateOK(key string, first bool) bool {
 	return true
 }
 
-// loseErrq accounts for audit_error records still waiting when the writer
-// stopped (a sink refused a record while the pipeline closed).
-func (p *Pipeline) loseErrq() {
+// finishErrq writes the audit_error records still waiting when the
+// sinks stopped (a record was given up on while the pipeline closed),
+// trying each sink once; what fails is counted lost and logged.
+func (p *Pipeline) finishErrq() {
+	var recs []*record
 	for {
 		select {
 		case r := <-p.errq:
-			p.log.Error("audit: closing: an audit_error record was not written (the dead-letter file and the log have it)", "record", string(r.body))
-			p.lost.Add(1)
-			p.finished.Add(1)
+			recs = append(recs, r)
+			continue
 		default:
-			return
 		}
+		break
+	}
+	lines, _ := p.place(recs, nil)
+	if len(lines) == 0 {
+		return
+	}
+	b := &batch{lines: lines, events: len(lines)}
+	b.left.Store(int32(len(p.sinks)))
+	for _, s := range p.sinks {
+		if n, err := s.write(lines); err != nil || n < len(lines) {
+			p.log.Error("audit: closing: audit_error records not written (the dead-letter file and the log have what they are about)",
+				"sink", s.name, "err", err, "first_seq", lines[0].seq, "last_seq", lines[len(lines)-1].seq)
+			b.lost.Store(true)
+		}
+		p.batchDone(b)
 	}
 }
 
 const failureLogEvery = 10 * time.Second
 
-// sleep waits d; false means give up (the pipeline is closing).
-func (p *Pipeline) sleep(d time.Duration) bool {
+// stopping reports whether the pipeline is closing.
+func (p *Pipeline) stopping() bool {
 	select {
 	case <-p.stop:
-		return false
+		return true
 	default:
+		return false
+	}
+}
+
+// sleep waits d; false means give up (the pipeline is closing).
+func (p *Pipeline) sleep(d time.Duration) bool {
+	if p.stopping() {
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
