@@ -69,12 +69,12 @@ func (p *Pipeline) run() {
 	}
 }
 
-// fill takes whatever else is queued, up to a batch.
+// fill takes the audit_error records waiting, then whatever else is
+// queued, up to a batch.
 func (p *Pipeline) fill(recs []*record) []*record {
+	recs = p.takeErrq(recs, p.cfg.BatchSize)
 	for len(recs) < p.cfg.BatchSize {
 		select {
-		case r := <-p.errq:
-			recs = append(recs, r)
 		case r := <-p.q:
 			recs = append(recs, r)
 		default:
@@ -348,21 +348,24 @@ func (p *Pipeline) rateOK(key string, first bool) bool {
 	return true
 }
 
+// takeErrq appends the audit_error records waiting to recs, up to limit.
+func (p *Pipeline) takeErrq(recs []*record, limit int) []*record {
+	for len(recs) < limit {
+		select {
+		case r := <-p.errq:
+			recs = append(recs, r)
+		default:
+			return recs
+		}
+	}
+	return recs
+}
+
 // finishErrq writes the audit_error records still waiting when the
 // sinks stopped (a record was given up on while the pipeline closed),
 // trying each sink once; what fails is counted lost and logged.
 func (p *Pipeline) finishErrq() {
-	var recs []*record
-	for {
-		select {
-		case r := <-p.errq:
-			recs = append(recs, r)
-			continue
-		default:
-		}
-		break
-	}
-	lines, _ := p.place(recs, nil)
+	lines, _ := p.place(p.takeErrq(nil, errQueue), nil)
 	if len(lines) == 0 {
 		return
 	}
