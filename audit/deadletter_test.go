@@ -36,6 +36,24 @@ func openSecond(t *testing.T, dir string) *sql.DB {
 	return db
 }
 
+// emitWithPoison makes the store in dir refuse, by a trigger another
+// connection creates, every record naming poison.example.test, then
+// emits n dns records, record i (from 0) of them naming it.
+func emitWithPoison(t *testing.T, p *Pipeline, dir string, n, i int) {
+	t.Helper()
+	if _, err := openSecond(t, dir).Exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON events
+		WHEN CAST(NEW.raw AS TEXT) LIKE '%poison.example.test%' BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`); err != nil {
+		t.Fatal(err)
+	}
+	for j := range n {
+		name := "a.example.test"
+		if j == i {
+			name = "poison.example.test"
+		}
+		p.Emit(dnsEvent(name))
+	}
+}
+
 // deadLetterEntry is a line of the dead-letter file.
 type deadLetterEntry struct {
 	Time     time.Time       `json:"time"`
@@ -102,18 +120,7 @@ func TestStoreRefusalIsDeadLettered(t *testing.T) {
 	dir := t.TempDir()
 	stream := filepath.Join(dir, "events.jsonl")
 	p := newTestPipeline(t, Config{StateDir: dir, StreamPath: stream, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
-	db := openSecond(t, dir)
-	if _, err := db.Exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON events WHEN CAST(NEW.raw AS TEXT) LIKE '%poison.example.test%'
-		BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 9 {
-		name := "a.example.test"
-		if i == 4 {
-			name = "poison.example.test"
-		}
-		p.Emit(dnsEvent(name))
-	}
+	emitWithPoison(t, p, dir, 9, 4)
 	flush(t, p) // returns although the store refuses one record for good
 	for range 3 {
 		p.Emit(dnsEvent("later.example.test"))
@@ -477,18 +484,7 @@ func TestStoreRefusingEverythingDoesNotLoop(t *testing.T) {
 func TestCloseWithRefusedRecordLosesOnlyIt(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPipeline(t, Config{StateDir: dir, GiveUpAfter: 1000, RetryMin: time.Hour, RetryMax: time.Hour})
-	db := openSecond(t, dir)
-	if _, err := db.Exec(`CREATE TRIGGER test_refuse BEFORE INSERT ON events WHEN CAST(NEW.raw AS TEXT) LIKE '%poison.example.test%'
-		BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 8 {
-		name := "a.example.test"
-		if i == 3 {
-			name = "poison.example.test"
-		}
-		p.Emit(dnsEvent(name))
-	}
+	emitWithPoison(t, p, dir, 8, 3)
 	// Wait until the store has refused the batch once (the writer then
 	// waits an hour before its next try), and close.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

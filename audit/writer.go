@@ -72,16 +72,7 @@ func (p *Pipeline) run() {
 // fill takes the audit_error records waiting, then whatever else is
 // queued, up to a batch.
 func (p *Pipeline) fill(recs []*record) []*record {
-	recs = p.takeErrq(recs, p.cfg.BatchSize)
-	for len(recs) < p.cfg.BatchSize {
-		select {
-		case r := <-p.q:
-			recs = append(recs, r)
-		default:
-			return recs
-		}
-	}
-	return recs
+	return take(p.q, take(p.errq, recs, p.cfg.BatchSize), p.cfg.BatchSize)
 }
 
 // finish hands over what is left at Close.
@@ -348,11 +339,11 @@ func (p *Pipeline) rateOK(key string, first bool) bool {
 	return true
 }
 
-// takeErrq appends the audit_error records waiting to recs, up to limit.
-func (p *Pipeline) takeErrq(recs []*record, limit int) []*record {
+// take appends the records waiting in ch to recs, up to limit.
+func take(ch chan *record, recs []*record, limit int) []*record {
 	for len(recs) < limit {
 		select {
-		case r := <-p.errq:
+		case r := <-ch:
 			recs = append(recs, r)
 		default:
 			return recs
@@ -365,7 +356,7 @@ func (p *Pipeline) takeErrq(recs []*record, limit int) []*record {
 // sinks stopped (a record was given up on while the pipeline closed),
 // trying each sink once; what fails is counted lost and logged.
 func (p *Pipeline) finishErrq() {
-	lines, _ := p.place(p.takeErrq(nil, errQueue), nil)
+	lines, _ := p.place(take(p.errq, nil, errQueue), nil)
 	if len(lines) == 0 {
 		return
 	}
