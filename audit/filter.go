@@ -54,7 +54,7 @@ func (f *Fields) each(fn func(name string, vals []string) error) error {
 }
 
 var (
-	filterKinds    = []string{"dns", "flow", "http", "drop", "exec", "lifecycle", "policy", "approval", "gap", "secret_reflected", "lockdown", "refusal", "preview", "ingress"}
+	filterKinds    = []string{"dns", "flow", "http", "drop", "exec", "lifecycle", "policy", "approval", "gap", "audit_error", "secret_reflected", "lockdown", "refusal", "preview", "ingress"}
 	filterVerdicts = []string{"allow", "deny", "ask", "audit", "would_deny"}
 )
 

@@ -71,6 +71,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 		b = appendRefusal(append(b, `,"refusal":`...), e.Refusal)
 	}
 	b = appendIngressKinds(b, e)
+	b = appendAuditError(b, e.AuditError)
 	b = optUint(b, `,"seq":`, e.Seq)
 	b = optString(b, `,"prev_hash":`, e.PrevHash)
 	return append(b, '}'), nil

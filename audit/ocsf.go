@@ -141,11 +141,11 @@ func apiActivity(action string) int {
 
 var ocsfSeverityNames = map[int]string{1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical"}
 
-// ocsfSeverity: a lost record or a reflected secret is High, a denial
+// ocsfSeverity: a lost or refused record or a reflected secret is High, a denial
 // Medium, an audit-mode would-deny Low, anything else Informational.
 func ocsfSeverity(e *Event) int {
 	switch {
-	case e.Kind == KindGap, e.Kind == KindSecretReflected:
+	case e.Kind == KindGap, e.Kind == KindAuditError, e.Kind == KindSecretReflected:
 		return 4
 	case e.Verdict == "deny", e.Kind == KindDrop, e.Kind == KindRefusal:
 		return 3

@@ -40,6 +40,18 @@ type Config struct {
 
 	RetryMin time.Duration // first wait after a failed write (default 100ms)
 	RetryMax time.Duration // longest wait between retries (default 5s)
+	// GiveUpAfter is how many times a batch that a sink refuses for good
+	// (a constraint, a record too big: classifyWriteErr) is tried before its
+	// records are written apart and the refused ones given up on, to the
+	// dead-letter file (default 3). Transient failures are retried until
+	// they clear.
+	GiveUpAfter int
+	// DeadLetterPath is the dead-letter file (default
+	// StateDir/audit-deadletter.jsonl, else audit-deadletter.jsonl beside
+	// StreamPath); DeadLetterMaxBytes rotates it to DeadLetterPath.1
+	// (default 16 MiB).
+	DeadLetterPath     string
+	DeadLetterMaxBytes int64
 
 	Logger *slog.Logger // default: slog.Default()
 }
@@ -53,6 +65,16 @@ func (c *Config) defaults() {
 	setDefault(&c.RetentionEvery, time.Minute)
 	setDefault(&c.RetryMin, 100*time.Millisecond)
 	setDefault(&c.RetryMax, 5*time.Second)
+	setDefault(&c.GiveUpAfter, 3)
+	setDefault(&c.DeadLetterMaxBytes, 16<<20)
+	if c.DeadLetterPath == "" {
+		switch {
+		case c.StateDir != "":
+			c.DeadLetterPath = filepath.Join(c.StateDir, DeadLetterFile)
+		case c.StreamPath != "":
+			c.DeadLetterPath = filepath.Join(filepath.Dir(c.StreamPath), DeadLetterFile)
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -69,15 +91,19 @@ type Stats struct {
 	QueueDepth    int    // records waiting now
 	QueueCapacity int    // the bound
 	Accepted      uint64 // records Emit queued
-	Dropped       uint64 // records Emit dropped (queue full past EnqueueWait, encode error, closed)
-	Written       uint64 // records written to every sink
+	Dropped       uint64 // records Emit dropped (queue full past EnqueueWait, closed); an event not encodable is Rejected
+	Written       uint64 // records written to every sink (a record one sink gave up on is also counted in Rejected)
 	Lost          uint64 // records sequenced but not written when Close gave up on a failing sink
 	Gaps          uint64 // gap records written
-	StoreErrors   uint64 // failed store transactions (each is retried)
-	StreamErrors  uint64 // failed stream writes (each is retried)
-	Pruned        uint64 // records retention deleted
-	LastSeq       uint64 // the newest record's sequence number
-	Failing       bool   // a sink is failing now; writes are being retried
+	StoreErrors   uint64 // failed store transactions (retried, or their refused records given up on)
+	StreamErrors  uint64 // failed stream writes (retried, or their refused records given up on)
+	Transient     uint64 // failed writes classed transient (busy, locked, disk full, I/O), retried with backoff
+	// Rejected counts the records given up on, by sink and reason: each
+	// is in the dead-letter file and named by an audit_error record.
+	Rejected []Rejected
+	Pruned   uint64 // records retention deleted
+	LastSeq  uint64 // the newest record's sequence number
+	Failing  bool   // a sink is failing now; writes are being retried
 }
 
 // Pipeline takes events from producers through a bounded queue and writes
@@ -115,6 +141,12 @@ type Pipeline struct {
 	tickers           []*time.Ticker
 	reportMu          sync.Mutex
 	lastReport        map[string]time.Time
+
+	transient atomic.Uint64
+	dead      deadLetter
+	errq      chan *record // audit_error records, placed with the next batch
+	rejMu     sync.Mutex
+	rejected  map[[2]string]uint64 // by sink and reason
 }
 
 var _ Emitter = (*Pipeline)(nil)
@@ -132,7 +164,8 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
 		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), ckDone: make(chan struct{}),
-		lastReport: map[string]time.Time{}}
+		lastReport: map[string]time.Time{}, errq: make(chan *record, errQueue), rejected: map[[2]string]uint64{},
+		dead: deadLetter{path: cfg.DeadLetterPath, maxBytes: cfg.DeadLetterMaxBytes}}
 	p.enc = encoder{node: cfg.Node, ocsf: format == FormatOCSF, version: cfg.ProductVersion}
 	if err := p.open(); err != nil {
 		p.closeSinks()
@@ -196,8 +229,7 @@ func seqOf(raw []byte) uint64 {
 func (p *Pipeline) Emit(e Event) {
 	r, err := p.enc.encode(e)
 	if err != nil {
-		p.log.Error("audit: event not encodable, dropped", "kind", e.Kind, "err", err)
-		p.drop()
+		p.rejectEvent(e, err)
 		return
 	}
 	p.emitMu.RLock()
@@ -264,8 +296,8 @@ func (p *Pipeline) Stats() Stats {
 		QueueDepth: len(p.q), QueueCapacity: cap(p.q),
 		Accepted: p.accepted.Load(), Dropped: p.dropped.Load(), Written: p.written.Load(),
 		Lost: p.lost.Load(), Gaps: p.gaps.Load(), StoreErrors: p.storeErrs.Load(),
-		StreamErrors: p.streamErrs.Load(), Pruned: p.pruned.Load(), LastSeq: p.lastSeq.Load(),
-		Failing: p.failing(),
+		StreamErrors: p.streamErrs.Load(), Transient: p.transient.Load(), Rejected: p.rejectedStats(),
+		Pruned: p.pruned.Load(), LastSeq: p.lastSeq.Load(), Failing: p.failing(),
 	}
 }
 
@@ -337,5 +369,6 @@ func (p *Pipeline) closeSinks() error {
 		errs = append(errs, p.store.Close())
 		p.store = nil
 	}
+	errs = append(errs, p.dead.close())
 	return errors.Join(errs...)
 }

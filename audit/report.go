@@ -41,6 +41,9 @@ type Report struct {
 	Previews []PreviewRow // ingress: the sandbox's exposed ports
 	Files    []FileChange
 	Gaps     []Gap // events the pipeline dropped while the sandbox ran
+	// Refused are the sandbox's records the store never got: refused for
+	// good or not encodable (audit_error), kept in the dead-letter file.
+	Refused  []AuditError
 	Anchor   Anchor
 	Timeline Timeline // allowed and denied decisions per category over time
 }
@@ -164,7 +167,23 @@ func BuildReport(ctx context.Context, st *Store, sandbox string) (*Report, error
 	if err := r.checkAnchor(ctx, st); err != nil {
 		return nil, err
 	}
+	if err := r.findRefused(ctx, st, b.first); err != nil {
+		return nil, err
+	}
 	return r, r.findGaps(ctx, st, b.first, b.last)
+}
+
+// findRefused finds the audit_error records, from the sandbox's first
+// record on, about a record of the sandbox that is not in the store (the
+// store refused it, or it could not be encoded; one only the stream
+// refused is in the store).
+func (r *Report) findRefused(ctx context.Context, st *Store, from time.Time) error {
+	return st.Each(ctx, Query{Kind: KindAuditError, Since: from}, func(e Event) error {
+		if a := e.AuditError; a != nil && a.RecordSandbox == r.Sandbox && a.Sink != "stream" {
+			r.Refused = append(r.Refused, *a)
+		}
+		return nil
+	})
 }
 
 func (r *Report) checkAnchor(ctx context.Context, st *Store) error {

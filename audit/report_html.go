@@ -28,9 +28,10 @@ var reportFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
-	"bytes": humanBytes,
-	"ms":    humanMS,
+	"clock":   func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"refused": refusedText,
+	"bytes":   humanBytes,
+	"ms":      humanMS,
 	"exit": func(p *int) string {
 		if p == nil {
 			return "—"
@@ -167,6 +168,7 @@ tr:target{outline:2px solid #2563eb}
 <h1>Airlock review — sandbox <code>{{.Sandbox}}</code></h1>
 <p class="sub">{{.Events}} events · generated {{ts .Generated}} · {{len .Denied}} denied destination(s) · {{len .Commands}} command(s){{with .Denied}}{{with index . 0}} · most serious: <b>{{.SeverityName}}</b> {{.Why}} (<code>{{.Host}}</code>){{end}}{{end}}</p>
 {{range .Gaps}}<div class="warn">The audit pipeline dropped <b>{{.Dropped}}</b> events between {{ts .From}} and {{ts .To}}, while this sandbox ran: this record is incomplete for that interval.</div>{{end}}
+{{range .Refused}}<div class="warn">{{refused .}}</div>{{end}}
 </header>
 
 <section id="sandbox"><h2>Sandbox</h2>

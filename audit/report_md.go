@@ -17,6 +17,9 @@ func (r *Report) Markdown(w io.Writer) error {
 		m.f("> **Warning:** the audit pipeline dropped %d events between %s and %s while this sandbox ran.\n\n",
 			g.Dropped, fmtTS(g.From), fmtTS(g.To))
 	}
+	for _, a := range r.Refused {
+		m.f("> **Warning:** %s\n\n", refusedText(a))
+	}
 	m.sandbox(r)
 	m.denials("Denied", r.Denied, "Nothing was denied.")
 	m.denials("Would be denied (audit mode)", r.Flagged, "No audit-mode would-deny decisions.")
@@ -186,4 +189,17 @@ func fmtExit(p *int) string {
 		return ""
 	}
 	return fmt.Sprint(*p)
+}
+
+// refusedText says which record of the sandbox the store never got, and
+// where it is instead.
+func refusedText(a AuditError) string {
+	what := fmt.Sprintf("the store refused this sandbox's %s record seq %d for good (%s)", a.RecordKind, a.Seq, a.Reason)
+	if a.Sink == "pipeline" {
+		what = fmt.Sprintf("a %s record of this sandbox could not be encoded (%s)", a.RecordKind, a.Error)
+	}
+	if a.DeadLetter != "" {
+		return what + ": it is not in this report; the dead-letter file " + a.DeadLetter + " has it."
+	}
+	return what + ": it is not in this report, and the dead-letter file could not be written (the appliance's log names it)."
 }

@@ -103,9 +103,14 @@ CREATE INDEX IF NOT EXISTS events_verdict_rare ON events (verdict) WHERE ` + ver
 CREATE INDEX IF NOT EXISTS events_category_set ON events (category) WHERE ` + categoryIndexed + `;
 `
 
+// busyTimeout is how long a statement waits for another connection's
+// lock before it fails with SQLITE_BUSY (a transient error: the pipeline
+// retries it). A variable so a test can make a held lock fail sooner.
+var busyTimeout = 10 * time.Second
+
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
 	q.Add("_pragma", "foreign_keys(0)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")

@@ -46,6 +46,8 @@ func Summary(e *Event) string {
 			s += fmt.Sprintf(" x%d", in.Count)
 		}
 		return s
+	case e.AuditError != nil:
+		return e.Reason
 	case e.Lockdown != nil:
 		return fmt.Sprintf("lockdown %s (%s) by %s", e.Lockdown.Action, e.Lockdown.Scope, e.Lockdown.By)
 	case e.SecretReflected != nil:

@@ -24,6 +24,9 @@ type VerifyResult struct {
 
 	otherMapping int    // OCSF lines of a mapping version this build does not know
 	otherFirst   string // the first of them, FILE:LINE
+	// refused are the seqs the stream refused for good, each with the
+	// audit_error record that says so: not deletions, if absent.
+	refused map[uint64]string
 }
 
 // OK reports whether the chain is intact.
@@ -140,12 +143,13 @@ func readChain(path string, res *VerifyResult) ([]pos, error) {
 
 func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 	var h struct {
-		Seq       uint64     `json:"seq"`
-		PrevHash  string     `json:"prev_hash"`
-		Kind      Kind       `json:"kind"`
-		Sandbox   string     `json:"sandbox"`
-		Gap       *Gap       `json:"gap"`
-		Lifecycle *Lifecycle `json:"lifecycle"`
+		Seq       uint64      `json:"seq"`
+		PrevHash  string      `json:"prev_hash"`
+		Kind      Kind        `json:"kind"`
+		Sandbox   string      `json:"sandbox"`
+		Gap       *Gap        `json:"gap"`
+		Lifecycle *Lifecycle  `json:"lifecycle"`
+		AuditErr  *AuditError `json:"audit_error"`
 	}
 	line := raw
 	raw, cerr := chainedRecord(raw)
@@ -162,6 +166,9 @@ func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s:%d: gap event at seq %d: the pipeline dropped %d events between %s and %s",
 			path, n, h.Seq, h.Gap.Dropped, h.Gap.From.Format(timeFmt), h.Gap.To.Format(timeFmt)))
 	}
+	if h.Kind == KindAuditError && h.AuditErr != nil {
+		noteAuditError(h.AuditErr, fmt.Sprintf("%s:%d: audit_error at seq %d", path, n, h.Seq), res)
+	}
 	if len(raw) != len(line) {
 		checkOCSF(line, raw, path, n, h.Seq, res)
 	}
@@ -172,6 +179,31 @@ func parsePos(raw []byte, path string, n int, res *VerifyResult) (pos, bool) {
 			FinalHash: l.FinalHash, Where: fmt.Sprintf("%s:%d", path, n)}
 	}
 	return p, true
+}
+
+// noteAuditError explains an audit_error record: a record the store
+// refused is in the stream, so only noted; one the stream refused is
+// missing from it, and checkMissing reports that seq as refused (with
+// where the record went), not deleted.
+func noteAuditError(a *AuditError, at string, res *VerifyResult) {
+	kept := "the record is in " + a.DeadLetter
+	if a.DeadLetter == "" {
+		kept = "the dead-letter file could not be written: the appliance's log has it"
+	}
+	switch {
+	case a.Sink == "stream" && a.Seq != 0:
+		if res.refused == nil {
+			res.refused = map[uint64]string{}
+		}
+		res.refused[a.Seq] = fmt.Sprintf("%s: the stream refused seq %d (%s) for good, so it is not in these files; %s",
+			at, a.Seq, a.Reason, kept)
+	case a.Seq != 0:
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: the %s refused seq %d (%s) for good; it is in these files, and %s",
+			at, a.Sink, a.Seq, a.Reason, kept))
+	default:
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: a %s event could not be encoded (%s) and never got a seq; %s",
+			at, a.RecordKind, a.Error, kept))
+	}
 }
 
 const timeFmt = "2006-01-02T15:04:05.000Z07:00"
@@ -217,19 +249,40 @@ func checkMissing(all []pos, bySeq map[uint64]pos, minSeq, maxSeq uint64, res *V
 		seqs = append(seqs, s)
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	refused := make([]uint64, 0, len(res.refused))
+	for s := range res.refused {
+		refused = append(refused, s)
+	}
+	sort.Slice(refused, func(i, j int) bool { return refused[i] < refused[j] })
 	for i := 1; i < len(seqs); i++ {
 		if seqs[i] == seqs[i-1]+1 {
 			continue
 		}
-		a, b := seqs[i-1]+1, seqs[i]-1
 		after := bySeq[seqs[i]]
-		what := fmt.Sprintf("seq %d is missing", a)
-		if b > a {
-			what = fmt.Sprintf("seq %d..%d (%d records) are missing", a, b, b-a+1)
+		a, b := seqs[i-1]+1, seqs[i]-1
+		for _, r := range refused {
+			if r < a || r > b {
+				continue
+			}
+			res.Notes = append(res.Notes, res.refused[r])
+			if r > a {
+				reportMissing(a, r-1, after, res)
+			}
+			a = r + 1
 		}
-		res.Problems = append(res.Problems, problem(after, "deleted",
-			fmt.Sprintf("%s before seq %d", what, after.seq)))
+		if a <= b {
+			reportMissing(a, b, after, res)
+		}
 	}
+}
+
+func reportMissing(a, b uint64, after pos, res *VerifyResult) {
+	what := fmt.Sprintf("seq %d is missing", a)
+	if b > a {
+		what = fmt.Sprintf("seq %d..%d (%d records) are missing", a, b, b-a+1)
+	}
+	res.Problems = append(res.Problems, problem(after, "deleted",
+		fmt.Sprintf("%s before seq %d", what, after.seq)))
 }
 
 // checkLinks compares every record's prev_hash with its predecessor's hash.

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,12 +48,15 @@ func (p *Pipeline) run() {
 			close(s.in)
 		}
 		wg.Wait()
+		p.finishErrq()
 		close(p.done)
 	}()
 	recs := make([]*record, 0, p.cfg.BatchSize)
 	for {
 		select {
 		case r := <-p.q:
+			recs = append(recs, r)
+		case r := <-p.errq:
 			recs = append(recs, r)
 		case <-p.stop:
 			p.finish(recs)
@@ -65,17 +69,10 @@ func (p *Pipeline) run() {
 	}
 }
 
-// fill takes whatever else is queued, up to a batch.
+// fill takes the audit_error records waiting, then whatever else is
+// queued, up to a batch.
 func (p *Pipeline) fill(recs []*record) []*record {
-	for len(recs) < p.cfg.BatchSize {
-		select {
-		case r := <-p.q:
-			recs = append(recs, r)
-		default:
-			return recs
-		}
-	}
-	return recs
+	return take(p.q, take(p.errq, recs, p.cfg.BatchSize), p.cfg.BatchSize)
 }
 
 // finish hands over what is left at Close.
@@ -120,9 +117,12 @@ func (p *Pipeline) place(recs []*record, gap *record) ([]line, int) {
 	for _, r := range recs {
 		l, err := p.seq.next(r)
 		if err != nil {
-			p.log.Error("audit: record not encodable, dropped", "kind", r.kind, "err", err)
 			p.finished.Add(1)
-			p.drop()
+			var raw []byte
+			if r.end != nil {
+				raw, _ = json.Marshal(r.end)
+			}
+			p.reject(rejection{sink: "pipeline", kind: r.kind, sandbox: r.sandbox, reason: ReasonEncode, err: err, record: raw})
 			continue
 		}
 		lines = append(lines, l)
@@ -186,10 +186,14 @@ func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
 		clear(bs)
 		s.pending = bs[:0]
 	}()
-	done, wait := 0, p.cfg.RetryMin
+	done, wait, refused := 0, p.cfg.RetryMin, 0
 	for attempt := 1; ; attempt++ {
-		n, err := s.write(lines[done:])
-		done += n
+		var err error
+		if done < len(lines) {
+			var n int
+			n, err = s.write(lines[done:])
+			done += n
+		}
 		if err == nil && done == len(lines) {
 			if s.failing.Swap(false) {
 				p.log.Warn("audit: writes resumed", "sink", s.name, "first_seq", lines[0].seq)
@@ -201,8 +205,33 @@ func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
 		}
 		s.errs.Add(1)
 		s.failing.Store(true)
-		p.report(s.name, err, attempt, len(lines)-done)
+		permanent, reason := classifyWriteErr(err)
+		if permanent {
+			if refused++; refused >= p.cfg.GiveUpAfter || p.stopping() {
+				// The same batch failed the same way GiveUpAfter times (or
+				// the pipeline is closing, and would lose it whole): write
+				// its records apart and give up on those refused.
+				n, ierr := p.isolate(s, lines[done:], refused, err)
+				done += n
+				if ierr == nil {
+					continue
+				}
+				refused, err = 0, ierr
+				permanent, reason = classifyWriteErr(err)
+			}
+		}
+		if !permanent {
+			p.transient.Add(1)
+		}
+		p.report(s.name, err, reason, permanent, attempt, len(lines)-done)
 		if !p.sleep(wait) {
+			if permanent {
+				// Closing: write the batch apart rather than lose it whole.
+				n, ierr := p.isolate(s, lines[done:], refused, err)
+				if done += n; ierr == nil {
+					continue
+				}
+			}
 			p.log.Error("audit: closing with a failing sink: records lost", "sink", s.name,
 				"records", len(lines)-done, "first_seq", lines[done].seq, "last_seq", lines[len(lines)-1].seq)
 			for _, b := range bs {
@@ -213,6 +242,46 @@ func (p *Pipeline) writeBatches(s *sinkLoop, bs []*batch) {
 		}
 		wait = min(wait*2, p.cfg.RetryMax)
 	}
+}
+
+// isolate writes lines, which a sink refused for good as a whole, in
+// halves (recursively), so the records it takes are written, in order,
+// and each one it refuses alone for good is given up on (reject). It
+// returns how many lines were written or given up on, and the transient
+// error that stopped it, if one did (the caller retries the rest).
+func (p *Pipeline) isolate(s *sinkLoop, lines []line, attempts int, cause error) (int, error) {
+	switch len(lines) {
+	case 0:
+		return 0, nil
+	case 1:
+		l := &lines[0]
+		rec := l.raw
+		if s.name == "stream" {
+			rec = l.out() // what the stream would have written (an OCSF line)
+		}
+		_, reason := classifyWriteErr(cause)
+		p.reject(rejection{sink: s.name, seq: l.seq, kind: l.rec.kind, sandbox: l.rec.sandbox, reason: reason, err: cause,
+			attempts: attempts, record: rec})
+		return 1, nil
+	}
+	done := 0
+	for _, half := range [][]line{lines[:len(lines)/2], lines[len(lines)/2:]} {
+		n, err := s.write(half)
+		done += n
+		if err == nil && n == len(half) {
+			continue
+		}
+		s.errs.Add(1)
+		if permanent, _ := classifyWriteErr(err); !permanent {
+			return done, err
+		}
+		m, err := p.isolate(s, half[n:], attempts+1, err)
+		done += m
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // batchDone accounts for b once every sink is through with it.
@@ -242,29 +311,83 @@ func (p *Pipeline) failing() bool {
 
 // report logs a write failure: the first of an episode at once, then at
 // most one line per sink every failureLogEvery, with the counts.
-func (p *Pipeline) report(sink string, err error, attempt, pending int) {
-	now := time.Now()
-	p.reportMu.Lock()
-	last := p.lastReport[sink]
-	if attempt > 1 && now.Sub(last) < failureLogEvery {
-		p.reportMu.Unlock()
+// permanent says the error is one the same records will always meet
+// (classifyWriteErr): the batch is tried GiveUpAfter times, then written apart.
+func (p *Pipeline) report(sink string, err error, reason string, permanent bool, attempt, pending int) {
+	if !p.rateOK(sink, attempt == 1) {
 		return
 	}
-	p.lastReport[sink] = now
-	p.reportMu.Unlock()
 	st := p.Stats()
-	p.log.Error("audit: "+sink+" write failed; retrying", "err", err, "attempt", attempt, "pending", pending,
-		"dropped_total", st.Dropped, "store_errors", st.StoreErrors, "stream_errors", st.StreamErrors)
+	what := "audit: " + sink + " write failed (transient: " + reason + "); retrying"
+	if permanent {
+		what = "audit: " + sink + " refused a batch (" + reason + "); retrying, then writing its records apart and giving up on those refused"
+	}
+	p.log.Error(what, "err", err, "attempt", attempt, "pending", pending, "dropped_total", st.Dropped,
+		"store_errors", st.StoreErrors, "stream_errors", st.StreamErrors, "transient_total", st.Transient)
+}
+
+// rateOK reports whether a line about key may be logged now: when first
+// is set, else at most once every failureLogEvery.
+func (p *Pipeline) rateOK(key string, first bool) bool {
+	now := time.Now()
+	p.reportMu.Lock()
+	defer p.reportMu.Unlock()
+	if !first && now.Sub(p.lastReport[key]) < failureLogEvery {
+		return false
+	}
+	p.lastReport[key] = now
+	return true
+}
+
+// take appends the records waiting in ch to recs, up to limit.
+func take(ch chan *record, recs []*record, limit int) []*record {
+	for len(recs) < limit {
+		select {
+		case r := <-ch:
+			recs = append(recs, r)
+		default:
+			return recs
+		}
+	}
+	return recs
+}
+
+// finishErrq writes the audit_error records still waiting when the
+// sinks stopped (a record was given up on while the pipeline closed),
+// trying each sink once; what fails is counted lost and logged.
+func (p *Pipeline) finishErrq() {
+	lines, _ := p.place(take(p.errq, nil, errQueue), nil)
+	if len(lines) == 0 {
+		return
+	}
+	b := &batch{lines: lines, events: len(lines)}
+	b.left.Store(int32(len(p.sinks)))
+	for _, s := range p.sinks {
+		if n, err := s.write(lines); err != nil || n < len(lines) {
+			p.log.Error("audit: closing: audit_error records not written (the dead-letter file and the log have what they are about)",
+				"sink", s.name, "err", err, "first_seq", lines[0].seq, "last_seq", lines[len(lines)-1].seq)
+			b.lost.Store(true)
+		}
+		p.batchDone(b)
+	}
 }
 
 const failureLogEvery = 10 * time.Second
 
-// sleep waits d; false means give up (the pipeline is closing).
-func (p *Pipeline) sleep(d time.Duration) bool {
+// stopping reports whether the pipeline is closing.
+func (p *Pipeline) stopping() bool {
 	select {
 	case <-p.stop:
-		return false
+		return true
 	default:
+		return false
+	}
+}
+
+// sleep waits d; false means give up (the pipeline is closing).
+func (p *Pipeline) sleep(d time.Duration) bool {
+	if p.stopping() {
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -346,7 +469,8 @@ func (p *Pipeline) checkpoints() {
 			attempt = 1
 			continue
 		}
-		p.report("checkpoint", err, attempt, 0)
+		_, reason := classifyWriteErr(err)
+		p.report("checkpoint", err, reason, false, attempt, 0)
 		attempt++
 	}
 }

@@ -38,6 +38,10 @@ const (
 	// refused, expired or revoked; KindIngress: one request through it.
 	KindPreview Kind = "preview"
 	KindIngress Kind = "ingress"
+	// KindAuditError: a sink (the store or the stream) refused a record
+	// for good, or a record could not be encoded; the record went to the
+	// dead-letter file instead (docs/events.md).
+	KindAuditError Kind = "audit_error"
 )
 
 // Event is one audit record. Common fields are flat; the kind-specific
@@ -77,6 +81,7 @@ type Event struct {
 	Refusal         *Refusal         `json:"refusal,omitempty"`
 	Preview         *Preview         `json:"preview,omitempty"`
 	Ingress         *Ingress         `json:"ingress,omitempty"`
+	AuditError      *AuditError      `json:"audit_error,omitempty"`
 
 	// Seq and PrevHash are set by the stream: the record's position and the
 	// hash of the previous record (tamper evidence).

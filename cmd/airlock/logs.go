@@ -55,7 +55,7 @@ func (f *logFilter) addFlags(fs *pflag.FlagSet) {
 }
 
 var kinds = map[string]bool{"dns": true, "flow": true, "http": true, "drop": true, "exec": true,
-	"lifecycle": true, "policy": true, "approval": true, "gap": true, "secret_reflected": true, "lockdown": true, "refusal": true, "preview": true, "ingress": true}
+	"lifecycle": true, "policy": true, "approval": true, "gap": true, "audit_error": true, "secret_reflected": true, "lockdown": true, "refusal": true, "preview": true, "ingress": true}
 
 var verdicts = map[string]bool{"allow": true, "deny": true, "ask": true, "audit": true, "would_deny": true, "would-deny": true}
 
