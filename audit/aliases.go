@@ -38,6 +38,7 @@ type (
 	Ingress         = es.Ingress
 	Query           = es.Query
 	SandboxState    = es.SandboxState
+	AuditError      = es.AuditError
 )
 
 const (
@@ -66,6 +67,7 @@ const (
 	KindRefusal         = es.KindRefusal
 	KindPreview         = es.KindPreview
 	KindIngress         = es.KindIngress
+	KindAuditError      = es.KindAuditError
 )
 
 // Emitter is what producers write events to. Emit must not block for long
