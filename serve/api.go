@@ -438,19 +438,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	nd := newNDJSON(w)
 	res, err := a.Backend.Exec(r.Context(), r.PathValue("id"), req,
 		nd.stream("stdout"), nd.stream("stderr"))
-	if err != nil && !nd.started {
-		a.fail(w, r, err)
-		return
-	}
-	if err != nil {
-		var ae *client.Error
-		if !errors.As(err, &ae) {
-			ae = client.Errorf(client.CodeInternal, "%v", err)
-		}
-		_ = nd.send(client.ExecFrame{Error: ae})
-		return
-	}
-	_ = nd.send(client.ExecFrame{Exit: &res})
+	a.endStream(w, r, nd, res, err)
 }
 
 // ndjson writes one JSON value per line and flushes each, serialized
