@@ -7,9 +7,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"syscall"
 
 	"airlock/internal/agentwire"
+	"airlock/internal/tardir"
 )
 
 // plainTree reports whether dir holds only directories and regular files:
@@ -67,18 +67,11 @@ func (r *Runner) copyEntry(ctx context.Context, a Agent, root *os.Root, rel stri
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("copy workspace in: %s is not a regular file or directory: %w", rel, ErrUnsupported)
 	}
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, st, err := tardir.OpenRegular(root, rel)
 	if err != nil {
-		return err
+		return fmt.Errorf("copy workspace in: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("copy workspace in: %s changed while read (now %v)", rel, st.Mode())
-	}
 	if _, err := a.WriteFile(ctx, dst, perm, st.Size(), max(r.maxFile(), st.Size()), f); err != nil {
 		return fmt.Errorf("copy workspace in: %s: %w", dst, agentErr(err))
 	}

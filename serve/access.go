@@ -37,13 +37,7 @@ func (a *API) accessRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) access(h func(AccessBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		ab, ok := backendAs[AccessBackend](a, w, r, "cannot explain policies or file access requests")
-		if !ok {
-			return
-		}
-		h(ab, w, r)
-	}
+	return withBackend(a, "cannot explain policies or file access requests", h)
 }
 
 func (a *API) explain(b AccessBackend, w http.ResponseWriter, r *http.Request) {

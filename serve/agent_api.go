@@ -50,13 +50,7 @@ func (a *API) agentRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) agent(h func(AgentBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		ab, ok := backendAs[AgentBackend](a, w, r, "has no in-sandbox agent API")
-		if !ok {
-			return
-		}
-		h(ab, w, r)
-	}
+	return withBackend(a, "has no in-sandbox agent API", h)
 }
 
 func (a *API) processes(b AgentBackend, w http.ResponseWriter, r *http.Request) {

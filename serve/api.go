@@ -521,3 +521,13 @@ func backendAs[T any](a *API, w http.ResponseWriter, r *http.Request, lacks stri
 	}
 	return b, ok
 }
+
+// withBackend is a handler that runs h on the backend as the optional
+// interface T, or answers 501 as backendAs does.
+func withBackend[T any](a *API, lacks string, h func(T, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if b, ok := backendAs[T](a, w, r, lacks); ok {
+			h(b, w, r)
+		}
+	}
+}

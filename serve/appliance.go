@@ -382,9 +382,9 @@ func (a *Appliance) startProxy(ctx context.Context) error {
 		Logger: a.log.With("component", "proxy"), Bindings: a.dns.Bindings(), Secrets: a.secrets,
 		Approver: a.approvals, Attributor: a.attrib,
 		Own: []netip.AddrPort{
-			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyTransparent)),
-			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.ProxyExplicit)),
-			netip.MustParseAddrPort(a.gatewayPort(a.cfg.Listen.DNS)),
+			netip.AddrPortFrom(a.cfg.Network.Gateway, a.cfg.Listen.ProxyTransparent),
+			netip.AddrPortFrom(a.cfg.Network.Gateway, a.cfg.Listen.ProxyExplicit),
+			netip.AddrPortFrom(a.cfg.Network.Gateway, a.cfg.Listen.DNS),
 		},
 		ExtraCAPEM:   extra,
 		AskTimeout:   a.cfg.Approval.Timeout.Duration,

@@ -32,13 +32,7 @@ func (a *API) nodeRoutes(mux *http.ServeMux, v string) {
 }
 
 func (a *API) node(h func(NodeBackend, http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		nb, ok := backendAs[NodeBackend](a, w, r, "takes no CNI pods")
-		if !ok {
-			return
-		}
-		h(nb, w, r)
-	}
+	return withBackend(a, "takes no CNI pods", h)
 }
 
 func (a *API) attachPod(b NodeBackend, w http.ResponseWriter, r *http.Request) {

@@ -99,18 +99,30 @@ func entry(tw *tar.Writer, root *os.Root, p, rel, name string, fi fs.FileInfo) e
 	if !fi.Mode().IsRegular() {
 		return nil
 	}
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, _, err := OpenRegular(root, rel)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	now, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !now.Mode().IsRegular() {
-		return fmt.Errorf("%s: changed while read (now %v)", p, now.Mode())
-	}
 	_, err = io.CopyN(tw, f, h.Size)
 	return err
+}
+
+// OpenRegular opens rel under root for reading, never through a symbolic
+// link (nor a FIFO that would block), and only if it is still a regular
+// file: what a walk saw may have been swapped since.
+func OpenRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s changed while read (now %v)", rel, fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
