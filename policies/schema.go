@@ -142,7 +142,8 @@ func object(section string, keys []string, required ...string) (schema, error) {
 	return s, nil
 }
 
-// loaderKeys is every key list the loader checks, by section.
+// loaderKeys is every key the loader reads, by section: the toml tags of
+// its wire structs (wire.go).
 func loaderKeys() map[string][]string {
 	return map[string][]string{"": keysOf[wirePolicy](), "dns": keysOf[wireDNS](), "deny": keysOf[wireDeny](),
 		"category": keysOf[wireCategory](), "route": keysOf[wireRoute](), "inject": keysOf[wireInject](),

@@ -16,7 +16,7 @@ import (
 const committedSchema = "../docs/policy.schema.json"
 
 // TestSchemaIsCurrent: docs/policy.schema.json is what Schema generates
-// from the loader's key lists; regenerate it with `make schema`.
+// from the loader's wire structs; regenerate it with `make schema`.
 func TestSchemaIsCurrent(t *testing.T) {
 	got, err := Schema()
 	if err != nil {

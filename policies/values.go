@@ -8,8 +8,8 @@ import (
 	"airlock/internal/tomlpos"
 )
 
-// loader compiles the decoded wire structs (wire.go), collecting every error with its
-// position and key path.
+// loader compiles the decoded wire structs (wire.go) into a Policy,
+// collecting every error with its position and key path.
 type loader struct {
 	file string
 	ix   *tomlpos.Index

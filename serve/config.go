@@ -275,7 +275,7 @@ func Load(path string) (*Config, error) {
 // error positions.
 func Parse(name string, src []byte) (*Config, error) {
 	var c Config
-	errs, failed, ok := decodeConfig(name, src, &c)
+	errs, failed, ok := decodeStrict(name, src, &c)
 	if !ok {
 		return nil, errs
 	}

@@ -167,19 +167,19 @@ func parsePrincipals(name string, src []byte) (*Principals, error) {
 // every problem found (the CLI edits the file through it).
 func DecodePrincipals(name string, src []byte) (*PrincipalsFile, Errors) {
 	var f PrincipalsFile
-	md, err := toml.Decode(string(src), &f)
-	if err != nil {
-		return nil, Errors{decodeError(name, src, err)}
+	errs, failed, ok := decodeStrict(name, src, &f)
+	if !ok {
+		return nil, errs
 	}
 	loc := newLocator(name, src)
-	var errs Errors
-	for _, k := range md.Undecoded() {
-		errs = append(errs, loc.errorf(k, "unknown key %q", k.String()))
-	}
-	if f.Version != 1 {
+	if f.Version != 1 && !failed["version"] {
 		errs = append(errs, loc.errorf(toml.Key{"version"}, "version = 1 is required (got %d)", f.Version))
 	}
-	errs = append(errs, f.validate(loc)...)
+	for _, e := range f.validate(loc) {
+		if !failed[e.Key] { // already reported: its value did not decode
+			errs = append(errs, e)
+		}
+	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 	return &f, errs
 }

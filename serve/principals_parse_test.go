@@ -23,6 +23,8 @@ func TestParsePrincipalsErrors(t *testing.T) {
 		{"bad duration", "version = 1\n[principals.a]\ntoken_sha256 = \"" + hash + "\"\nscopes = [\"admin\"]\n[principals.a.quota]\nmax_lifetime = \"soon\"\n", "not a duration"},
 		{"negative quota", "version = 1\n[principals.a]\ntoken_sha256 = \"" + hash + "\"\nscopes = [\"admin\"]\n[principals.a.quota]\nsandboxes = -1\n", "p.toml:6:1: principals.a: quota.sandboxes must not be negative"},
 		{"syntax", "version = 1\n[principals.a\n", "p.toml:3:"},
+		{"key in another case", "version = 1\n[principals.a]\ntoken_sha256 = \"" + hash + "\"\nScopes = [\"admin\"]\n",
+			`p.toml:4:1: unknown key "principals.a.Scopes" (did you mean "principals.a.scopes"?)`},
 	} {
 		_, err := parsePrincipals("p.toml", []byte(tc.src))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -38,6 +40,26 @@ func TestParsePrincipalsErrors(t *testing.T) {
 	}
 	if _, ok := ps.Lookup(""); ok {
 		t.Error("the empty token matched")
+	}
+}
+
+// TestPrincipalsEveryErrorAtOnce: values of the wrong type are each
+// reported at their place, and not again as missing.
+func TestPrincipalsEveryErrorAtOnce(t *testing.T) {
+	src := "version = 1\n[principals.a]\ntoken_sha256 = 5\nscopes = \"admin\"\n[principals.b]\nscopes = [\"admin\"]\nquota = { sandboxes = \"two\" }\n"
+	_, err := ParsePrincipals("p.toml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	got := err.Error()
+	for _, want := range []string{"p.toml:3:1: principals.a.token_sha256: incompatible types", "p.toml:4:1: principals.a.scopes: incompatible types",
+		"p.toml:5:1: principals.b: token_sha256 must be 64 hex digits", "p.toml:7:11: principals.b.quota.sandboxes: incompatible types"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors:\n%s\nwant a line with %q", got, want)
+		}
+	}
+	if n := strings.Count(got, "\n") + 1; n != 4 {
+		t.Errorf("%d errors, want 4:\n%s", n, got)
 	}
 }
 

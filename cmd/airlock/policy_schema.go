@@ -12,7 +12,7 @@ var policySchemaCmd = &cobra.Command{
 	Use:   "schema",
 	Short: "Print the JSON Schema of the policy language (docs/policy.schema.json)",
 	Long: `Print the JSON Schema (draft 2020-12) of the policy language, generated from
-the key lists the loader uses. docs/policy.schema.json is this output; point
+the keys and words the loader reads. docs/policy.schema.json is this output; point
 an editor at it with a first line
 
   #:schema ../../docs/policy.schema.json
