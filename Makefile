@@ -8,6 +8,10 @@ GOTAGS       := -tags '$(TAGS)'
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 OUT          ?= bin
 BIN          := $(OUT)/airlock
+# bin/airlock is cmd/airlock built with this tag: only the control API's
+# client (it starts in milliseconds); its appliance commands (serve, logs,
+# policy, ...) exec bin/airlockd, the same package built whole, beside it.
+THINTAGS     := -tags airlock_thin
 FUZZTIME     ?= 10s
 TESTTIMEOUT  ?= 40m
 # Everything the host needs, from Debian's archive (make setup).
@@ -16,9 +20,9 @@ DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nfta
                 debootstrap chromium iperf3 squid-openssl unbound dnsperf wrk systemd logrotate \
                 python3-pytest python3-venv containernetworking-plugins
 SANDBOX_USER := airlock-sandbox
-# make install: the usual PREFIX and DESTDIR (docs/operations.md). Both binaries
-# go to LIBEXECDIR (the runner finds airlock-init beside the real airlock);
-# BINDIR/airlock is a symbolic link to it.
+# make install: the usual PREFIX and DESTDIR (docs/operations.md). The binaries
+# go to LIBEXECDIR (airlock finds airlockd, and the runner airlock-init, beside
+# the real executable); BINDIR/airlock is a symbolic link to airlock.
 PREFIX       ?= /usr/local
 DESTDIR      ?=
 BINDIR       ?= $(PREFIX)/bin
@@ -35,8 +39,9 @@ LOGDIR       ?= /var/log/airlock
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/airlock, bin/airlock-init (the static in-sandbox agent, found beside bin/airlock) and bin/airlock-cni
-	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
+build: ## build bin/airlock (the CLI), bin/airlockd (the appliance it runs serve with), bin/airlock-init (the static in-sandbox agent) and bin/airlock-cni
+	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(OUT)/airlockd ./cmd/airlock
+	CGO_ENABLED=0 $(GO) build $(THINTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-init ./cmd/airlock-init
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-cni ./cmd/airlock-cni
 
@@ -61,6 +66,7 @@ sdk/mcp-test/node_modules/.installed: sdk/mcp-test/package.json sdk/mcp-test/pac
 
 vet:
 	$(GO) vet $(GOTAGS) ./...
+	CGO_ENABLED=0 $(GO) vet $(THINTAGS) ./cmd/airlock
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go' | xargs grep -L '^// Code generated')
@@ -71,6 +77,7 @@ fmt-check:
 
 staticcheck:
 	$(GO) tool staticcheck $(GOTAGS) ./...
+	CGO_ENABLED=0 $(GO) tool staticcheck $(THINTAGS) ./cmd/airlock
 
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each; fails if any target fails
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(GOTAGS)
@@ -119,9 +126,9 @@ install: build ## install for operators: binaries, /etc/airlock skeleton, state 
 	@echo "installed; next: edit $(SYSCONFDIR)/airlock/airlock.toml, then systemctl enable --now airlock (docs/operations.md)"
 
 install-files: ## install what OUT (default bin/) holds, without building or creating users (DESTDIR for packages)
-	@test -x $(OUT)/airlock && test -x $(OUT)/airlock-init || { echo "no $(OUT)/airlock or $(OUT)/airlock-init: run make build"; exit 1; }
+	@test -x $(OUT)/airlock && test -x $(OUT)/airlockd && test -x $(OUT)/airlock-init || { echo "no $(OUT)/airlock, $(OUT)/airlockd or $(OUT)/airlock-init: run make build"; exit 1; }
 	install -d -m 0755 $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/logrotate.d
-	install -m 0755 $(OUT)/airlock $(OUT)/airlock-init $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(OUT)/airlock $(OUT)/airlockd $(OUT)/airlock-init $(DESTDIR)$(LIBEXECDIR)/
 	ln -sfr $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(BINDIR)/airlock
 	sed -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' \
 	    -e 's|@LOGDIR@|$(LOGDIR)|g' packaging/airlock.service.in > $(DESTDIR)$(UNITDIR)/airlock.service
@@ -146,7 +153,7 @@ install-files: ## install what OUT (default bin/) holds, without building or cre
 	    [ "$$(stat -c %u "$$f")" != 0 ] || chown root:$$g "$$f"; done; fi
 
 uninstall: ## remove what make install put in place, but not /etc/airlock, the state or the logs (docs/operations.md)
-	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock-init \
+	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlockd $(DESTDIR)$(LIBEXECDIR)/airlock-init \
 	      $(DESTDIR)$(UNITDIR)/airlock.service $(DESTDIR)$(SYSCONFDIR)/logrotate.d/airlock
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 

@@ -11,8 +11,8 @@
 # >= 40x faster than podman exec; files >= 10x faster than sandbox cp;
 # 4 KiB p50 <= 10 ms.
 #
-# Needs root, make setup, make image and make build (bin/airlock and
-# bin/airlock-init). Everything is removed at the end.
+# Needs root, make setup, make image and make build (bin/airlock,
+# bin/airlockd and bin/airlock-init). Everything is removed at the end.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)

@@ -94,15 +94,17 @@ func installTree(t *testing.T) *installed {
 	return installRes
 }
 
-// TestMakeInstallLayout: the binaries sit together in libexec (the runner
-// finds airlock-init beside the real airlock; bin/airlock is a link to
-// it), the state directory is 0700, the operator's config is never
-// overwritten, the installed config passes `serve --check`, and DESTDIR
-// leaves no trace in the installed files.
+// TestMakeInstallLayout: the binaries sit together in libexec (airlock
+// finds airlockd, which runs serve, and the runner airlock-init beside
+// the real executable; bin/airlock is a link to airlock), the state
+// directory is 0700, the operator's config is never overwritten, the
+// installed config passes `serve --check`, and DESTDIR leaves no trace in
+// the installed files.
 func TestMakeInstallLayout(t *testing.T) {
 	in := installTree(t)
 	for p, want := range map[string]os.FileMode{
 		filepath.Join(in.libexec, "airlock"):      0o755,
+		filepath.Join(in.libexec, "airlockd"):     0o755,
 		filepath.Join(in.libexec, "airlock-init"): 0o755,
 		in.unit:                               0o644,
 		in.logrotate:                          0o644,

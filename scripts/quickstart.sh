@@ -19,7 +19,7 @@
 #     JSONL stream, logs, report) is kept to explore.
 #
 # Needs root, `make setup` (host packages, the sandbox user) and `make image`
-# (the sandbox images), and bin/airlock from `make build` (make run does
+# (the sandbox images), and bin/airlock with bin/airlockd from `make build` (make run does
 # both); it builds the world's small server with `go build`. Nothing leaves
 # this machine: the appliance's only upstream is the world.
 set -euo pipefail

@@ -1,4 +1,9 @@
 // Command airlock is the Airlock appliance and its command-line client.
+//
+// make build builds it twice: whole as bin/airlockd, and with -tags
+// airlock_thin as bin/airlock, the CLI users run, which links only the
+// control API's client and execs airlockd for the rest (delegate_thin.go;
+// the files of those commands carry //go:build !airlock_thin).
 package main
 
 import (
@@ -8,6 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 )
+
+// applianceBinary is the full build's file name (make build puts it
+// beside bin/airlock, the thin build, which execs it for the commands it
+// does not link; delegate_thin.go).
+const applianceBinary = "airlockd"
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
@@ -45,6 +55,11 @@ func init() {
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// beforeExecute, when set, sees the command line before cobra does (the
+// thin build hands completion requests for its stubs to airlockd); an
+// error is the command's.
+var beforeExecute func(args []string) error
+
 // run executes the command line and returns the exit status: 0 success,
 // 1 the command ran and failed (or found what it checks for), 2 a usage
 // error (unknown command or flag, bad arguments); commands may return
@@ -52,7 +67,13 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	markUsageErrors(rootCmd)
 	rootCmd.SetArgs(args)
-	cmd, err := rootCmd.ExecuteC()
+	cmd, err := rootCmd, error(nil)
+	if beforeExecute != nil {
+		err = beforeExecute(args)
+	}
+	if err == nil {
+		cmd, err = rootCmd.ExecuteC()
+	}
 	var ee exitError
 	var ue usageError
 	switch {

@@ -188,3 +188,40 @@ func TestRulesCatchForbiddenEdges(t *testing.T) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// thinBans is what bin/airlock, the thin build of cmd/airlock (-tags
+// airlock_thin, the CLI every `airlock sandbox exec` starts), must not
+// link: Go runs every linked package's init before main, and the
+// appliance's packages are what made the CLI slow to start. Its appliance
+// commands exec bin/airlockd instead.
+var thinBans = under("airlock/serve", "airlock/proxy", "airlock/dnsd", "airlock/bpf", "airlock/runner",
+	"airlock/certs", "airlock/preview", "airlock/internal/mcptools",
+	podmanBindings, "github.com/elazarl/goproxy", "github.com/miekg/dns", "github.com/cilium/ebpf")
+
+// The thin CLI links none of the appliance.
+func TestThinCLILinksNoAppliance(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command on PATH to list the import graph: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-tags", "airlock_thin", "-json=ImportPath,Deps", "airlock/cmd/airlock")
+	cmd.Dir = "../.."
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var p pkg
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("go list output: %v", err)
+	}
+	if !slices.Contains(p.Deps, "airlock/client") || !slices.Contains(p.Deps, "github.com/spf13/cobra") {
+		t.Fatalf("the thin build links neither airlock/client nor cobra: the graph checked is not the CLI's (%d deps)", len(p.Deps))
+	}
+	r := rule{name: "the thin CLI links none of the appliance", from: exactly("airlock/cmd/airlock"), bans: thinBans, transitive: true}
+	for _, v := range violations([]pkg{p}, []rule{r}) {
+		t.Error(v)
+	}
+}
