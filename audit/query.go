@@ -8,29 +8,12 @@ import (
 	"time"
 )
 
-// Query selects records from the store. Zero fields do not filter. It is
-// plain data so the control API can take it from a request unchanged.
-type Query struct {
-	Sandbox  string    `json:"sandbox,omitempty"`
-	Kind     Kind      `json:"kind,omitempty"`
-	Verdict  string    `json:"verdict,omitempty"`   // allow | deny | ask | audit | would_deny
-	Category string    `json:"category,omitempty"`  // category name
-	Rule     string    `json:"rule,omitempty"`      // rule name, with or without its " (file:line:col)"
-	Host     string    `json:"host,omitempty"`      // glob (* ? [...]), case-insensitive
-	Since    time.Time `json:"since,omitzero"`      // time >= Since
-	Until    time.Time `json:"until,omitzero"`      // time < Until
-	AfterSeq uint64    `json:"after_seq,omitempty"` // seq > AfterSeq
-	UpToSeq  uint64    `json:"up_to_seq,omitempty"` // seq <= UpToSeq
-	Limit    int       `json:"limit,omitempty"`     // at most this many records; 0 = all
-	Newest   bool      `json:"newest,omitempty"`    // with Limit: the newest records (still returned oldest first)
-}
-
 // ruleExpr is a record's rule: the store has no column for it (a rule
 // filter is rare and reads only the rows the other filters leave).
 const ruleExpr = `coalesce(json_extract(raw, '$.rule'), '')`
 
-// where renders the filter as SQL with its arguments.
-func (q *Query) where() (string, []any) {
+// sqlWhere renders the filter as SQL with its arguments.
+func sqlWhere(q *Query) (string, []any) {
 	var conds []string
 	var args []any
 	add := func(c string, a ...any) { conds = append(conds, c); args = append(args, a...) }
@@ -88,7 +71,7 @@ func (q *Query) where() (string, []any) {
 // Each calls fn for every matching record, oldest first. It stops at the
 // first error fn returns and returns it.
 func (s *Store) Each(ctx context.Context, q Query, fn func(Event) error) error {
-	where, args := q.where()
+	where, args := sqlWhere(&q)
 	sqlq := `SELECT raw FROM events` + where + ` ORDER BY seq`
 	if q.Limit > 0 && q.Newest {
 		sqlq = `SELECT raw FROM (SELECT seq, raw FROM events` + where + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
@@ -188,7 +171,7 @@ func httpOwnBytes(dir string) string {
 // TopDestinations ranks hosts by how many matching records name them,
 // counting each byte once (see Tally).
 func (s *Store) TopDestinations(ctx context.Context, q Query, n int) ([]TopRow, error) {
-	where, args := q.where()
+	where, args := sqlWhere(&q)
 	where = andCond(where, "host != ''")
 	return s.top(ctx, `SELECT host, '', max(category), count(*),
 		sum(verdict = 'deny' OR would_deny), count(DISTINCT sandbox),
@@ -200,7 +183,7 @@ func (s *Store) TopDestinations(ctx context.Context, q Query, n int) ([]TopRow, 
 // TopDenials ranks denied (or would-be denied) destinations with the rule
 // that denied them.
 func (s *Store) TopDenials(ctx context.Context, q Query, n int) ([]TopRow, error) {
-	where, args := q.where()
+	where, args := sqlWhere(&q)
 	where = andCond(where, "(verdict = 'deny' OR would_deny)")
 	return s.top(ctx, `SELECT host, `+ruleExpr+` AS rule, max(category), count(*), count(*), count(DISTINCT sandbox), 0, 0
 		FROM events`+where+` GROUP BY host, rule ORDER BY count(*) DESC, host LIMIT ?`, append(args, n)...)

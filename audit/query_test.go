@@ -199,7 +199,7 @@ func TestQueryUsesIndexes(t *testing.T) {
 		{Query{Until: t0}, "USING INTEGER PRIMARY KEY (rowid<?)"},
 		{Query{Sandbox: "sb-1", Since: t0}, "INDEX events_sandbox (sandbox=? AND rowid>?)"},
 	} {
-		where, args := c.q.where()
+		where, args := sqlWhere(&c.q)
 		rows, err := st.db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN SELECT raw FROM events`+where, args...)
 		if err != nil {
 			t.Fatal(err)

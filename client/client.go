@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"airlock/audit"
+	"airlock/audit/schema"
 )
 
 // DefaultSocket is where `airlock serve` listens unless configured
@@ -325,7 +325,7 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 }
 
 // Logs calls fn for each audit event matching q, oldest first.
-func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) error) error {
+func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(schema.Event) error) error {
 	req, err := c.newRequest(ctx, http.MethodGet, "/logs", EncodeLogQuery(q), nil)
 	if err != nil {
 		return err
@@ -343,7 +343,7 @@ func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(audit.Event) erro
 // appliance ends the stream. It starts after q.AfterSeq; 0 means after the
 // newest event at the time of the call (run Logs first for the history,
 // then follow from the last Seq it gave). q.Limit and q.Newest are ignored.
-func (c *Client) FollowLogs(ctx context.Context, q LogQuery, fn func(audit.Event) error) error {
+func (c *Client) FollowLogs(ctx context.Context, q LogQuery, fn func(schema.Event) error) error {
 	q.Limit, q.Newest, q.UpToSeq = 0, false, 0
 	v := EncodeLogQuery(q)
 	v.Set("follow", "1")
@@ -401,7 +401,7 @@ func EncodeLogQuery(q LogQuery) url.Values {
 
 // DecodeLogQuery parses URL parameters into a query.
 func DecodeLogQuery(v url.Values) (LogQuery, error) {
-	q := LogQuery{Sandbox: v.Get("sandbox"), Kind: audit.Kind(v.Get("kind")), Verdict: v.Get("verdict"),
+	q := LogQuery{Sandbox: v.Get("sandbox"), Kind: schema.Kind(v.Get("kind")), Verdict: v.Get("verdict"),
 		Category: v.Get("category"), Rule: v.Get("rule"), Host: v.Get("host"), Newest: v.Get("newest") == "true"}
 	var err error
 	parseTime := func(k string, t *time.Time) {
@@ -426,11 +426,11 @@ func DecodeLogQuery(v url.Values) (LogQuery, error) {
 	return q, err
 }
 
-func readLogStream(r io.Reader, fn func(audit.Event) error) error {
+func readLogStream(r io.Reader, fn func(schema.Event) error) error {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for {
 		var line struct {
-			audit.Event
+			schema.Event
 			Error *Error `json:"error,omitempty"`
 		}
 		if err := dec.Decode(&line); err != nil {

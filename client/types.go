@@ -5,7 +5,7 @@
 package client
 
 import (
-	"airlock/audit"
+	"airlock/audit/schema"
 	"errors"
 	"fmt"
 	"net/http"
@@ -217,7 +217,7 @@ type ReloadResult struct {
 // LogQuery filters the audit log: the audit store's query, sent as URL
 // parameters (sandbox, kind, verdict, category, rule, host, since, until,
 // after_seq, limit, newest).
-type LogQuery = audit.Query
+type LogQuery = schema.Query
 
 // Approval is a held request waiting for (or given) a human decision.
 type Approval struct {

@@ -193,12 +193,15 @@ func TestRulesCatchForbiddenEdges(t *testing.T) {
 // airlock_thin, the CLI every `airlock sandbox exec` starts), must not
 // link: Go runs every linked package's init before main, and the
 // appliance's packages are what made the CLI slow to start. Its appliance
-// commands exec bin/airlockd instead.
-var thinBans = under("airlock/serve", "airlock/proxy", "airlock/dnsd", "airlock/bpf", "airlock/runner",
-	"airlock/certs", "airlock/preview", "airlock/internal/mcptools",
-	podmanBindings, "github.com/elazarl/goproxy", "github.com/miekg/dns", "github.com/cilium/ebpf")
+// commands exec bin/airlockd instead. Of audit it links only the event
+// schema (audit/schema), of policies nothing.
+var thinBans = either(exactly("airlock/audit"), under("airlock/serve", "airlock/proxy", "airlock/dnsd", "airlock/bpf", "airlock/runner",
+	"airlock/policies", "airlock/certs", "airlock/preview", "airlock/internal/mcptools",
+	podmanBindings, "github.com/elazarl/goproxy", "github.com/miekg/dns", "github.com/cilium/ebpf",
+	"modernc.org/sqlite", "github.com/prometheus/client_golang", "google.golang.org/protobuf"))
 
-// The thin CLI links none of the appliance.
+// The thin CLI links none of the appliance, nor the audit store, the
+// metrics or the policy engine.
 func TestThinCLILinksNoAppliance(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {

@@ -1,6 +1,9 @@
-// Package audit owns Airlock's event schema, the emitter interface every
-// producer writes to, the JSONL stream and (later) the embedded store.
-package audit
+// Package schema is Airlock's audit event schema (docs/events.md): the
+// records and the store's query, as plain data. It imports nothing of the
+// audit pipeline, so a client of the control API (bin/airlock) links it
+// without the store, the metrics or the report; package audit names every
+// identifier here too (aliases.go), and its code and its users use those.
+package schema
 
 import (
 	"time"
@@ -311,24 +314,4 @@ type Lockdown struct {
 	Action string `json:"action"` // engaged | lifted | restored (re-applied at start)
 	Scope  string `json:"scope"`  // all | sandbox
 	By     string `json:"by"`     // the control API caller: "NAME (uid N)" or "token@ADDR"
-}
-
-// Emitter is what producers write events to. Emit must not block for long
-// and must not retain e after it returns.
-type Emitter interface {
-	Emit(e Event)
-}
-
-// EmitterFunc adapts a function to Emitter.
-type EmitterFunc func(Event)
-
-// Emit calls f(e).
-func (f EmitterFunc) Emit(e Event) { f(e) }
-
-// Discard is an Emitter that drops everything (for benchmarks only).
-var Discard Emitter = EmitterFunc(func(Event) {})
-
-// New returns an event of kind k with the schema version and time set.
-func New(k Kind, sandbox string) Event {
-	return Event{Schema: SchemaVersion, Time: time.Now().UTC(), Kind: k, Sandbox: sandbox}
 }
