@@ -21,6 +21,9 @@ IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
 N=${N:-300}      # agent round trips per path
 NP=${NP:-30}     # podman round trips per path
 NCLI=${NCLI:-100}
+# CLI_BEFORE: another airlock CLI (e.g. a full build: go build -o DIR/airlock
+# ./cmd/airlock) whose sandbox exec is timed in the same loop, interleaved.
+CLI_BEFORE=${CLI_BEFORE:-}
 MANY=${MANY:-20}
 SANDBOX_USER=airlock-sandbox
 GOTAGS=${GOTAGS:-remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp}
@@ -95,12 +98,17 @@ echo
 echo "exec round trip, echo hi, one sandbox ($IMAGE):"
 "$WORK/bench-exec" -mode latency -socket "$AIRLOCK_SOCKET" -podman "$PSOCK" -sandbox "$sb" -container "$CTR" -pid "$PID1" -n "$N" -np "$NP"
 
-: >"$WORK/cli" >"$WORK/pcli"
+: >"$WORK/cli" >"$WORK/pcli" >"$WORK/cli0"
 "$BIN" sandbox exec "$sb" -- echo hi >/dev/null
+[ -z "$CLI_BEFORE" ] || "$CLI_BEFORE" sandbox exec "$sb" -- echo hi >/dev/null
 for _ in $(seq 1 "$NCLI"); do
 	t0=$(now); out=$("$BIN" sandbox exec "$sb" -- echo hi); t1=$(now)
 	[ "$out" = hi ] || die "cli echo: $out"
 	us "$t0" "$t1" >>"$WORK/cli"
+	[ -n "$CLI_BEFORE" ] || continue
+	t0=$(now); out=$("$CLI_BEFORE" sandbox exec "$sb" -- echo hi); t1=$(now)
+	[ "$out" = hi ] || die "cli echo ($CLI_BEFORE): $out"
+	us "$t0" "$t1" >>"$WORK/cli0"
 done
 for _ in $(seq 1 "$NP"); do
 	t0=$(now); out=$(upodman exec "$CTR" echo hi); t1=$(now)
@@ -108,6 +116,7 @@ for _ in $(seq 1 "$NP"); do
 	us "$t0" "$t1" >>"$WORK/pcli"
 done
 row "CLI: airlock sandbox exec (agent), echo hi" "$WORK/cli"
+[ -z "$CLI_BEFORE" ] || row "CLI_BEFORE: the same, $(basename "$(dirname "$CLI_BEFORE")")/$(basename "$CLI_BEFORE")" "$WORK/cli0"
 row "CLI: podman exec (as the sandbox user), echo hi" "$WORK/pcli"
 awk -v a="$(pct 0.5 <"$WORK/cli")" -v p="$(pct 0.5 <"$WORK/pcli")" 'BEGIN { printf "  %-52s %8.1fx  (target >= 40x)\n", "podman exec p50 / airlock CLI p50", p / a }'
 

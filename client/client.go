@@ -309,8 +309,10 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 		}
 		switch {
 		case f.Exit != nil:
+			endOfStream(r)
 			return *f.Exit, nil
 		case f.Error != nil:
+			endOfStream(r)
 			return ExecResult{}, f.Error
 		case f.Stream == "stdout" && stdout != nil:
 			if _, err := stdout.Write(f.Data); err != nil {
@@ -323,6 +325,12 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 		}
 	}
 }
+
+// endOfStream reads what follows an exec stream's last frame, the end of
+// the response and nothing more (bounded, should an appliance send more),
+// so the connection goes back to the pool: a body closed before its end
+// makes the next call dial again.
+func endOfStream(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }
 
 // Logs calls fn for each audit event matching q, oldest first.
 func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(schema.Event) error) error {

@@ -106,10 +106,10 @@ func (a *API) endStream(w http.ResponseWriter, r *http.Request, nd *ndjson, res 
 		if !errors.As(err, &ae) {
 			ae = client.Errorf(client.CodeInternal, "%v", err)
 		}
-		_ = nd.send(client.ExecFrame{Error: ae})
+		_ = nd.last(client.ExecFrame{Error: ae})
 		return
 	}
-	_ = nd.send(client.ExecFrame{Exit: &res})
+	_ = nd.last(client.ExecFrame{Exit: &res})
 }
 
 func (a *API) readFile(b AgentBackend, w http.ResponseWriter, r *http.Request) {

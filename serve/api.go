@@ -443,19 +443,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	nd := newNDJSON(w)
 	res, err := a.Backend.Exec(r.Context(), r.PathValue("id"), req,
 		nd.stream("stdout"), nd.stream("stderr"))
-	if err != nil && !nd.started {
-		a.fail(w, r, err)
-		return
-	}
-	if err != nil {
-		var ae *client.Error
-		if !errors.As(err, &ae) {
-			ae = client.Errorf(client.CodeInternal, "%v", err)
-		}
-		_ = nd.send(client.ExecFrame{Error: ae})
-		return
-	}
-	_ = nd.send(client.ExecFrame{Exit: &res})
+	a.endStream(w, r, nd, res, err)
 }
 
 // ndjson writes one JSON value per line and flushes each, serialized
@@ -499,6 +487,19 @@ func (n *ndjson) send(v any) error {
 	}
 	if f, ok := n.w.(http.Flusher); ok {
 		f.Flush()
+	}
+	return nil
+}
+
+// last writes the stream's final value without flushing it: the
+// handler returns next, and net/http sends it with the end of the
+// response in one write (the client reads to that end).
+func (n *ndjson) last(v any) error {
+	n.mu <- struct{}{}
+	defer func() { <-n.mu }()
+	n.start()
+	if err := n.enc.Encode(v); err != nil {
+		return fmt.Errorf("write stream: %w", err)
 	}
 	return nil
 }

@@ -351,6 +351,47 @@ func TestAPIExecStreams(t *testing.T) {
 	}
 }
 
+// Back-to-back execs of one client share one connection (an exec stream
+// read to its end leaves it reusable), also after a failure frame: an
+// agent framework's hundreds of calls pay no dial each.
+func TestAPIExecReusesConnection(t *testing.T) {
+	fb := newFake()
+	sock := filepath.Join(t.TempDir(), "airlock.sock")
+	l, err := ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	conns := 0
+	srv := NewHTTPServer((&API{Backend: fb}).Handler())
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c := client.New(sock)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{{"sh"}, {"boom"}, {"sh"}, {"cat"}, {"sh"}} {
+		_, err := c.Exec(ctx, sb.ID, client.ExecRequest{Argv: argv}, io.Discard, io.Discard)
+		if (argv[0] == "boom") != (err != nil) {
+			t.Fatalf("exec %s: %v", argv[0], err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Errorf("a create and five execs opened %d connections, want 1", conns)
+	}
+}
+
 func TestAPIFilesAndMisc(t *testing.T) {
 	fb := newFake()
 	c, _ := startAPI(t, fb, "")
