@@ -478,28 +478,22 @@ func (n *ndjson) flush() {
 	}
 }
 
-func (n *ndjson) send(v any) error {
-	n.mu <- struct{}{}
-	defer func() { <-n.mu }()
-	n.start()
-	if err := n.enc.Encode(v); err != nil {
-		return fmt.Errorf("write stream: %w", err)
-	}
-	if f, ok := n.w.(http.Flusher); ok {
-		f.Flush()
-	}
-	return nil
-}
+func (n *ndjson) send(v any) error { return n.write(v, true) }
 
 // last writes the stream's final value without flushing it: the
 // handler returns next, and net/http sends it with the end of the
 // response in one write (the client reads to that end).
-func (n *ndjson) last(v any) error {
+func (n *ndjson) last(v any) error { return n.write(v, false) }
+
+func (n *ndjson) write(v any, flush bool) error {
 	n.mu <- struct{}{}
 	defer func() { <-n.mu }()
 	n.start()
 	if err := n.enc.Encode(v); err != nil {
 		return fmt.Errorf("write stream: %w", err)
+	}
+	if f, ok := n.w.(http.Flusher); ok && flush {
+		f.Flush()
 	}
 	return nil
 }
