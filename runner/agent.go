@@ -36,7 +36,8 @@ type (
 )
 
 // FindAgentBinary returns the airlock-init beside the running executable
-// (bin/airlock and bin/airlock-init from make build), or "".
+// (bin/airlockd, which airlock serve runs as, and bin/airlock-init from
+// make build), or "".
 func FindAgentBinary() string {
 	exe, err := os.Executable()
 	if err != nil {
