@@ -91,12 +91,14 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 		return runner.Sandbox{}, client.Errorf(client.CodeInvalid, "%v", err)
 	}
 	a.secrets.setPlaceholders(id, placeholders)
-	claim, err := a.ids.offer(ctx, id)
-	if err == nil {
-		err = a.sbLocks.set(id, lock)
+	if err := a.sbLocks.set(id, lock); err != nil {
+		a.secrets.Forget(id)
+		return runner.Sandbox{}, err
 	}
+	claim, err := a.ids.offer(ctx, id)
 	if err != nil {
 		a.secrets.Forget(id)
+		a.sbLocks.forget(id)
 		return runner.Sandbox{}, err
 	}
 	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything
