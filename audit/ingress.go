@@ -29,6 +29,9 @@ type Ingress struct {
 	BytesDown  int64  `json:"bytes_down"`
 	DurationMS int64  `json:"duration_ms"`
 	Upgrade    string `json:"upgrade,omitempty"`
+	// Count is how many requests this record stands for when the
+	// listener aggregated a flood of refused ones (0: one).
+	Count int64 `json:"count,omitempty"`
 }
 
 func appendIngressKinds(b []byte, e *Event) []byte {
@@ -55,7 +58,8 @@ func appendIngressKinds(b []byte, e *Event) []byte {
 		b = strconv.AppendInt(append(b, `,"bytes_up":`...), in.BytesUp, 10)
 		b = strconv.AppendInt(append(b, `,"bytes_down":`...), in.BytesDown, 10)
 		b = strconv.AppendInt(append(b, `,"duration_ms":`...), in.DurationMS, 10)
-		b = append(optString(b, `,"upgrade":`, in.Upgrade), '}')
+		b = optString(b, `,"upgrade":`, in.Upgrade)
+		b = append(optInt(b, `,"count":`, in.Count), '}')
 	}
 	return b
 }

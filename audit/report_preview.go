@@ -35,9 +35,10 @@ func (b *reportBuilder) preview(e *Event) {
 		}
 		return
 	}
-	row.Requests++
+	n := max(1, int(e.Ingress.Count))
+	row.Requests += n
 	if e.Verdict == "deny" {
-		row.Refused++
+		row.Refused += n
 	}
 	row.BytesDown += e.Ingress.BytesDown
 }

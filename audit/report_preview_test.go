@@ -10,7 +10,8 @@ import (
 )
 
 // The report's Previews section: one row per preview with who opened it,
-// its requests (refused ones counted apart), bytes sent and its end.
+// its requests (refused ones counted apart, an aggregate record for as
+// many as it stands for), bytes sent and its end.
 func TestReportPreviews(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPipeline(t, Config{StateDir: dir})
@@ -26,6 +27,8 @@ func TestReportPreviews(t *testing.T) {
 	ev(KindPreview, "", "", &Preview{Stage: "opened", Port: 5173, Principal: "bob"}, nil)
 	ev(KindIngress, "allow", "", nil, &Ingress{Method: "GET", Path: "/", Status: 200, BytesDown: 2048, Client: "198.18.0.9:5"})
 	ev(KindIngress, "deny", "", nil, &Ingress{Method: "GET", Path: "/", Status: 401, BytesDown: 100, Client: "198.18.0.9:6"})
+	// An aggregate of 7 requests over the preview's rate limit.
+	ev(KindIngress, "deny", "", nil, &Ingress{Method: "GET", Path: "/", Status: 429, Client: "198.18.0.9", Count: 7})
 	ev(KindPreview, "", "revoked by alice; 1 connections closed", &Preview{Stage: "revoked", Port: 5173}, nil)
 	flush(t, p)
 	p.Close()
@@ -42,8 +45,8 @@ func TestReportPreviews(t *testing.T) {
 		t.Fatalf("previews %+v", r.Previews)
 	}
 	row := r.Previews[0]
-	if row.Port != 5173 || row.By != "alice" || len(row.Opened) != 1 || row.Opened[0] != "bob" || row.Requests != 2 ||
-		row.Refused != 1 || row.BytesDown != 2148 || row.End != "revoked" || !strings.Contains(row.State(), "revoked by alice") {
+	if row.Port != 5173 || row.By != "alice" || len(row.Opened) != 1 || row.Opened[0] != "bob" || row.Requests != 9 ||
+		row.Refused != 8 || row.BytesDown != 2148 || row.End != "revoked" || !strings.Contains(row.State(), "revoked by alice") {
 		t.Errorf("row %+v", row)
 	}
 	var md, html bytes.Buffer

@@ -41,7 +41,11 @@ func Summary(e *Event) string {
 		return fmt.Sprintf("preview %s %s port %d %s: %s", e.ID, e.Preview.Stage, e.Preview.Port, e.Preview.Principal, e.Reason)
 	case e.Ingress != nil:
 		in := e.Ingress
-		return fmt.Sprintf("ingress %s %s %s %d by %q from %s", e.ID, in.Method, in.Path, in.Status, in.Principal, in.Client)
+		s := fmt.Sprintf("ingress %s %s %s %d by %q from %s", e.ID, in.Method, in.Path, in.Status, in.Principal, in.Client)
+		if in.Count > 0 {
+			s += fmt.Sprintf(" x%d", in.Count)
+		}
+		return s
 	case e.Lockdown != nil:
 		return fmt.Sprintf("lockdown %s (%s) by %s", e.Lockdown.Action, e.Lockdown.Scope, e.Lockdown.By)
 	case e.SecretReflected != nil:

@@ -47,7 +47,7 @@ func TestBypassSuite(t *testing.T) {
 			env.ProxyPort, env.ExplicitPort = a.ports.proxy, a.ports.explicit
 			env.ControlPort, env.MetricsPort = a.ports.control, a.ports.metrics
 			env.ControlSocket, env.Probe = a.socket, "python3 "+probePath
-			runSuite(t, w, sb, env, variant[:1])
+			runSuite(t, w, sb, env, variant[:1], Attempts)
 		})
 	}
 }
@@ -69,10 +69,10 @@ type attemptRun struct {
 	wmark      uint64 // the world log before the batch
 }
 
-func runSuite(t *testing.T, w *world.World, sb *sandbox, env Env, tag string) {
-	runs := make([]*attemptRun, len(Attempts))
+func runSuite(t *testing.T, w *world.World, sb *sandbox, env Env, tag string, attempts []Attempt) {
+	runs := make([]*attemptRun, len(attempts))
 	var script strings.Builder
-	for i, at := range Attempts {
+	for i, at := range attempts {
 		mark := fmt.Sprintf("m%02d%s%s", i, tag, w.ID)
 		cmd, err := env.Expand(at, mark)
 		if err != nil {

@@ -165,6 +165,13 @@ type appliance struct {
 // (and its sandboxes removed) when the test ends.
 func startAppliance(t *testing.T, w *world.World) *appliance {
 	t.Helper()
+	return startApplianceEdited(t, w, nil)
+}
+
+// startApplianceEdited is startAppliance with its config rewritten by edit
+// (nil: as written).
+func startApplianceEdited(t *testing.T, w *world.World, edit func(string) string) *appliance {
+	t.Helper()
 	requireServe(t, false)
 	a := &appliance{t: t, w: w}
 	var err error
@@ -181,6 +188,15 @@ func startAppliance(t *testing.T, w *world.World) *appliance {
 	}
 	if err := a.writeFiles(); err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		cfg, err := os.ReadFile(a.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(a.config, []byte(edit(string(cfg))), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a.c = client.New(a.socket)
 	a.start()

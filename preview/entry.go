@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"airlock/audit"
 )
 
 // entry is a live preview: its record, its upstream transport and the
@@ -23,6 +25,8 @@ type entry struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	opened sync.Map // principal → first use recorded
+	fmu    sync.Mutex
+	flood  floodSlot // requests over limit in this interval
 }
 
 func newEntry(p Preview, m *Manager) *entry {
@@ -105,4 +109,19 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { c.e.untrack(c) })
 	return c.Conn.Close()
+}
+
+// note is floodSlot.note for the requests over this preview's rate limit.
+func (e *entry) note(ev audit.Event) (audit.Event, bool) {
+	e.fmu.Lock()
+	defer e.fmu.Unlock()
+	return e.flood.note(ev)
+}
+
+// flush ends the interval of the requests over the rate limit.
+func (e *entry) flush(now time.Time) (audit.Event, bool) {
+	e.fmu.Lock()
+	defer e.fmu.Unlock()
+	ev, ok, _ := e.flood.flush(now)
+	return ev, ok
 }

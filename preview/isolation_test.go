@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,6 +79,10 @@ func TestHostTricks(t *testing.T) {
 		{"bare host", "GET / HTTP/1.1\r\nHost: " + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
 		{"nested", "GET / HTTP/1.1\r\nHost: x." + id + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
 		{"traversal", "GET / HTTP/1.1\r\nHost: ..%2f" + id + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
+		{"encoded dots in the id", "GET / HTTP/1.1\r\nHost: " + id + "%2e%2e." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
+		{"slash in the host", "GET / HTTP/1.1\r\nHost: " + id + "/../" + id + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
+		{"id of another form", "GET / HTTP/1.1\r\nHost: " + strings.ToUpper(id[:2]) + id[2:] + "0." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
+		{"traversal in the path to another port", "GET /../../127.0.0.1:22/ HTTP/1.1\r\nHost: x" + id[1:] + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
 		{"ip", "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: " + ck + "\r\n\r\n"},
 		{"absolute-form", "GET http://127.0.0.1:" + fmt.Sprint(port) + "/ HTTP/1.1\r\nHost: " + id + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
 		{"absolute-form to itself", "GET https://" + id + "." + testHost + "/ HTTP/1.1\r\nHost: " + id + "." + testHost + "\r\nCookie: " + ck + "\r\n\r\n"},
@@ -229,4 +235,96 @@ func TestRateLimitPerPreview(t *testing.T) {
 	if resp, _ := get(t, c, b.URL, auth...); resp.StatusCode != 200 {
 		t.Errorf("another preview: %d, want 200", resp.StatusCode)
 	}
+}
+
+// Slow clients hold bounded resources: with MaxConns 4, twenty clients
+// that stall in the TLS handshake or in their headers never have more
+// than 4 connections open in the server at once; each is cut off (its
+// read ends, not timed out on the client's side), and the listener then
+// serves a normal request.
+func TestSlowClientsBounded(t *testing.T) {
+	lim := Limits{ReadHeaderTimeout: 300 * time.Millisecond, MaxConns: 4}
+	m, err := New(Config{Host: testHost, Key: []byte(strings.Repeat("k", 32)), Dial: loopDialer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := m.Server(nil, lim)
+	var mu sync.Mutex
+	open, most := 0, 0
+	hs.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open++
+			most = max(most, open)
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	srv := httptest.NewUnstartedServer(hs.Handler)
+	srv.Config = hs
+	srv.Listener = Listen(srv.Listener, lim)
+	srv.StartTLS()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- stall(addr, i%2 == 0)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	resp, err := c.Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatalf("a normal request after the slow clients: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a normal request after the slow clients: %d, want the listener's 400 (bad host)", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > lim.MaxConns {
+		t.Errorf("%d connections open in the server at once, want at most %d", most, lim.MaxConns)
+	}
+}
+
+// stall connects and stalls: in the TLS handshake (nothing sent), or
+// after it in the middle of a request's headers. It returns an error
+// unless the server cuts the connection.
+func stall(addr string, inHandshake bool) error {
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	c := raw
+	if !inHandshake {
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		_ = tc.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			return fmt.Errorf("handshake: %w", err)
+		}
+		if _, err := io.WriteString(tc, "GET / HTTP/1.1\r\nHost: x"); err != nil {
+			return err
+		}
+		c = tc
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return fmt.Errorf("a stalled client (in the handshake: %v) was never cut off", inHandshake)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package preview
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -30,8 +31,11 @@ func (m *Manager) Server(tlsCfg *tls.Config, l Limits) *http.Server {
 		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 		tlsCfg.MinVersion = tls.VersionTLS12
 	}
+	// The server's own complaints (a handshake cut off, a client gone) come
+	// at the rate clients make them: debug, never a flood at info.
 	return &http.Server{Handler: m, TLSConfig: tlsCfg, ReadHeaderTimeout: l.ReadHeaderTimeout,
-		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes, ErrorLog: nil}
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(m.cfg.Log.Handler(), slog.LevelDebug)}
 }
 
 // Listen wraps ln with the connection limit of l.

@@ -61,7 +61,17 @@ type Config struct {
 	LinkTTL      time.Duration // how long a link token is good for; 0: 15m
 	Rate         float64       // requests per second per preview; 0: 100
 	Burst        int           // 0: 200
-	Now          func() time.Time
+	// StrayRate and StrayBurst bound, per client (IPv4 address or IPv6
+	// /64), requests whose host names no live preview; 0: 10/s, 50.
+	StrayRate  float64
+	StrayBurst int
+	// StrayClients is how many clients are tracked one by one; the rest
+	// share one limit and one record. 0: 1024.
+	StrayClients int
+	// FloodInterval is how often the records of refused floods are
+	// written as one per source (ingress.count); 0: 10s.
+	FloodInterval time.Duration
+	Now           func() time.Time
 }
 
 // Errors of Create and Revoke.
@@ -81,6 +91,9 @@ type Manager struct {
 	live  map[string]*entry
 	ended map[string]endedRecord // id → why, kept until its expiry + 1h
 	used  map[string]time.Time   // link-token nonces spent → their expiry
+
+	strays  *strays   // clients of requests that named no live preview
+	flushed time.Time // when flood records were last written (Run's goroutine)
 }
 
 type endedRecord struct {
@@ -105,6 +118,16 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Burst == 0 {
 		cfg.Burst = 200
 	}
+	if cfg.StrayRate == 0 {
+		cfg.StrayRate = 10
+	}
+	if cfg.StrayBurst == 0 {
+		cfg.StrayBurst = 50
+	}
+	if cfg.StrayClients == 0 {
+		cfg.StrayClients = 1024
+	}
+	def(&cfg.FloodInterval, 10*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -114,7 +137,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, live: map[string]*entry{}, ended: map[string]endedRecord{}, used: map[string]time.Time{}}, nil
+	return &Manager{cfg: cfg, live: map[string]*entry{}, ended: map[string]endedRecord{}, used: map[string]time.Time{},
+		strays: newStrays(cfg.StrayRate, cfg.StrayBurst, cfg.StrayClients), flushed: cfg.Now()}, nil
 }
 
 func def(d *time.Duration, v time.Duration) {
@@ -250,6 +274,9 @@ func (m *Manager) end(e *entry, stage, reason string) {
 	m.ended[e.p.ID] = endedRecord{reason: stage + ": " + reason, until: m.cfg.Now().Add(time.Hour)}
 	m.mu.Unlock()
 	n := e.close()
+	if ev, ok := e.flush(m.cfg.Now()); ok {
+		m.cfg.Events.Emit(ev)
+	}
 	m.event(e.p, stage, "", fmt.Sprintf("%s; %d connections closed", reason, n))
 }
 
@@ -271,9 +298,13 @@ func (m *Manager) Run(ctx context.Context, alive func(sandbox string) bool) {
 
 func (m *Manager) sweep(alive func(string) bool) {
 	now := m.cfg.Now()
-	var expired, gone []*entry
+	flood := now.Sub(m.flushed) >= m.cfg.FloodInterval
+	var expired, gone, live []*entry
 	m.mu.Lock()
 	for _, e := range m.live {
+		if flood {
+			live = append(live, e)
+		}
 		switch {
 		case !now.Before(e.p.Expires):
 			expired = append(expired, e)
@@ -297,6 +328,23 @@ func (m *Manager) sweep(alive func(string) bool) {
 	}
 	for _, e := range gone {
 		m.end(e, "expired", "sandbox "+e.p.Sandbox+" ended")
+	}
+	if flood {
+		m.flushed = now
+		m.flushFloods(now, live)
+	}
+}
+
+// flushFloods writes the aggregated records of the interval that ends.
+func (m *Manager) flushFloods(now time.Time, live []*entry) {
+	evs := m.strays.flush(now)
+	for _, e := range live {
+		if ev, ok := e.flush(now); ok {
+			evs = append(evs, ev)
+		}
+	}
+	for _, ev := range evs {
+		m.cfg.Events.Emit(ev)
 	}
 }
 

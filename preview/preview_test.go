@@ -120,8 +120,11 @@ func TestTokensBoundToPreview(t *testing.T) {
 	check("tampered", 401, a.URL+"?"+tokenParam+"="+tampered)
 	check("cookie as link", 401, a.URL+"?"+tokenParam+"="+strings.TrimPrefix(ckA, cookieName+"="))
 	link := r.fresh(t, a, "alice")
+	spent := r.fresh(t, a, "alice")
+	r.open(t, spent)
 	r.advance(16 * time.Minute) // past the link ttl, inside the preview's
 	check("expired link", 401, link)
+	check("spent link replayed after its expiry", 401, spent)
 	for _, want := range []string{"another preview", "signature", "expired", "wrong kind", "not among"} {
 		if !refusedWith(r, want) {
 			t.Errorf("no refused event naming %q", want)

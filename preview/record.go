@@ -96,28 +96,41 @@ func withEntry(r *http.Request, e *entry, who string) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, routed{e, who}))
 }
 
-// ingress records one request through the listener (the query redacted).
-func (m *Manager) ingress(r *http.Request, e *entry, who string, rec *recorder, d time.Duration) {
+// ingress records one request through the listener (the query
+// redacted): at once, or aggregated when it is part of a flood (f).
+func (m *Manager) ingress(r *http.Request, rt routing, rec *recorder, d time.Duration) {
+	e := rt.e
 	ev := audit.New(audit.KindIngress, "")
-	in := &audit.Ingress{Principal: who, Client: r.RemoteAddr, Method: r.Method, Path: redactPath(r), Host: trunc(r.Host, 255),
+	in := &audit.Ingress{Principal: rt.who, Client: r.RemoteAddr, Method: r.Method, Path: redactPath(r), Host: trunc(r.Host, 255),
 		Status: rec.status, BytesUp: rec.up.Load(), BytesDown: rec.down.Load(), DurationMS: d.Milliseconds(), Proto: r.Proto}
-	if e != nil {
+	ev.Verdict = "deny"
+	switch {
+	case e != nil:
 		ev.Sandbox, ev.ID, in.Port = e.p.Sandbox, e.p.ID, int(e.p.Port)
-		ev.Verdict = "allow"
-	} else {
-		ev.Verdict = "deny"
+		if rt.pass {
+			ev.Verdict = "allow"
+		}
+	default:
 		if id, err := m.previewID(r.Host); err == nil {
 			ev.ID = id
-			if le := m.get(id); le != nil {
-				ev.Sandbox = le.p.Sandbox
-			}
 		}
 	}
 	if up := r.Header.Get("Upgrade"); up != "" {
 		in.Upgrade = trunc(strings.ToLower(up), 32)
 	}
 	ev.Ingress = in
-	m.cfg.Events.Emit(ev)
+	var ok bool
+	switch rt.fate {
+	case fateStray:
+		ev, ok = m.strays.note(clientKey(r.RemoteAddr), ev)
+	case fateThrottled:
+		ev, ok = e.note(ev)
+	default:
+		ok = true
+	}
+	if ok {
+		m.cfg.Events.Emit(ev)
+	}
 }
 
 // redactPath is the request's path; a query is replaced by "?[REDACTED]".

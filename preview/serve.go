@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -19,46 +20,78 @@ const (
 
 var errEnded = errors.New("preview ended")
 
+// fate says how a request's ingress record is written.
+type fate int
+
+const (
+	fateOwn       fate = iota // a record of its own, at once
+	fateStray                 // named no live preview: aggregated per client
+	fateThrottled             // over its preview's rate limit: aggregated per preview
+)
+
+// routing is where a request goes.
+type routing struct {
+	e    *entry // the live preview its host names, if any
+	who  string // the principal admitted
+	pass bool   // proxy it to the sandbox port (else it was answered here)
+	fate fate
+}
+
 // ServeHTTP serves the preview listener: find the preview by host,
 // authenticate, then proxy to the sandbox port.
 func (m *Manager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := m.cfg.Now()
 	rec := &recorder{ResponseWriter: w}
 	r.Body = &countingBody{ReadCloser: r.Body, n: &rec.up}
-	e, principal := m.route(rec, r)
-	if e != nil {
-		e.proxy.ServeHTTP(rec, withEntry(r, e, principal))
+	rt := m.route(rec, r)
+	if rt.pass {
+		rt.e.proxy.ServeHTTP(rec, withEntry(r, rt.e, rt.who))
 	}
-	m.ingress(r, e, principal, rec, m.cfg.Now().Sub(start))
+	m.ingress(r, rt, rec, m.cfg.Now().Sub(start))
 }
 
-// route answers everything but a request to proxy; it returns the entry
-// and principal of one that may pass.
-func (m *Manager) route(w http.ResponseWriter, r *http.Request) (*entry, string) {
-	if r.Method == http.MethodConnect || !strings.HasPrefix(r.RequestURI, "/") {
-		page(w, http.StatusBadRequest, "Bad request", "Only origin-form requests are served here (no CONNECT, no absolute URLs).")
-		return nil, ""
-	}
+// route answers everything but a request to proxy.
+func (m *Manager) route(w http.ResponseWriter, r *http.Request) routing {
 	id, err := m.previewID(r.Host)
-	if err != nil {
-		page(w, http.StatusBadRequest, "Bad host", err.Error())
-		return nil, ""
+	if r.Method == http.MethodConnect || !strings.HasPrefix(r.RequestURI, "/") {
+		err = errNotOrigin
 	}
-	e := m.get(id)
+	var e *entry
+	if err == nil {
+		e = m.get(id)
+	}
 	if e == nil {
-		m.gone(w, id)
-		return nil, ""
+		m.stray(w, r, id, err)
+		return routing{fate: fateStray}
 	}
 	if !e.limit.Allow() {
 		w.Header().Set("Retry-After", "1")
 		page(w, http.StatusTooManyRequests, "Too many requests", "This preview's rate limit was reached; try again shortly.")
-		return nil, ""
+		return routing{e: e, fate: fateThrottled}
 	}
 	who, ok := m.authenticate(w, r, e)
 	if !ok {
-		return nil, ""
+		return routing{e: e}
 	}
-	return e, who
+	return routing{e: e, who: who, pass: true}
+}
+
+var errNotOrigin = errors.New("only origin-form requests are served here (no CONNECT, no absolute URLs)")
+
+// stray answers a request that names no live preview: over its client's
+// rate limit 429, else 400 (bad host or form), 404 or 410.
+func (m *Manager) stray(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case !m.strays.allow(clientKey(r.RemoteAddr), m.cfg.Now()):
+		w.Header().Set("Retry-After", "1")
+		page(w, http.StatusTooManyRequests, "Too many requests", "Too many requests to hosts that name no preview; try again shortly.")
+	case err == errNotOrigin:
+		page(w, http.StatusBadRequest, "Bad request", "Only origin-form requests are served here (no CONNECT, no absolute URLs).")
+	case err != nil:
+		page(w, http.StatusBadRequest, "Bad host", err.Error())
+	default:
+		m.gone(w, id)
+	}
 }
 
 // previewID is the preview a Host header names: exactly ID.HOST[:port].
@@ -185,6 +218,7 @@ func page(w http.ResponseWriter, status int, title, msg string) {
 func (m *Manager) reverseProxy(e *entry) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport: e.tr,
+		ErrorLog:  slog.NewLogLogger(m.cfg.Log.Handler(), slog.LevelDebug),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = e.upstream()

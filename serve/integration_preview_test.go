@@ -138,6 +138,7 @@ func TestPreviewInLab(t *testing.T) {
 		}
 	})
 	t.Run("unexpose closes a websocket", func(t *testing.T) { unexposeCloses(t, l, c, sb.ID, port, pport) })
+	t.Run("ttl closes a websocket", func(t *testing.T) { expiryCloses(t, l, c, sb.ID, port, pport) })
 	t.Run("events", func(t *testing.T) { previewEvents(t, l, sb.ID, p.ID) })
 	t.Run("ends with the sandbox", func(t *testing.T) {
 		if err := l.c.Delete(ctx, sb.ID); err != nil {
@@ -257,8 +258,42 @@ func fetch(t *testing.T, c *http.Client, u, cookie string) (*http.Response, stri
 }
 
 func unexposeCloses(t *testing.T, l *lab, c *http.Client, id string, port, pport int) {
-	link := mustLink(t, l, id, port)
-	ck := exchange(t, c, link)
+	ck := exchange(t, c, mustLink(t, l, id, port))
+	ws := openWebSocket(t, c, ck, pport)
+	defer ws.Close()
+	u, _ := url.Parse(ck.URL)
+	pid := strings.SplitN(u.Hostname(), ".", 2)[0]
+	start := time.Now()
+	if err := l.c.Unexpose(context.Background(), id, pid); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin(t, ws, start, "unexpose")
+	resp, body := fetch(t, c, ck.URL, ck.Cookie)
+	if resp.StatusCode != http.StatusGone {
+		t.Errorf("after unexpose: %d %q, want 410", resp.StatusCode, body)
+	}
+}
+
+// expiryCloses: a preview with a short TTL closes its open WebSocket
+// within a second of its expiry, and is then gone.
+func expiryCloses(t *testing.T, l *lab, c *http.Client, id string, port, pport int) {
+	p, err := l.c.Expose(context.Background(), id, client.ExposeRequest{Port: port, TTL: "5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := exchange(t, c, p.Links["local"])
+	ws := openWebSocket(t, c, ck, pport)
+	defer ws.Close()
+	closedWithin(t, ws, p.Expires, "the ttl")
+	resp, body := fetch(t, c, ck.URL, ck.Cookie)
+	if resp.StatusCode != http.StatusGone || !strings.Contains(body, "ttl") {
+		t.Errorf("after the ttl: %d %q, want 410 saying so", resp.StatusCode, body)
+	}
+}
+
+// openWebSocket opens the dev server's echo WebSocket through the preview
+// with its cookie and checks one echo.
+func openWebSocket(t *testing.T, c *http.Client, ck opened, pport int) *websocket.Conn {
 	u, _ := url.Parse(ck.URL)
 	cfg, _ := websocket.NewConfig("wss://"+u.Host+"/ws", ck.URL)
 	cfg.Header.Set("Cookie", ck.Cookie)
@@ -271,27 +306,28 @@ func unexposeCloses(t *testing.T, l *lab, c *http.Client, id string, port, pport
 	if err != nil {
 		t.Fatalf("websocket through the preview: %v", err)
 	}
-	defer ws.Close()
 	var got string
 	_ = ws.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := websocket.Message.Send(ws, "ping"); err != nil || websocket.Message.Receive(ws, &got) != nil || got != "ping" {
 		t.Fatalf("echo %q %v", got, err)
 	}
-	pid := strings.SplitN(u.Hostname(), ".", 2)[0]
-	start := time.Now()
-	if err := l.c.Unexpose(context.Background(), id, pid); err != nil {
-		t.Fatal(err)
+	return ws
+}
+
+// closedWithin checks that ws is closed by the appliance within a second
+// of end (and not before it).
+func closedWithin(t *testing.T, ws *websocket.Conn, end time.Time, what string) {
+	_ = ws.SetReadDeadline(end.Add(3 * time.Second))
+	var got string
+	err := websocket.Message.Receive(ws, &got)
+	closed := time.Now()
+	if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() || closed.Sub(end) > time.Second {
+		t.Fatalf("websocket still open %s after %s: %v", closed.Sub(end), what, err)
 	}
-	_ = ws.SetReadDeadline(time.Now().Add(3 * time.Second))
-	err = websocket.Message.Receive(ws, &got)
-	if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() || time.Since(start) > time.Second {
-		t.Fatalf("websocket still open %s after unexpose: %v", time.Since(start), err)
+	if closed.Before(end) {
+		t.Fatalf("websocket closed %s before %s", end.Sub(closed), what)
 	}
-	t.Logf("websocket closed %s after unexpose", time.Since(start).Round(time.Millisecond))
-	resp, body := fetch(t, c, ck.URL, ck.Cookie)
-	if resp.StatusCode != http.StatusGone {
-		t.Errorf("after unexpose: %d %q, want 410", resp.StatusCode, body)
-	}
+	t.Logf("websocket closed %s after %s", closed.Sub(end).Round(time.Millisecond), what)
 }
 
 func previewEvents(t *testing.T, l *lab, id, pv string) {
