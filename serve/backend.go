@@ -97,6 +97,7 @@ func (a *Appliance) createWithSecrets(ctx context.Context, rr runner.CreateReque
 	rr.ID = id
 	if err := a.sbLocks.set(id, lock); err != nil {
 		a.secrets.Forget(id)
+		a.sbLocks.forget(id)
 		return runner.Sandbox{}, err
 	}
 	rr.OnID = func(member string) error { // a warm member keeps its id: the secrets move to it before it runs anything

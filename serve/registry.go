@@ -58,8 +58,8 @@ func (r *Registry) Add(id string, addr netip.Addr, policy *policyRef) {
 // Remove forgets a sandbox.
 func (r *Registry) Remove(id string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.removeLocked(id)
+	r.mu.Unlock()
 	r.locks.Load().forget(id)
 }
 
