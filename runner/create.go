@@ -14,8 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"airlock/audit"
 )
 
 // Create creates a sandbox and returns once its network path is in place,
@@ -41,9 +39,10 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	}
 	id := r.cfg.NewID()
 	now := r.cfg.Now().UTC()
-	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: audit.StateCreating, phase: phaseCreating,
+	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
 		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups), Outputs: slices.Clone(req.Outputs), Template: tmpl}
+	info.setPhase(phaseCreating)
 	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)
