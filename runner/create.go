@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"airlock/audit"
 	"airlock/internal/tardir"
 )
 
@@ -50,9 +49,10 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 		defer r.release(id)
 	}
 	now := r.cfg.Now().UTC()
-	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now, State: audit.StateCreating, phase: phaseCreating,
+	info := Sandbox{ID: id, Image: req.Image, Policy: req.Policy, Created: now,
 		ExecTimeout: cmpOr(req.ExecTimeout, r.cfg.ExecTimeout), ReadOnly: req.ReadOnlyRoot,
 		Workspace: req.Workspace, Limits: limitReport(req.Limits, r.cgroups), Outputs: slices.Clone(req.Outputs), Template: tmpl}
+	info.setPhase(phaseCreating)
 	info.CapAdd, _ = NormalizeCapAdd(req.CapAdd) // validated above
 	if req.Lifetime > 0 {
 		info.Deadline = now.Add(req.Lifetime)

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"airlock/audit"
 )
 
 // ReconcileReport says what Reconcile did.
@@ -162,8 +160,9 @@ func labelInfo(c Container, execTimeout time.Duration) Sandbox {
 	l := c.Labels
 	created, _ := time.Parse(time.RFC3339Nano, l[LabelCreated])
 	info := Sandbox{ID: l[LabelSandbox], ContainerID: c.ID, Image: l[LabelImage], Policy: l[LabelPolicy], Created: created,
-		State: audit.StateRunning, phase: phaseRunning, Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
+		Adopted: true, ReadOnly: l[LabelReadOnly] == "true", ExecTimeout: execTimeout,
 		Outputs: parseOutputs(l[LabelOutputs]), ImageID: l[LabelImageID], Template: l[LabelTemplate]}
+	info.setPhase(phaseRunning)
 	if a, err := netip.ParseAddr(l[LabelAddress]); err == nil {
 		info.Address = a
 	}

@@ -160,9 +160,17 @@ func (a *Appliance) podView(rec podRecord) client.Pod {
 	return p
 }
 
+// podStates: a pod runs from its attachment until it is detached (ended)
+// or a restarted node agent finds it gone (its record removed: ended).
+var podStates = map[string]audit.SandboxState{"created": audit.StateRunning, "adopted": audit.StateRunning}
+
 func (a *Appliance) podEvent(rec podRecord, stage, detail string) {
 	e := audit.New(audit.KindLifecycle, rec.ID)
-	e.Lifecycle = &audit.Lifecycle{Stage: stage, Policy: rec.Policy, Address: rec.Address, Detail: detail}
+	st, ok := podStates[stage]
+	if !ok {
+		st = audit.StateEnded
+	}
+	e.Lifecycle = &audit.Lifecycle{Stage: stage, State: st, Policy: rec.Policy, Address: rec.Address, Detail: detail}
 	a.tap.Emit(e)
 	a.log.Info("pod "+stage, "sandbox", rec.ID, "policy", rec.Policy, "address", rec.Address, "detail", detail)
 }

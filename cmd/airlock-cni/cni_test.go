@@ -100,8 +100,9 @@ func (n *node) checkPolicies(t *testing.T, a, b *pod) {
 	if e.Rule == "" && e.Reason == "" {
 		t.Errorf("pod b's deny names no rule or reason: %+v", e)
 	}
-	n.waitEvent("pod b created under strict", func(e event) bool {
-		return e.Sandbox == b.id() && e.Lifecycle != nil && e.Lifecycle.Stage == "created" && e.Lifecycle.Policy == "strict"
+	n.waitEvent("pod b created under strict, running", func(e event) bool {
+		return e.Sandbox == b.id() && e.Lifecycle != nil && e.Lifecycle.Stage == "created" && e.Lifecycle.Policy == "strict" &&
+			e.Lifecycle.State == "running"
 	})
 }
 

@@ -397,6 +397,7 @@ type event struct {
 	Reason    string `json:"reason"`
 	Lifecycle *struct {
 		Stage  string `json:"stage"`
+		State  string `json:"state"`
 		Policy string `json:"policy"`
 	} `json:"lifecycle"`
 }

@@ -196,6 +196,12 @@ def test_lifecycle_unknown_template(socket_path: str) -> None:
     assert "no-such-template" in str(ei.value)
 
 
+def test_lifecycle_older_appliance_state() -> None:
+    # An appliance before the five states said "destroying" for ending.
+    assert airlock.Sandbox({"id": "x", "state": "destroying"}, None).state == "ending"  # type: ignore[arg-type]
+    assert airlock.Sandbox({"id": "x", "state": "paused"}, None).state == "paused"  # type: ignore[arg-type]
+
+
 def test_lifecycle_states(socket_path: str) -> None:
     assert airlock.STATES == ("creating", "running", "paused", "ending", "ended")
     with airlock.Sandbox.create() as s:
