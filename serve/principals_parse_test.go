@@ -47,7 +47,7 @@ func TestParsePrincipalsErrors(t *testing.T) {
 // reported at their place, and not again as missing.
 func TestPrincipalsEveryErrorAtOnce(t *testing.T) {
 	src := "version = 1\n[principals.a]\ntoken_sha256 = 5\nscopes = \"admin\"\n[principals.b]\nscopes = [\"admin\"]\nquota = { sandboxes = \"two\" }\n"
-	_, err := ParsePrincipals("p.toml", []byte(src))
+	_, err := parsePrincipals("p.toml", []byte(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
