@@ -20,7 +20,7 @@ import (
 // environment, so `airlock serve` under systemd and every script that runs
 // `airlock logs` or `airlock policy check` see no difference. Their names
 // and one-line help are listed here so `airlock --help` stays complete;
-// TestThinTreeMatchesFull checks them against the full build's commands.
+// TestThinBuild checks them against the full build's commands.
 
 func init() {
 	rootCmd.AddCommand(
