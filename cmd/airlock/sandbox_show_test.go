@@ -1,3 +1,5 @@
+//go:build !airlock_thin
+
 package main
 
 import (
