@@ -237,7 +237,6 @@ func renameTop(name, top, to string) (string, bool) {
 	return to + "/" + rest, true
 }
 
-
 // extractTar unpacks a tar stream (whose first header, already read, is
 // first) under dir, each entry under the name rename gives it (false:
 // skipped), refusing entries that would land outside dir (absolute names,
