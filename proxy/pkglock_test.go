@@ -27,19 +27,24 @@ ports = [REGPORT]
 lockfiles = ["package-lock.json", "requirements.txt"]
 `
 
+// npmLock is a package-lock.json (v3) naming gate-demo VERSION with its
+// tarball's digest and gate-exempt 1.0.0 with a wrong one.
+func (g *gateEnv) npmLock(version string) string {
+	tgz := sha512.Sum512(g.reg.Artifact(pkgreg.NPMTarballPath("gate-demo", version)))
+	wrong := sha512.Sum512([]byte("not the artifact"))
+	return fmt.Sprintf(`{"name": "app", "lockfileVersion": 3, "packages": {"": {"name": "app"},
+  "node_modules/gate-demo": {"version": %q, "integrity": "sha512-%s"},
+  "node_modules/gate-exempt": {"version": "1.0.0", "integrity": "sha512-%s"}}}`,
+		version, base64.StdEncoding.EncodeToString(tgz[:]), base64.StdEncoding.EncodeToString(wrong[:]))
+}
+
 // withLockfiles rebinds g's sandbox to a policy whose locked category
 // has lockfiles naming gate-demo 1.0.0 (npm and PyPI) with the right
 // digests, and gate-exempt 1.0.0 with a wrong one.
 func (g *gateEnv) withLockfiles(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
-	tgz := g.reg.Artifact(pkgreg.NPMTarballPath("gate-demo", "1.0.0"))
-	s512 := sha512.Sum512(tgz)
-	wrong := sha512.Sum512([]byte("not the artifact"))
-	lock := fmt.Sprintf(`{"name": "app", "lockfileVersion": 3, "packages": {"": {"name": "app"},
-  "node_modules/gate-demo": {"version": "1.0.0", "integrity": "sha512-%s"},
-  "node_modules/gate-exempt": {"version": "1.0.0", "integrity": "sha512-%s"}}}`,
-		base64.StdEncoding.EncodeToString(s512[:]), base64.StdEncoding.EncodeToString(wrong[:]))
+	lock := g.npmLock("1.0.0")
 	whl := sha256.Sum256(g.reg.Artifact("/packages/" + pkgreg.WheelName("gate-demo", "1.0.0")))
 	reqs := "gate-demo==1.0.0 --hash=sha256:" + hex.EncodeToString(whl[:]) + "\n"
 	for name, body := range map[string]string{"package-lock.json": lock, "requirements.txt": reqs} {
@@ -158,12 +163,7 @@ func TestPackageGateLockfilesClients(t *testing.T) {
 // gate-demo 1.0.0.
 func (g *gateEnv) sandboxLocks(t *testing.T) *policies.LockSet {
 	t.Helper()
-	tgz := sha512.Sum512(g.reg.Artifact(pkgreg.NPMTarballPath("gate-demo", "1.1.0")))
-	wrong := sha512.Sum512([]byte("not the artifact"))
-	lock := fmt.Sprintf(`{"name": "app", "lockfileVersion": 3, "packages": {"": {"name": "app"},
-  "node_modules/gate-demo": {"version": "1.1.0", "integrity": "sha512-%s"},
-  "node_modules/gate-exempt": {"version": "1.0.0", "integrity": "sha512-%s"}}}`,
-		base64.StdEncoding.EncodeToString(tgz[:]), base64.StdEncoding.EncodeToString(wrong[:]))
+	lock := g.npmLock("1.1.0")
 	whl := sha256.Sum256(g.reg.Artifact("/packages/" + pkgreg.WheelName("gate-demo", "1.0.0")))
 	uv := fmt.Sprintf("version = 1\n\n[[package]]\nname = \"gate-demo\"\nversion = \"1.0.0\"\nsource = { registry = \"https://plain.example.test/simple\" }\n"+
 		"wheels = [{ url = \"https://plain.example.test/x.whl\", hash = \"sha256:%s\" }]\n", hex.EncodeToString(whl[:]))
