@@ -5,7 +5,8 @@
 // destination; TCP sockets are plain TCP, not MPTCP (a SOCKMAP refuses
 // MPTCP sockets); UDP sockets also get IP_PKTINFO and IP_RECVORIGDSTADDR,
 // so a reader learns each datagram's original destination and can answer
-// from it. bpf.(*Path).SetSockets checks this contract when a socket is
+// from it, and SO_REUSEADDR, which Go sets on TCP listeners only (dnsd's
+// own opener set it, so a restarted appliance binds its DNS port as before). bpf.(*Path).SetSockets checks this contract when a socket is
 // put into the SOCKMAP.
 package tproxy
 
@@ -58,8 +59,9 @@ func control(network, _ string, c syscall.RawConn) error {
 		if network == "udp" || network == "udp4" {
 			if err := errors.Join(
 				unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_PKTINFO, 1),
-				unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_RECVORIGDSTADDR, 1)); err != nil {
-				opErr = fmt.Errorf("set IP_PKTINFO, IP_RECVORIGDSTADDR: %w", err)
+				unix.SetsockoptInt(s, unix.SOL_IP, unix.IP_RECVORIGDSTADDR, 1),
+				unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)); err != nil {
+				opErr = fmt.Errorf("set IP_PKTINFO, IP_RECVORIGDSTADDR, SO_REUSEADDR: %w", err)
 			}
 		}
 	})

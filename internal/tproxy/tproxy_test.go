@@ -36,6 +36,7 @@ var (
 	protocol    = [2]int{unix.SOL_SOCKET, unix.SO_PROTOCOL}
 	pktinfo     = [2]int{unix.SOL_IP, unix.IP_PKTINFO}
 	origDst     = [2]int{unix.SOL_IP, unix.IP_RECVORIGDSTADDR}
+	reuseAddr   = [2]int{unix.SOL_SOCKET, unix.SO_REUSEADDR}
 )
 
 // A TCP listener is transparent plain TCP (the SOCKMAP refuses MPTCP), and
@@ -49,8 +50,8 @@ func TestListenTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if got := sockopts(t, ln, transparent, protocol); got[0] != 1 || got[1] != unix.IPPROTO_TCP {
-		t.Errorf("IP_TRANSPARENT %d, protocol %d; want 1, plain TCP (%d)", got[0], got[1], unix.IPPROTO_TCP)
+	if got := sockopts(t, ln, transparent, protocol, reuseAddr); got[0] != 1 || got[1] != unix.IPPROTO_TCP || got[2] != 1 {
+		t.Errorf("IP_TRANSPARENT %d, protocol %d, SO_REUSEADDR %d; want 1, plain TCP (%d), 1", got[0], got[1], got[2], unix.IPPROTO_TCP)
 	}
 	go func() {
 		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
@@ -67,7 +68,9 @@ func TestListenTCP(t *testing.T) {
 	}
 }
 
-// A UDP socket is transparent and reports each datagram's destination.
+// A UDP socket is transparent, reports each datagram's destination and
+// has SO_REUSEADDR (as dnsd's sockets always had; TCP listeners get it
+// from Go).
 func TestListenUDP(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("IP_TRANSPARENT needs CAP_NET_ADMIN: not root")
@@ -77,8 +80,8 @@ func TestListenUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	if got := sockopts(t, pc, transparent, pktinfo, origDst); got[0] != 1 || got[1] != 1 || got[2] != 1 {
-		t.Errorf("IP_TRANSPARENT, IP_PKTINFO, IP_RECVORIGDSTADDR = %v, want all 1", got)
+	if got := sockopts(t, pc, transparent, pktinfo, origDst, reuseAddr); got[0] != 1 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Errorf("IP_TRANSPARENT, IP_PKTINFO, IP_RECVORIGDSTADDR, SO_REUSEADDR = %v, want all 1", got)
 	}
 }
 
