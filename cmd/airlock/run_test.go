@@ -144,3 +144,61 @@ func TestRunWorkspaceGit(t *testing.T) {
 		t.Error("--workspace and --workspace-git together were accepted")
 	}
 }
+
+// TestRunTemplate: --template reaches the create request in place of an
+// image, and the sandbox line names the version it came from.
+func TestRunTemplate(t *testing.T) {
+	b := &runBackend{}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil); runFlags.template = "" })
+
+	code := run([]string{"run", "--socket", sock, "--template", "py:v2", "--", "sh", "-c", "exit 7"})
+	if code != 7 {
+		t.Errorf("exit code = %d, want the command's 7\nstderr:\n%s", code, errb.String())
+	}
+	if b.created.Template != "py:v2" || b.created.Image != "" {
+		t.Errorf("create request = %+v, want template py:v2 and no image", b.created)
+	}
+	if strings.Join(b.argv, " ") != "sh -c exit 7" {
+		t.Errorf("argv = %q", b.argv)
+	}
+	if !strings.Contains(errb.String(), "creating sandbox from template py:v2") {
+		t.Errorf("the progress line does not name the template:\n%s", errb.String())
+	}
+}
+
+// TestRunImageOrTemplate: IMAGE and --template together, or neither, is a
+// usage error (exit 2) that says which, and nothing is created.
+func TestRunImageOrTemplate(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--template", "py", "localhost/airlock/debian:12", "--", "true"},
+			"IMAGE localhost/airlock/debian:12 and --template py exclude each other"},
+		{[]string{"run", "--", "true"}, "no IMAGE and no --template"},
+		{[]string{"run", "--template", "py", "img", "extra", "--", "true"}, "more than one argument before --"},
+		{[]string{"run", "--template", "py", "true"}, "put the command after --"},
+		{[]string{"run", "img", "--"}, "put the command after --"},
+	} {
+		var errb bytes.Buffer
+		rootCmd.SetErr(&errb)
+		args := append([]string{"run", "--socket", filepath.Join(t.TempDir(), "none.sock")}, c.args[1:]...)
+		code := run(args)
+		rootCmd.SetErr(nil)
+		runFlags.template = ""
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("airlock %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, errb.String(), c.want)
+		}
+	}
+}
