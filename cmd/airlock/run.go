@@ -43,7 +43,7 @@ The exit status is the command's (124 when it timed out); 2 for a usage
 error, such as both IMAGE and --template, or neither.`,
 	Example: `  airlock run --policy coding-agent localhost/airlock/debian:12 -- curl -sS https://git.example.test/
   airlock run --template py --policy coding-agent -- python3 -c 'import requests'
-  airlock run --template py:v2 --copy-workspace -w "$PWD" -- pytest -q
+  airlock run --template py:v2 --copy-workspace -w "$PWD" -- python3 main.py
   airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'
   airlock run --workspace-git https://git.example.test/org/repo.git localhost/airlock/debian:12 -- git -C /workspace log -1`,
 	Args: runArgs,
