@@ -15,9 +15,11 @@
 #     pool holds a member, created and started ahead of demand;
 #  4. run the agent's task with the Python SDK
 #     (sdk/python/examples/agent_task.py): its create claims the pool's
-#     member (it prints how long the create took), then clone, push (refused), install an
-#     allowed and a denied npm package, call the internal API, post the
-#     webhook, try two exfiltration tricks (refused);
+#     member (it prints how long the create took), then clone, push
+#     (refused), install an allowed and a denied npm package, call the
+#     internal API, post the webhook, try two exfiltration tricks
+#     (refused); then
+#     `airlock run --template` claims the member the pool made next;
 #  5. show what the world's servers received, the refusals in the audit
 #     log and the review report; then stop everything and remove what it
 #     put in the kernel, /run and /etc/netns, the pool's containers and the
@@ -177,20 +179,22 @@ say "building the agent's template $TEMPLATE from $IMAGE (airlock template build
 "$BIN" template build "$TEMPLATE" --from "$IMAGE" --policy "$WORLD_POLICY" \
 	--setup 'git --version && node --version && npm --version && curl --version | head -n 1 && command -v dig' 2>&1 |
 	sed 's/^/  /' || die "the template build failed (see above); serve log: $WORK/serve.log"
-# pooled_member prints the id of the pool's first member once the appliance
-# has logged it ready (lifecycle stage "pooled"), else nothing.
+# pooled_member N waits up to 120s until the appliance has logged the
+# pool's Nth member ready (lifecycle stage "pooled") and prints its id.
 pooled_member() {
-	"$BIN" logs --state-dir "$WORK/state" --kind lifecycle -o jsonl 2>/dev/null |
-		sed -n '/"stage":"pooled"/s/.*"sandbox":"\([0-9a-f]*\)".*/\1/p' | head -n 1 || true
+	local id
+	for _ in $(seq 1 240); do
+		id=$("$BIN" logs --state-dir "$WORK/state" --kind lifecycle -o jsonl 2>/dev/null |
+			sed -n '/"stage":"pooled"/s/.*"sandbox":"\([0-9a-f]*\)".*/\1/p' | sed -n "$1p" || true)
+		[ -n "$id" ] && { echo "$id"; return 0; }
+		kill -0 "$SERVE_PID" 2>/dev/null || { tail -20 "$WORK/serve.log" >&2; die "airlock serve exited while the pool filled"; }
+		sleep 0.5
+	done
+	grep -i 'warm pool' "$WORK/serve.log" | tail -5 >&2
+	die "the warm pool made no member $1 within 120s: $WORK/serve.log"
 }
-WAITED=$SECONDS MEMBER=
-for _ in $(seq 1 240); do
-	MEMBER=$(pooled_member)
-	[ -n "$MEMBER" ] && break
-	kill -0 "$SERVE_PID" 2>/dev/null || { tail -20 "$WORK/serve.log"; die "airlock serve exited while the pool filled"; }
-	sleep 0.5
-done
-[ -n "$MEMBER" ] || { grep -i 'warm pool' "$WORK/serve.log" | tail -5; die "the warm pool held no member after 120s: $WORK/serve.log"; }
+WAITED=$SECONDS
+MEMBER=$(pooled_member 1)
 echo "  the warm pool is filled: sandbox $MEMBER of $TEMPLATE, created and started ahead of demand (waited $((SECONDS - WAITED))s),"
 echo "  network-dead until a create claims it (the kernel path drops every packet of an unclaimed member)"
 
@@ -202,6 +206,21 @@ RC=${PIPESTATUS[0]}
 set -e
 SB=$(sed -n 's/^sandbox: \([0-9a-zA-Z-]*\) .*/\1/p' "$WORK/task.out" | head -n 1)
 [ -n "$SB" ] || die "the sandbox was not created (exit status $RC); serve log: $WORK/serve.log"
+
+say "the same template from the command line: airlock run --template $TEMPLATE (the pool refilled after the task's claim)"
+MEMBER2=$(pooled_member 2)
+echo "  \$ airlock run --template $TEMPLATE -- git ls-remote https://git.example.test/acme/demo.git HEAD"
+set +e
+"$BIN" run --template "$TEMPLATE" -- git ls-remote https://git.example.test/acme/demo.git HEAD 2>&1 |
+	sed 's/^/  /' | tee "$WORK/run.out"
+[ "${PIPESTATUS[0]}" = 0 ] || RC=1
+set -e
+RUN_SB=$(sed -n 's/^  airlock: sandbox \([0-9a-f]*\) (.*/\1/p' "$WORK/run.out" | head -n 1)
+if [ -n "$RUN_SB" ] && [ "$RUN_SB" = "$MEMBER2" ]; then
+	echo "  sandbox $RUN_SB is the member the pool made after the task's claim: this create was a claim too"
+else
+	echo "  sandbox ${RUN_SB:-?} was not claimed from the pool (its member was $MEMBER2): see $WORK/serve.log"
+fi
 
 say "what the world's servers received (the appliance let through only what the policy allows)"
 stop_world
