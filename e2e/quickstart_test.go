@@ -17,7 +17,9 @@ import (
 // an appliance at it and runs the agent task of
 // sdk/python/examples/agent_task.py in a template of the Debian image that
 // it builds, with a warm pool of one: the task's create must be a claim of
-// the member the quick start waited for (issue 17). The task must go
+// the member the quick start waited for, and so must the `airlock run
+// --template` after it, of the member the pool made next (issue 17). The
+// task must go
 // as the policy says (the clone, the npm install, the internal API call
 // with the injected credential and the webhook work; the push, the denied
 // package and both exfiltration tricks are refused naming their rule), the
@@ -83,9 +85,9 @@ func TestQuickstartShowsARealTask(t *testing.T) {
 }
 
 // pooledClaim checks that the quick start built the template, waited for
-// its pool, and that the task's create claimed that very member: the
+// its pool, and that the task's create claimed that very member (the
 // sandbox id is the member's, the task says so, and the audit stream has
-// the claim.
+// the claim), then that `airlock run --template` claimed a member too.
 func pooledClaim(t *testing.T, work, out string) {
 	t.Helper()
 	tmpl := regexp.MustCompile(`(?m)^  template (agent-qs[0-9a-f]+:v1)$`).FindStringSubmatch(out)
@@ -104,8 +106,25 @@ func pooledClaim(t *testing.T, work, out string) {
 	if !regexp.MustCompile(`(?m)^  created in \d+ ms: claimed from the warm pool \(warm pool member made \S+ ago, claimed in \S+\)$`).MatchString(out) {
 		t.Errorf("the task does not say its create was a claim from the warm pool")
 	}
-	events, _ := os.ReadFile(filepath.Join(work, "events.jsonl"))
-	claimed := false
+	run := regexp.MustCompile(`(?m)^  airlock: sandbox ([0-9a-f]+) \(template (\S+), policy `).FindStringSubmatch(out)
+	if run == nil || run[2] != tmpl[1] || run[1] == sb[1] {
+		t.Errorf("the quick start shows no `airlock run --template` sandbox of %s besides the task's (%q)", tmpl[1], run)
+		return
+	}
+	if !strings.Contains(out, "  sandbox "+run[1]+" is the member the pool made after the task's claim: this create was a claim too") {
+		t.Errorf("the quick start does not say `airlock run --template` claimed the pool's next member")
+	}
+	for _, id := range []string{sb[1], run[1]} {
+		if !claimedIn(filepath.Join(work, "events.jsonl"), id, tmpl[1]) {
+			t.Errorf("events.jsonl has no claimed lifecycle event of sandbox %s from %s", id, tmpl[1])
+		}
+	}
+}
+
+// claimedIn reports whether the JSONL stream at path records that sandbox
+// id claimed a warm member of template version tmpl.
+func claimedIn(path, id, tmpl string) bool {
+	events, _ := os.ReadFile(path)
 	for _, line := range strings.Split(string(events), "\n") {
 		var e struct {
 			Sandbox   string `json:"sandbox"`
@@ -114,14 +133,12 @@ func pooledClaim(t *testing.T, work, out string) {
 				Template string `json:"template"`
 			} `json:"lifecycle"`
 		}
-		if json.Unmarshal([]byte(line), &e) == nil && e.Sandbox == sb[1] && e.Lifecycle != nil &&
-			e.Lifecycle.Stage == "claimed" && e.Lifecycle.Template == tmpl[1] {
-			claimed = true
+		if json.Unmarshal([]byte(line), &e) == nil && e.Sandbox == id && e.Lifecycle != nil &&
+			e.Lifecycle.Stage == "claimed" && e.Lifecycle.Template == tmpl {
+			return true
 		}
 	}
-	if !claimed {
-		t.Errorf("events.jsonl has no claimed lifecycle event of sandbox %s from %s", sb[1], tmpl[1])
-	}
+	return false
 }
 
 // noCredential checks that the internal API's credential (in the kept
