@@ -42,8 +42,12 @@ var (
 	buildDir  string
 )
 
-// buildAirlock builds cmd/airlock from this tree once per test binary; it
-// may be started early in a goroutine so the build overlaps other work.
+// buildAirlock builds what `make build` puts in bin/, from this tree, once
+// per test binary, and returns the CLI's path: airlock (the thin build, the
+// CLI users run), airlockd (the whole appliance, which the CLI execs for
+// serve, logs, report, policy, ...) and airlock-init (the in-sandbox agent
+// the appliance finds beside its executable; warm pools need it). It may
+// be started early in a goroutine so the build overlaps other work.
 func buildAirlock() (string, error) {
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "airlock-e2e-bin-")
@@ -55,10 +59,18 @@ func buildAirlock() (string, error) {
 		root := filepath.Dir(filepath.Dir(file))
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", buildTags, "-o", builtBin, "./cmd/airlock")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/airlock: %v\n%s", err, out)
+		for _, b := range []struct{ out, tags, pkg, cgo string }{
+			{"airlockd", buildTags, "./cmd/airlock", "1"},
+			{"airlock", "airlock_thin", "./cmd/airlock", "0"},
+			{"airlock-init", "", "./cmd/airlock-init", "0"},
+		} {
+			cmd := exec.CommandContext(ctx, "go", "build", "-tags", b.tags, "-o", filepath.Join(buildDir, b.out), b.pkg)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build -o %s %s: %v\n%s", b.out, b.pkg, err, out)
+				return
+			}
 		}
 	})
 	return builtBin, buildErr

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,14 +15,19 @@ import (
 // TestQuickstartShowsARealTask runs `make run`'s script the way a new user
 // would (users.md S1, issue 18): it brings up the hermetic world, points
 // an appliance at it and runs the agent task of
-// sdk/python/examples/agent_task.py in the Debian image. The task must go
+// sdk/python/examples/agent_task.py in a template of the Debian image that
+// it builds, with a warm pool of one: the task's create must be a claim of
+// the member the quick start waited for, and so must the `airlock run
+// --template` after it, of the member the pool made next (issue 17). The
+// task must go
 // as the policy says (the clone, the npm install, the internal API call
 // with the injected credential and the webhook work; the push, the denied
 // package and both exfiltration tricks are refused naming their rule), the
 // world must have received nothing it should not, the credential must
 // appear nowhere the user sees, the commands printed at the end must work
 // on what was kept, and nothing else may be left behind: no world
-// namespace, no kernel path, no runtime directory, no container.
+// namespace, no kernel path, no runtime directory, no container (the pool's
+// refilled member included), no template image.
 func TestQuickstartShowsARealTask(t *testing.T) {
 	requireAppliance(t)
 	bin := airlockBinary(t)
@@ -69,12 +75,70 @@ func TestQuickstartShowsARealTask(t *testing.T) {
 			t.Errorf("the quick start's output lacks %q", want)
 		}
 	}
+	pooledClaim(t, work, out)
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
 	}
 	noCredential(t, work, out)
 	followHints(t, out, work)
 	nothingLeft(t, work, out)
+}
+
+// pooledClaim checks that the quick start built the template, waited for
+// its pool, and that the task's create claimed that very member (the
+// sandbox id is the member's, the task says so, and the audit stream has
+// the claim), then that `airlock run --template` claimed a member too.
+func pooledClaim(t *testing.T, work, out string) {
+	t.Helper()
+	tmpl := regexp.MustCompile(`(?m)^  template (agent-qs[0-9a-f]+:v1)$`).FindStringSubmatch(out)
+	member := regexp.MustCompile(`the warm pool is filled: sandbox ([0-9a-f]+) of agent-qs`).FindStringSubmatch(out)
+	sb := regexp.MustCompile(`(?m)^sandbox: ([0-9a-f]+) \(template (\S+), `).FindStringSubmatch(out)
+	if tmpl == nil || member == nil || sb == nil {
+		t.Errorf("the quick start does not show the template (%q), its pool's member (%q) and a sandbox from the template (%q)", tmpl, member, sb)
+		return
+	}
+	if !strings.Contains(out, "  setup 1   exit 0 in ") {
+		t.Errorf("the template build shows no setup command that succeeded")
+	}
+	if sb[1] != member[1] || sb[2] != tmpl[1] {
+		t.Errorf("the task's sandbox %s from %s is not the pool's member %s of %s", sb[1], sb[2], member[1], tmpl[1])
+	}
+	if !regexp.MustCompile(`(?m)^  created in \d+ ms: claimed from the warm pool \(warm pool member made \S+ ago, claimed in \S+\)$`).MatchString(out) {
+		t.Errorf("the task does not say its create was a claim from the warm pool")
+	}
+	run := regexp.MustCompile(`(?m)^  airlock: sandbox ([0-9a-f]+) \(template (\S+), policy `).FindStringSubmatch(out)
+	if run == nil || run[2] != tmpl[1] || run[1] == sb[1] {
+		t.Errorf("the quick start shows no `airlock run --template` sandbox of %s besides the task's (%q)", tmpl[1], run)
+		return
+	}
+	if !strings.Contains(out, "  sandbox "+run[1]+" is the member the pool made after the task's claim: this create was a claim too") {
+		t.Errorf("the quick start does not say `airlock run --template` claimed the pool's next member")
+	}
+	for _, id := range []string{sb[1], run[1]} {
+		if !claimedIn(filepath.Join(work, "events.jsonl"), id, tmpl[1]) {
+			t.Errorf("events.jsonl has no claimed lifecycle event of sandbox %s from %s", id, tmpl[1])
+		}
+	}
+}
+
+// claimedIn reports whether the JSONL stream at path records that sandbox
+// id claimed a warm member of template version tmpl.
+func claimedIn(path, id, tmpl string) bool {
+	events, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(events), "\n") {
+		var e struct {
+			Sandbox   string `json:"sandbox"`
+			Lifecycle *struct {
+				Stage    string `json:"stage"`
+				Template string `json:"template"`
+			} `json:"lifecycle"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Sandbox == id && e.Lifecycle != nil &&
+			e.Lifecycle.Stage == "claimed" && e.Lifecycle.Template == tmpl {
+			return true
+		}
+	}
+	return false
 }
 
 // noCredential checks that the internal API's credential (in the kept
@@ -144,10 +208,17 @@ func nothingLeft(t *testing.T, work, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := exec.Command("runuser", "-u", "airlock-sandbox", "--", "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME="+u.home, "XDG_RUNTIME_DIR=/run/user/"+u.uid, "podman", "ps", "-a", "--format", "{{.Names}} {{.Labels}}")
-	ps.Dir = "/"
-	if b, err := ps.CombinedOutput(); err != nil || strings.Contains(string(b), sb[1]) {
-		t.Errorf("the sandbox %s is still there (podman ps: %v):\n%s", sb[1], err, b)
+	upodman := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("runuser", append([]string{"-u", "airlock-sandbox", "--", "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=" + u.home, "XDG_RUNTIME_DIR=/run/user/" + u.uid, "podman"}, args...)...)
+		cmd.Dir = "/"
+		return cmd.CombinedOutput()
+	}
+	if b, err := upodman("ps", "-a", "--format", "{{.Names}} {{.Labels}}"); err != nil || strings.Contains(string(b), sb[1]) ||
+		strings.Contains(string(b), "io.airlock.instance:"+id) {
+		t.Errorf("the sandbox %s or another container of instance %s is still there (podman ps: %v):\n%s", sb[1], id, err, b)
+	}
+	if b, err := upodman("images", "--format", "{{.Repository}}:{{.Tag}}"); err != nil || strings.Contains(string(b), "/agent-"+id+":") {
+		t.Errorf("the template image of agent-%s is still there (podman images: %v):\n%s", id, err, b)
 	}
 }

@@ -8,18 +8,27 @@
 #     benchmarking range 198.18.0.0/15;
 #  2. start `airlock serve` pointed at it, with the e2e policy (registries
 #     read-only, git fetch only, the internal API with an injected
-#     credential, one webhook);
-#  3. run the agent's task with the Python SDK
-#     (sdk/python/examples/agent_task.py): clone, push (refused), install an
-#     allowed and a denied npm package, call the internal API, post the
-#     webhook, try two exfiltration tricks (refused);
-#  4. show what the world's servers received, the refusals in the audit
+#     credential, one webhook) and a warm pool of one sandbox of the
+#     agent's template;
+#  3. build that template from the Debian image (`airlock template build`:
+#     a setup command checks the tools the task needs) and wait until the
+#     pool holds a member, created and started ahead of demand;
+#  4. run the agent's task with the Python SDK
+#     (sdk/python/examples/agent_task.py): its create claims the pool's
+#     member (it prints how long the create took), then clone, push
+#     (refused), install an allowed and a denied npm package, call the
+#     internal API, post the webhook, try two exfiltration tricks
+#     (refused); then
+#     `airlock run --template` claims the member the pool made next;
+#  5. show what the world's servers received, the refusals in the audit
 #     log and the review report; then stop everything and remove what it
-#     put in the kernel, /run and /etc/netns. The work directory (state,
-#     JSONL stream, logs, report) is kept to explore.
+#     put in the kernel, /run and /etc/netns, the pool's containers and the
+#     template's image. The work directory (state, JSONL stream, logs,
+#     report) is kept to explore.
 #
 # Needs root, `make setup` (host packages, the sandbox user) and `make image`
-# (the sandbox images), and bin/airlock with bin/airlockd from `make build` (make run does
+# (the sandbox images), and bin/airlock with bin/airlockd and bin/airlock-init (the
+# in-sandbox agent, which a warm pool needs) from `make build` (make run does
 # both); it builds the world's small server with `go build`. Nothing leaves
 # this machine: the appliance's only upstream is the world.
 set -euo pipefail
@@ -46,6 +55,10 @@ upodman image exists "$IMAGE" || die "the sandbox image $IMAGE is not built: run
 WORK=$(mktemp -d /tmp/airlock-quickstart.XXXXXX)
 ID=qs$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 PIN=/sys/fs/bpf/airlock-$ID
+# The agent's template: its name is this run's, so two quick starts (or a
+# test beside one) never share an image tag in the sandbox user's store.
+TEMPLATE=agent-$ID
+TEMPLATE_REPO=localhost/airlock/template
 SERVE_PID= WORLD_PID= WORLD_NETNS= SB=
 
 # stop_world ends the world's process (it prints what reached it and
@@ -71,6 +84,15 @@ cleanup() {
 		kill -TERM "$SERVE_PID"
 		wait "$SERVE_PID"
 	fi
+	# Warm pool members stay for the next start of an appliance
+	# (docs/config.md, "Warm pools"); this one is gone for good, and so is
+	# the template only it used.
+	for c in $(upodman ps -aq --filter "label=io.airlock.instance=$ID"); do
+		upodman rm -f -t 0 "$c" >/dev/null
+	done
+	for img in $(upodman images -q --filter "reference=$TEMPLATE_REPO/$TEMPLATE"); do
+		upodman rmi -f "$img" >/dev/null
+	done
 	[ ! -f "$WORK/airlock.toml" ] ||
 		"$BIN" serve --config "$WORK/airlock.toml" --instance "$ID" --pin-dir "$PIN" --teardown 2>&1 | sed 's/^/  /'
 	rm -rf "/run/airlock-$ID" "$WORK/bin"
@@ -136,6 +158,9 @@ jsonl = "$WORK/events.jsonl"
 [sandbox]
 image = "$IMAGE"
 exec_timeout = "2m"
+
+[pool]
+templates = { "$TEMPLATE" = 1 }  # built below; a create from it claims the member started ahead of demand
 EOF
 export AIRLOCK_SOCKET=$WORK/airlock.sock
 
@@ -150,14 +175,52 @@ for _ in $(seq 1 300); do
 done
 [ -S "$AIRLOCK_SOCKET" ] || { tail -20 "$WORK/serve.log"; die "airlock serve did not come up within 60s"; }
 
-say "the agent's task in a sandbox (sdk/python/examples/agent_task.py, with the Python SDK)"
+say "building the agent's template $TEMPLATE from $IMAGE (airlock template build) and its warm pool of one"
+"$BIN" template build "$TEMPLATE" --from "$IMAGE" --policy "$WORLD_POLICY" \
+	--setup 'git --version && node --version && npm --version && curl --version | head -n 1 && command -v dig' 2>&1 |
+	sed 's/^/  /' || die "the template build failed (see above); serve log: $WORK/serve.log"
+# pooled_member N waits up to 120s until the appliance has logged the
+# pool's Nth member ready (lifecycle stage "pooled") and prints its id.
+pooled_member() {
+	local id
+	for _ in $(seq 1 240); do
+		id=$("$BIN" logs --state-dir "$WORK/state" --kind lifecycle -o jsonl 2>/dev/null |
+			sed -n '/"stage":"pooled"/s/.*"sandbox":"\([0-9a-f]*\)".*/\1/p' | sed -n "$1p" || true)
+		[ -n "$id" ] && { echo "$id"; return 0; }
+		kill -0 "$SERVE_PID" 2>/dev/null || { tail -20 "$WORK/serve.log" >&2; die "airlock serve exited while the pool filled"; }
+		sleep 0.5
+	done
+	grep -i 'warm pool' "$WORK/serve.log" | tail -5 >&2
+	die "the warm pool made no member $1 within 120s: $WORK/serve.log"
+}
+WAITED=$SECONDS
+MEMBER=$(pooled_member 1)
+echo "  the warm pool is filled: sandbox $MEMBER of $TEMPLATE, created and started ahead of demand (waited $((SECONDS - WAITED))s),"
+echo "  network-dead until a create claims it (the kernel path drops every packet of an unclaimed member)"
+
+say "the agent's task in a sandbox (sdk/python/examples/agent_task.py, with the Python SDK; its create claims the pool's member)"
 set +e
 PYTHONPATH=$HERE/sdk/python python3 "$HERE/sdk/python/examples/agent_task.py" --evil "$WORLD_EVIL" \
-	--image "$IMAGE" --policy "$WORLD_POLICY" --report "$WORK/report.html" 2>&1 | tee "$WORK/task.out"
+	--template "$TEMPLATE" --policy "$WORLD_POLICY" --report "$WORK/report.html" 2>&1 | tee "$WORK/task.out"
 RC=${PIPESTATUS[0]}
 set -e
 SB=$(sed -n 's/^sandbox: \([0-9a-zA-Z-]*\) .*/\1/p' "$WORK/task.out" | head -n 1)
 [ -n "$SB" ] || die "the sandbox was not created (exit status $RC); serve log: $WORK/serve.log"
+
+say "the same template from the command line: airlock run --template $TEMPLATE (the pool refilled after the task's claim)"
+MEMBER2=$(pooled_member 2)
+echo "  \$ airlock run --template $TEMPLATE -- git ls-remote https://git.example.test/acme/demo.git HEAD"
+set +e
+"$BIN" run --template "$TEMPLATE" -- git ls-remote https://git.example.test/acme/demo.git HEAD 2>&1 |
+	sed 's/^/  /' | tee "$WORK/run.out"
+[ "${PIPESTATUS[0]}" = 0 ] || RC=1
+set -e
+RUN_SB=$(sed -n 's/^  airlock: sandbox \([0-9a-f]*\) (.*/\1/p' "$WORK/run.out" | head -n 1)
+if [ -n "$RUN_SB" ] && [ "$RUN_SB" = "$MEMBER2" ]; then
+	echo "  sandbox $RUN_SB is the member the pool made after the task's claim: this create was a claim too"
+else
+	echo "  sandbox ${RUN_SB:-?} was not claimed from the pool (its member was $MEMBER2): see $WORK/serve.log"
+fi
 
 say "what the world's servers received (the appliance let through only what the policy allows)"
 stop_world

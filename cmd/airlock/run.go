@@ -25,27 +25,47 @@ var runFlags struct {
 	quiet     bool
 	copyWS    bool
 	gitURL    string
+	template  string
 }
 
 var runCmd = &cobra.Command{
-	Use:   "run [--policy P] [--workspace DIR] [--timeout D] [--keep] IMAGE -- CMD...",
+	Use:   "run [--policy P] [--workspace DIR] [--timeout D] [--keep] (IMAGE | --template NAME[:vN]) -- CMD...",
 	Short: "Run one command in a new sandbox and summarize its egress",
-	Long: `Create a sandbox from IMAGE under a policy, run CMD in it with its output
-streamed here, then print the egress summary (destinations by category,
-denied attempts with the rule that denied them, DNS names) and how to get
-the review report. The sandbox is removed afterwards unless --keep.
+	Long: `Create a sandbox from IMAGE, or from a template version with --template
+(` + "`airlock template build`" + `; a warm pool of it in the appliance's [pool] makes
+the create a claim of a sandbox started ahead of demand), under a policy, run
+CMD in it with its output streamed here, then print the egress summary
+(destinations by category, denied attempts with the rule that denied them,
+DNS names) and how to get the review report. The sandbox is removed
+afterwards unless --keep.
 
-The exit status is the command's (124 when it timed out).`,
+The exit status is the command's (124 when it timed out); 2 for a usage
+error, such as both IMAGE and --template, or neither.`,
 	Example: `  airlock run --policy coding-agent localhost/airlock/debian:12 -- curl -sS https://git.example.test/
+  airlock run --template py --policy coding-agent -- python3 -c 'import requests'
+  airlock run --template py:v2 --copy-workspace -w "$PWD" -- python3 main.py
   airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'
   airlock run --workspace-git https://git.example.test/org/repo.git localhost/airlock/debian:12 -- git -C /workspace log -1`,
-	Args: func(cmd *cobra.Command, args []string) error {
-		if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-			return fmt.Errorf("usage: airlock run [flags] IMAGE -- CMD [ARG...] (put the command after --)")
-		}
-		return nil
-	},
+	Args: runArgs,
 	RunE: runRun,
+}
+
+// runArgs checks the command line: IMAGE (or --template) before --, and
+// a command after it.
+func runArgs(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
+	tmpl := runFlags.template
+	switch {
+	case dash < 0 || len(args) <= dash:
+		return fmt.Errorf("usage: airlock run [flags] (IMAGE | --template NAME[:vN]) -- CMD [ARG...] (put the command after --)")
+	case dash > 1:
+		return fmt.Errorf("more than one argument before --: %q (give one IMAGE, or --template NAME[:vN]; the command goes after --)", args[:dash])
+	case dash == 1 && tmpl != "":
+		return fmt.Errorf("IMAGE %s and --template %s exclude each other: give one (a template names its image)", args[0], tmpl)
+	case dash == 0 && tmpl == "":
+		return fmt.Errorf("no IMAGE and no --template: give IMAGE or --template NAME[:vN] before --")
+	}
+	return nil
 }
 
 func init() {
@@ -59,16 +79,21 @@ func init() {
 	f.StringArrayVarP(&runFlags.env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
 	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
 	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
+	f.StringVar(&runFlags.template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
 	addSocketFlag(runCmd)
 	rootCmd.AddCommand(runCmd)
 }
 
 func runRun(cmd *cobra.Command, args []string) error {
-	image, argv := args[0], args[1:]
+	image, argv := "", args[cmd.ArgsLenAtDash():]
+	if cmd.ArgsLenAtDash() == 1 {
+		image = args[0]
+	}
 	req, err := createRequest(image, runFlags.policy, runFlags.workspace, runFlags.env, runFlags.secrets)
 	if err != nil {
 		return err
 	}
+	req.Template = runFlags.template
 	if runFlags.copyWS {
 		req.WorkspaceMode = "copy"
 	}
@@ -82,13 +107,24 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if runFlags.quiet {
 		info = io.Discard
 	}
-	done := progress(info, createStep(fmt.Sprintf("creating sandbox from %s", image), req))
+	from := image
+	if req.Template != "" {
+		from = "template " + req.Template
+	}
+	done := progress(info, createStep("creating sandbox from "+from, req))
 	sb, err := c.Create(ctx, req)
 	done(err)
 	if err != nil {
+		if req.Template != "" {
+			return err // the appliance names the template and `airlock template ls`
+		}
 		return explainCreate(err, image)
 	}
-	fmt.Fprintf(info, "airlock: sandbox %s (policy %s, address %s)\n", sb.ID, sb.Policy, sb.Address)
+	if sb.Template != "" {
+		fmt.Fprintf(info, "airlock: sandbox %s (template %s, policy %s, address %s)\n", sb.ID, sb.Template, sb.Policy, sb.Address)
+	} else {
+		fmt.Fprintf(info, "airlock: sandbox %s (policy %s, address %s)\n", sb.ID, sb.Policy, sb.Address)
+	}
 	res, execErr := c.Exec(ctx, sb.ID, client.ExecRequest{Argv: argv, Timeout: client.Duration(runFlags.timeout)},
 		cmd.OutOrStdout(), cmd.ErrOrStderr())
 	// Summary and cleanup still happen after Ctrl-C: use a fresh context.

@@ -30,7 +30,7 @@ func (b *runBackend) Create(_ context.Context, req client.CreateRequest) (client
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.created = req
-	return client.Sandbox{ID: "sb1", Policy: "coding-agent", Address: "198.18.64.2", State: "running"}, nil
+	return client.Sandbox{ID: "sb1", Policy: "coding-agent", Address: "198.18.64.2", State: "running", Template: req.Template}, nil
 }
 
 func (b *runBackend) Exec(_ context.Context, id string, req client.ExecRequest, stdout, stderr io.Writer) (client.ExecResult, error) {
@@ -58,19 +58,8 @@ func (b *runBackend) Delete(_ context.Context, id string) error {
 
 func TestRunStreamsSummarizesAndExitsWithTheCommandsStatus(t *testing.T) {
 	b := &runBackend{}
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	l, err := serve.ListenUnix(sock, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-
-	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	sock := serveAPI(t, b)
+	out, errb := captureCLI(t)
 	code := run([]string{"run", "--socket", sock, "--policy", "coding-agent", "-e", "A=1",
 		"localhost/airlock/busybox:1", "--", "sh", "-c", "exit 7"})
 	if code != 7 {
@@ -93,6 +82,16 @@ func TestRunStreamsSummarizesAndExitsWithTheCommandsStatus(t *testing.T) {
 	}
 }
 
+// captureCLI sends the CLI's output to the buffers it returns until the
+// test ends.
+func captureCLI(t *testing.T) (out, errb *bytes.Buffer) {
+	out, errb = &bytes.Buffer{}, &bytes.Buffer{}
+	rootCmd.SetOut(out)
+	rootCmd.SetErr(errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	return out, errb
+}
+
 func TestRunNeedsTheDash(t *testing.T) {
 	var errb bytes.Buffer
 	rootCmd.SetErr(&errb)
@@ -107,18 +106,9 @@ func TestRunNeedsTheDash(t *testing.T) {
 // before anything is created.
 func TestRunWorkspaceGit(t *testing.T) {
 	b := &runBackend{}
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	l, err := serve.ListenUnix(sock, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve.NewHTTPServer((&serve.API{Backend: b}).Handler())
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil); runFlags.gitURL = "" })
+	sock := serveAPI(t, b)
+	_, errb := captureCLI(t)
+	t.Cleanup(func() { runFlags.gitURL = "" })
 
 	const repo = "https://git.example.test/org/repo.git"
 	run([]string{"run", "--socket", sock, "--workspace-git", repo, "img", "--", "true"})
@@ -129,7 +119,8 @@ func TestRunWorkspaceGit(t *testing.T) {
 		t.Errorf("no clone progress line:\n%s", errb.String())
 	}
 
-	b.created, errb = client.CreateRequest{}, bytes.Buffer{}
+	b.created = client.CreateRequest{}
+	errb.Reset()
 	code := run([]string{"run", "--socket", sock, "--workspace-git", "https://u:tok@git.example.test/r.git", "img", "--", "true"})
 	if code == 0 || b.created.Image != "" {
 		t.Errorf("a URL with credentials: exit %d, create request %+v", code, b.created)
@@ -142,5 +133,56 @@ func TestRunWorkspaceGit(t *testing.T) {
 	req.Workspace = "/srv/ws"
 	if err := setWorkspaceGit(&req, repo); err == nil {
 		t.Error("--workspace and --workspace-git together were accepted")
+	}
+}
+
+// TestRunTemplate: --template reaches the create request in place of an
+// image, and the sandbox line names the version it came from.
+func TestRunTemplate(t *testing.T) {
+	b := &runBackend{}
+	sock := serveAPI(t, b)
+	out, errb := captureCLI(t)
+	t.Cleanup(func() { runFlags.template = "" })
+
+	code := run([]string{"run", "--socket", sock, "--template", "py:v2", "--", "sh", "-c", "exit 7"})
+	if code != 7 {
+		t.Errorf("exit code = %d, want the command's 7\nstderr:\n%s", code, errb.String())
+	}
+	if b.created.Template != "py:v2" || b.created.Image != "" {
+		t.Errorf("create request = %+v, want template py:v2 and no image", b.created)
+	}
+	if strings.Join(b.argv, " ") != "sh -c exit 7" || out.String() != "out\n" {
+		t.Errorf("argv = %q, stdout = %q", b.argv, out.String())
+	}
+	for _, want := range []string{"creating sandbox from template py:v2", "sandbox sb1 (template py:v2, policy coding-agent"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
+
+// TestRunImageOrTemplate: IMAGE and --template together, or neither, is a
+// usage error (exit 2) that says which, and nothing is created.
+func TestRunImageOrTemplate(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--template", "py", "localhost/airlock/debian:12", "--", "true"},
+			"IMAGE localhost/airlock/debian:12 and --template py exclude each other"},
+		{[]string{"run", "--", "true"}, "no IMAGE and no --template"},
+		{[]string{"run", "--template", "py", "img", "extra", "--", "true"}, "more than one argument before --"},
+		{[]string{"run", "--template", "py", "true"}, "put the command after --"},
+		{[]string{"run", "img", "--"}, "put the command after --"},
+	} {
+		var errb bytes.Buffer
+		rootCmd.SetErr(&errb)
+		args := append([]string{"run", "--socket", filepath.Join(t.TempDir(), "none.sock")}, c.args[1:]...)
+		code := run(args)
+		rootCmd.SetErr(nil)
+		runFlags.template = ""
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("airlock %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, errb.String(), c.want)
+		}
 	}
 }

@@ -12,7 +12,11 @@ policy rule that made it, read back from the appliance's audit log.
 It is written for the hermetic world of Airlock's end-to-end tests (the
 names git.example.test, registry.example.test, ... and the e2e policy);
 `make run` (scripts/quickstart.sh) starts that world and an appliance and
-runs this file. Against your own appliance:
+runs this file, with ``--template``: it builds a template of the Debian
+image and keeps a warm pool of it, so the create below is a claim of a
+sandbox started ahead of demand (the line after ``sandbox: ID`` says how long
+the create took and whether it came from the pool). Against your own
+appliance:
 
     AIRLOCK_SOCKET=/run/airlock/airlock.sock python3 agent_task.py \\
         --evil 198.19.7.66 --report report.html
@@ -138,16 +142,43 @@ def summary(sbx: airlock.Sandbox, done: List[Step]) -> None:
           + ", ".join(f"{n} {v}" for v, n in count.items() if n))
 
 
+def claim(sbx: airlock.Sandbox, wait: float = 5.0) -> str:
+    """How the sandbox was made: the detail of its ``claimed`` lifecycle
+    event when its create claimed a warm pool member, "" when it was a cold
+    create (a ``ready`` event), waiting up to ``wait`` seconds for the
+    audit log to have either."""
+    deadline = time.monotonic() + wait
+    while True:
+        for e in sbx.egress.events(kind="lifecycle"):
+            lc = e.raw.get("lifecycle") or {}
+            if lc.get("stage") == "claimed":
+                return lc.get("detail", "").split(";")[0]
+            if lc.get("stage") == "ready":
+                return ""
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.2)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description="Run a coding agent's task in an Airlock sandbox.")
     p.add_argument("--evil", required=True, help="an address to try sending data to (the world's evil server)")
     p.add_argument("--image", default="localhost/airlock/debian:12", help="sandbox image (git, npm, curl, dig)")
+    p.add_argument("--template", help="create from this template version (NAME or NAME:vN) instead of --image; "
+                   "a warm pool of it makes the create a claim")
     p.add_argument("--policy", default="e2e", help="egress policy (default: the e2e policy)")
     p.add_argument("--report", help="write the sandbox's HTML review report here")
     a = p.parse_args(argv)
-    with airlock.Sandbox.create(image=a.image, policy=a.policy, timeout=120,
-                                labels={"example": "agent_task"}) as sbx:
-        print(f"sandbox: {sbx.id} (image {a.image}, policy {a.policy}, address {sbx.info.get('address', '?')})")
+    start = time.monotonic()
+    sbx = airlock.Sandbox.create(image=None if a.template else a.image, template=a.template, policy=a.policy,
+                                 timeout=120, labels={"example": "agent_task"})
+    took = time.monotonic() - start
+    with sbx:
+        source = f"template {sbx.info.get('template', a.template)}" if a.template else f"image {a.image}"
+        print(f"sandbox: {sbx.id} ({source}, policy {a.policy}, address {sbx.info.get('address', '?')})")
+        how = claim(sbx)
+        print(f"  created in {took * 1000:.0f} ms: " +
+              (f"claimed from the warm pool ({how})" if how else "a cold create (no warm pool member matched)"))
         done = []
         for n, s in enumerate(steps(a.evil), 1):
             do(sbx, n, s)
