@@ -207,6 +207,7 @@ func appendExec(b []byte, x *Exec) []byte {
 	if x.Killed {
 		b = append(b, `,"killed":true`...)
 	}
+	b = optString(b, `,"limit":`, x.Limit)
 	b = optString(b, `,"agent":`, x.Agent)
 	b = optString(b, `,"user":`, x.User)
 	b = optInt(b, `,"pid":`, int64(x.Pid))

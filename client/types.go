@@ -144,7 +144,10 @@ type ExecResult struct {
 	DurationMS int64  `json:"duration_ms"`
 	TimedOut   bool   `json:"timed_out,omitempty"`
 	Killed     bool   `json:"killed,omitempty"`
-	Truncated  bool   `json:"truncated,omitempty"`
+	// Limit names the limit that ended the command: timeout, fsize (the
+	// file size limit, SIGXFSZ) or cpu (SIGXCPU); empty when none did.
+	Limit     string `json:"limit,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
 	// Through the in-sandbox agent.
 	Agent       string `json:"agent,omitempty"` // airlock-init | podman-exec
 	Pid         int    `json:"pid,omitempty"`

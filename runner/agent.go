@@ -363,6 +363,7 @@ func fillExit(res *ExecResult, e *agentwire.Exit) {
 	// Killed as through the engine: ended by the runner, at its timeout or
 	// on request.
 	res.ExitCode, res.Signal, res.TimedOut, res.Killed = e.Code, e.Signal, e.TimedOut, e.Killed || e.TimedOut
+	res.Limit = LimitOf(e.TimedOut, e.Signal)
 	if sig, err := agentwire.ParseSignal(e.Signal); err == nil {
 		res.ExitCode = 128 + int(sig) // as a shell reports it (and podman exec: 137)
 	}

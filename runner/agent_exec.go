@@ -160,7 +160,7 @@ func (r *Runner) agentEvent(m execMeta, stage string, res *ExecResult, out *outp
 		code := res.ExitCode
 		x.ExitCode = &code
 		x.DurationMS = res.Duration.Milliseconds()
-		x.TimedOut, x.Killed, x.Signal, x.Reaped = res.TimedOut, res.Killed, res.Signal, res.Reaped
+		x.TimedOut, x.Killed, x.Signal, x.Reaped, x.Limit = res.TimedOut, res.Killed, res.Signal, res.Reaped, res.Limit
 		x.UtimeUS, x.StimeUS, x.MaxRSSKB = res.UtimeUS, res.StimeUS, res.MaxRSSKB
 		x.StdoutBytes, x.StderrBytes = res.StdoutBytes, res.StderrBytes
 	}

@@ -80,6 +80,7 @@ func (r *Runner) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	}
 	res.ExitCode, res.Killed = st.Code, st.Killed
 	res.TimedOut = st.Killed && errors.Is(context.Cause(ectx), errExecTimeout)
+	res.Limit = LimitOf(res.TimedOut, "") // the engine reports no signal
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
 	r.execEvent(sb.ID, res.ID, req.Principal, "finished", req.Argv, cwd, &res, "")
@@ -96,7 +97,7 @@ func (r *Runner) execEvent(sandbox, execID, principal, stage string, argv []stri
 		code := res.ExitCode
 		e.Exec.ExitCode = &code
 		e.Exec.DurationMS = res.Duration.Milliseconds()
-		e.Exec.TimedOut, e.Exec.Killed = res.TimedOut, res.Killed
+		e.Exec.TimedOut, e.Exec.Killed, e.Exec.Limit = res.TimedOut, res.Killed, res.Limit
 	}
 	r.cfg.Emitter.Emit(e)
 }

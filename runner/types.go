@@ -211,6 +211,7 @@ type ExecResult struct {
 	Duration        time.Duration `json:"duration"`
 	TimedOut        bool          `json:"timed_out"`
 	Killed          bool          `json:"killed"`
+	Limit           string        `json:"limit,omitempty"` // the limit that ended it (LimitOf)
 	// From the agent (zero through the engine).
 	Agent       string `json:"agent,omitempty"`
 	Pid         int    `json:"pid,omitempty"`
@@ -223,6 +224,27 @@ type ExecResult struct {
 	MaxRSSKB    int64  `json:"maxrss_kb,omitempty"`
 	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
 	StderrBytes int64  `json:"stderr_bytes,omitempty"`
+}
+
+// The limits that can end a command (ExecResult.Limit, exec.limit).
+const (
+	LimitTimeout = "timeout" // its exec timeout: the runner killed its tree
+	LimitFsize   = "fsize"   // the file size rlimit (SIGXFSZ)
+	LimitCPU     = "cpu"     // the CPU time rlimit (SIGXCPU)
+)
+
+// LimitOf names the limit that ended a command that timed out or was
+// ended by signal (agentwire's name: "XFSZ"), "" when no limit did.
+func LimitOf(timedOut bool, signal string) string {
+	switch {
+	case timedOut:
+		return LimitTimeout
+	case signal == "XFSZ":
+		return LimitFsize
+	case signal == "XCPU":
+		return LimitCPU
+	}
+	return ""
 }
 
 // TruncationMarker ends a captured stream that was cut.

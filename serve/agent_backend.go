@@ -55,7 +55,7 @@ func (a *Appliance) Attach(ctx context.Context, id, execID string, stdout, stder
 // execResult is the API's view of a runner result.
 func execResult(res runner.ExecResult) client.ExecResult {
 	return client.ExecResult{ID: res.ID, ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
-		TimedOut: res.TimedOut, Killed: res.Killed, Truncated: res.StdoutTruncated || res.StderrTruncated,
+		TimedOut: res.TimedOut, Killed: res.Killed, Limit: res.Limit, Truncated: res.StdoutTruncated || res.StderrTruncated,
 		Agent: res.Agent, Pid: res.Pid, Signal: res.Signal, Running: res.Running, UtimeUS: res.UtimeUS,
 		StimeUS: res.StimeUS, MaxRSSKB: res.MaxRSSKB, StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes}
 }

@@ -209,6 +209,10 @@ type Exec struct {
 	DurationMS int64    `json:"duration_ms,omitempty"`
 	TimedOut   bool     `json:"timed_out,omitempty"`
 	Killed     bool     `json:"killed,omitempty"`
+	// Limit names the limit that ended it: timeout (its exec timeout),
+	// fsize (the file size rlimit: SIGXFSZ), cpu (the CPU time rlimit:
+	// SIGXCPU); empty when none did.
+	Limit string `json:"limit,omitempty"`
 	// Through the in-sandbox agent (Agent "airlock-init"; "podman-exec" is
 	// the engine fallback, which knows only the fields above).
 	Agent      string `json:"agent,omitempty"`

@@ -151,12 +151,18 @@ func runRun(cmd *cobra.Command, args []string) error {
 	return exitFor(info, res)
 }
 
-// exitFor turns a command's result into the CLI's exit status.
+// exitFor turns a command's result into the CLI's exit status: 124 when
+// its timeout ended it (as timeout(1)), else its own (a signal's as a
+// shell reports it, 128+N), saying which limit ended it.
 func exitFor(info io.Writer, res client.ExecResult) error {
 	switch {
 	case res.TimedOut:
-		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed\n", time.Duration(res.DurationMS)*time.Millisecond)
+		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed (limit: timeout)\n", time.Duration(res.DurationMS)*time.Millisecond)
 		return exitError{124}
+	case res.Limit == "fsize":
+		fmt.Fprintf(info, "airlock: the command was ended by the file size limit (limit: fsize, signal %s)\n", res.Signal)
+	case res.Limit == "cpu":
+		fmt.Fprintf(info, "airlock: the command was ended by the CPU time limit (limit: cpu, signal %s)\n", res.Signal)
 	case res.Killed:
 		fmt.Fprintln(info, "airlock: the command was killed")
 	}

@@ -485,7 +485,10 @@ var signals = map[string]syscall.Signal{
 	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "PIPE": syscall.SIGPIPE, "ALRM": syscall.SIGALRM,
 	"TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP,
-	"WINCH": syscall.SIGWINCH, "ABRT": syscall.SIGABRT,
+	"WINCH": syscall.SIGWINCH, "ABRT": syscall.SIGABRT, "SEGV": syscall.SIGSEGV, "BUS": syscall.SIGBUS,
+	"ILL": syscall.SIGILL, "FPE": syscall.SIGFPE, "TRAP": syscall.SIGTRAP, "SYS": syscall.SIGSYS,
+	"XCPU": syscall.SIGXCPU, "XFSZ": syscall.SIGXFSZ, "TTIN": syscall.SIGTTIN, "TTOU": syscall.SIGTTOU,
+	"URG": syscall.SIGURG, "PROF": syscall.SIGPROF, "VTALRM": syscall.SIGVTALRM, "IO": syscall.SIGIO,
 }
 
 // ParseSignal parses TERM, SIGTERM (any case) or a number 1-64.

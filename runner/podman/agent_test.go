@@ -244,3 +244,39 @@ func TestCommandSurvivesApplianceKill(t *testing.T) {
 	}
 	_ = agentwire.Version
 }
+
+// TestExecNamesTheLimit: a command ended by a limit says which, in its
+// result and its finished record: a write past the file size limit
+// (SIGXFSZ) is fsize, a command past its timeout is timeout, and one that
+// exits by itself names none.
+func TestExecNamesTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev", Limits: runner.Limits{FileSizeBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Agent != runner.AgentName {
+		t.Fatalf("sandbox runs commands through %q (%s), want the agent", sb.Agent, sb.AgentError)
+	}
+	for _, c := range []struct {
+		req   runner.ExecRequest
+		limit string
+	}{
+		{runner.ExecRequest{Argv: []string{"dd", "if=/dev/zero", "of=/tmp/big", "bs=1048576", "count=2"}}, runner.LimitFsize},
+		{runner.ExecRequest{Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond}, runner.LimitTimeout},
+		{runner.ExecRequest{Argv: []string{"sh", "-c", "exit 3"}}, ""},
+	} {
+		res, err := e.r.Exec(ctx, sb.ID, c.req)
+		if err != nil {
+			t.Fatalf("%v: %v", c.req.Argv, err)
+		}
+		if res.Limit != c.limit {
+			t.Errorf("%v: limit %q (signal %q, exit %d, timed out %v), want %q", c.req.Argv, res.Limit, res.Signal, res.ExitCode, res.TimedOut, c.limit)
+		}
+		if x := e.finished(t, res.ID).Exec; x.Limit != c.limit {
+			t.Errorf("%v: the record's limit %q, want %q", c.req.Argv, x.Limit, c.limit)
+		}
+	}
+}

@@ -32,6 +32,9 @@ class CommandResult:
     timed_out: bool = False
     killed: bool = False
     signal: str = ""
+    #: the limit that ended the command: "timeout", "fsize" (file size,
+    #: SIGXFSZ) or "cpu" (CPU time, SIGXCPU); "" when none did
+    limit: str = ""
     truncated: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -107,7 +110,7 @@ class _Stream:
             exit_code=ex.get("exit_code", -1), stdout="".join(self.out["stdout"]),
             stderr="".join(self.out["stderr"]), exec_id=ex.get("id", ""),
             duration_ms=ex.get("duration_ms", 0), timed_out=ex.get("timed_out", False),
-            killed=ex.get("killed", False), signal=ex.get("signal", ""),
+            killed=ex.get("killed", False), signal=ex.get("signal", ""), limit=ex.get("limit", ""),
             truncated=ex.get("truncated", False), raw=ex)
 
 
@@ -138,7 +141,8 @@ def _from_record(ex: Dict[str, Any], on_stdout: Optional[OutputHandler], on_stde
     code = ex.get("exit_code")
     return CommandResult(exit_code=-1 if code is None else code, stdout=out["stdout"], stderr=out["stderr"],
                          exec_id=exec_id, duration_ms=ex.get("duration_ms", 0), timed_out=ex.get("timed_out", False),
-                         killed=ex.get("killed", False), signal=ex.get("signal", ""), truncated=cut,
+                         killed=ex.get("killed", False), signal=ex.get("signal", ""), limit=ex.get("limit", ""),
+                         truncated=cut,
                          raw=dict(ex, recorded=True))
 
 
