@@ -75,6 +75,57 @@ func TestThousandTimeoutsLeaveNothing(t *testing.T) {
 	}
 }
 
+// Sequential commands reuse the pre-started supervisors instead of
+// starting a new one per command (each is a Go process: its start-up was a
+// third of the sandbox's CPU in a loop of short commands), and a reused
+// supervisor still ends a command's whole tree, setsid grandchild and
+// TERM-ignoring shell included.
+func TestSequentialCommandsReuseSupervisors(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	seen := map[int]bool{}
+	const n = 100
+	for i := range n {
+		e, _, errs := run(t, c, agentwire.Request{ID: fmt.Sprintf("seq-%d", i), Argv: []string{"true"}}, "")
+		if e.Code != 0 {
+			t.Fatalf("true: %+v %s", e, errs)
+		}
+		for _, p := range shimsOf(t, pid) {
+			seen[p] = true
+		}
+	}
+	// Before: one new supervisor per command (n plus the pool).
+	if len(seen) >= n/2 {
+		t.Fatalf("%d sequential commands went through %d supervisors", n, len(seen))
+	}
+	t.Logf("%d sequential commands went through %d supervisors", n, len(seen))
+	e, _, errs := run(t, c, agentwire.Request{ID: "seq-tree", TimeoutMS: 300, GraceMS: 200,
+		Shell: "(setsid sleep 1000 &); trap '' TERM; sleep 1000"}, "")
+	if !e.TimedOut || e.Reaped < 2 {
+		t.Fatalf("timeout on a reused supervisor: %+v %s", e, errs)
+	}
+	waitNoProcs(t, pid)
+}
+
+// shimsOf lists the supervisors among init's children (host pids).
+func shimsOf(t *testing.T, init int) []int {
+	var out []int
+	for _, p := range allProcsIn(t, init) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(b)[i+1:]); len(f) < 2 || f[1] != strconv.Itoa(init) {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); string(cmd) == "airlock-init-shim\x00" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
