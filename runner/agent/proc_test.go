@@ -111,12 +111,7 @@ func TestSequentialCommandsReuseSupervisors(t *testing.T) {
 func shimsOf(t *testing.T, init int) []int {
 	var out []int
 	for _, p := range allProcsIn(t, init) {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(b)[i+1:]); len(f) < 2 || f[1] != strconv.Itoa(init) {
+		if parentOf(p) != init {
 			continue
 		}
 		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); string(cmd) == "airlock-init-shim\x00" {
