@@ -162,6 +162,49 @@ func TestOutputFloodAndBinary(t *testing.T) {
 	}
 }
 
+// Output the command wrote before it exited is all delivered, even when a
+// background child keeps the pipe open (so the agent stops waiting for EOF
+// after a short drain) and the host was not reading when that drain time
+// ended (so the agent's reader was held up with output still in the pipe).
+func TestOutputKeptWhenHostReadsLate(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	// Which sizes leave output in the pipe when the drain time ends
+	// depends on the socket's and the pipe's buffers: try a range, each
+	// small enough that the command can end while the host is not reading.
+	for size := int64(64 << 10); size <= 384<<10; size += 16 << 10 {
+		late := &lateCounter{done: fmt.Sprintf("/proc/%d/root/tmp/late-%d", pid, size)}
+		e, err := c.Exec(ctx(t), agentwire.Request{ID: fmt.Sprintf("late-%d", size),
+			Shell: fmt.Sprintf("(sleep 100 &); head -c %d /dev/zero; touch /tmp/late-%d", size, size)},
+			agent.Streams{Stdout: late}, nil)
+		if err != nil || e.Code != 0 || late.n != size || e.Stdout != size {
+			t.Errorf("%d bytes written: %+v %v, got %d", size, e, err, late.n)
+		}
+	}
+}
+
+// lateCounter counts bytes; on the first write it waits until the
+// command (head) has exited (or a second: a size the buffers cannot hold
+// keeps it from ending), then a while longer: a host that was not reading
+// its output when the command ended.
+type lateCounter struct {
+	done string // the command has ended once this file exists
+	n    int64
+}
+
+func (c *lateCounter) Write(p []byte) (int, error) {
+	if c.n == 0 {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(c.done); err == nil {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // longer than the agent's drain time
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
 // A background command outlives its call; it can be listed, re-attached
 // (its kept output first), signalled and killed.
 func TestBackgroundAttachSignalKill(t *testing.T) {
