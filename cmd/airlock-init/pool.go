@@ -19,7 +19,10 @@ import (
 // control socket (fd 3) for a command: its spec and its stdio fds
 // (SCM_RIGHTS). The same socket then carries the shim's status lines.
 
-const poolSize = 4
+const (
+	poolSize = 4
+	poolLow  = poolSize / 2 // refill below this many idle shims
+)
 
 type idleShim struct {
 	pid int
@@ -57,13 +60,21 @@ func (a *agent) spawnShim() (*idleShim, error) {
 	return &idleShim{pid: pid, ctl: os.NewFile(uintptr(fds[0]), "shim-ctl")}, nil
 }
 
-// takeShim returns an idle shim, started now if none is waiting.
+// takeShim returns an idle shim, started now if none is waiting. The pool
+// is topped up only once it ran low: a shim comes back to it when its
+// command is over (release), so sequential commands reuse the same few
+// shims. Refilling after every take started a new Go process per command
+// (the pool was then full when the used shim came back, which was told to
+// exit): about a third of the sandbox's CPU during a loop of short execs.
 func (a *agent) takeShim() (*idleShim, error) {
-	defer a.refill()
 	select {
 	case s := <-a.pool:
+		if len(a.pool) < poolLow {
+			a.refill()
+		}
 		return s, nil
 	default:
+		a.refill()
 		return a.spawnShim()
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"airlock/internal/agentwire"
 )
 
-// replayMax bounds the output a command keeps for re-attaching.
-const replayMax = 512 << 10
+const (
+	replayMax   = 512 << 10 // the output a command keeps for re-attaching
+	maxBuffered = 4 << 20   // read after the drain deadline: more than a pipe holds (pipe-max-size, 1 MiB)
+)
 
 type chunk struct {
 	t agentwire.Type
@@ -116,10 +118,40 @@ func (p *proc) readOutput(f *os.File, t agentwire.Type, wg *sync.WaitGroup) {
 		if n > 0 {
 			p.emit(t, buf[:n])
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			p.readBuffered(f, t, buf)
+			return
+		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// readBuffered emits what the pipe still holds, without waiting for more.
+// The drain deadline (supervise) ends the wait for EOF, but a Read after
+// it returns at once, even with the command's last output in the pipe
+// (this reader was held up, e.g. by a host reading slowly). Bounded: a
+// background child may go on writing.
+func (p *proc) readBuffered(f *os.File, t agentwire.Type, buf []byte) {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Read(func(fd uintptr) bool {
+		for total := 0; total < maxBuffered; {
+			n, err := unix.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				break // EAGAIN: empty; EOF; EIO: a PTY's other end closed
+			}
+			p.emit(t, buf[:n])
+			total += n
+		}
+		return true // never wait for readiness
+	})
 }
 
 // shimMsg is one line the shim writes on its status pipe.

@@ -75,6 +75,52 @@ func TestThousandTimeoutsLeaveNothing(t *testing.T) {
 	}
 }
 
+// Sequential commands reuse the pre-started supervisors instead of
+// starting a new one per command (each is a Go process: its start-up was a
+// third of the sandbox's CPU in a loop of short commands), and a reused
+// supervisor still ends a command's whole tree, setsid grandchild and
+// TERM-ignoring shell included.
+func TestSequentialCommandsReuseSupervisors(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	seen := map[int]bool{}
+	const n = 100
+	for i := range n {
+		e, _, errs := run(t, c, agentwire.Request{ID: fmt.Sprintf("seq-%d", i), Argv: []string{"true"}}, "")
+		if e.Code != 0 {
+			t.Fatalf("true: %+v %s", e, errs)
+		}
+		for _, p := range shimsOf(t, pid) {
+			seen[p] = true
+		}
+	}
+	// Before: one new supervisor per command (n plus the pool).
+	if len(seen) >= n/2 {
+		t.Fatalf("%d sequential commands went through %d supervisors", n, len(seen))
+	}
+	t.Logf("%d sequential commands went through %d supervisors", n, len(seen))
+	e, _, errs := run(t, c, agentwire.Request{ID: "seq-tree", TimeoutMS: 300, GraceMS: 200,
+		Shell: "(setsid sleep 1000 &); trap '' TERM; sleep 1000"}, "")
+	if !e.TimedOut || e.Reaped < 2 {
+		t.Fatalf("timeout on a reused supervisor: %+v %s", e, errs)
+	}
+	waitNoProcs(t, pid)
+}
+
+// shimsOf lists the supervisors among init's children (host pids).
+func shimsOf(t *testing.T, init int) []int {
+	var out []int
+	for _, p := range allProcsIn(t, init) {
+		if parentOf(p) != init {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); string(cmd) == "airlock-init-shim\x00" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
@@ -114,6 +160,49 @@ func TestOutputFloodAndBinary(t *testing.T) {
 	if sha256.Sum256([]byte(out)) != sha256.Sum256(want) {
 		t.Fatalf("binary output changed: %d bytes, want %d", len(out), len(want))
 	}
+}
+
+// Output the command wrote before it exited is all delivered, even when a
+// background child keeps the pipe open (so the agent stops waiting for EOF
+// after a short drain) and the host was not reading when that drain time
+// ended (so the agent's reader was held up with output still in the pipe).
+func TestOutputKeptWhenHostReadsLate(t *testing.T) {
+	_, pid := sandbox(t, defaultCaps)
+	c := client(t, pid)
+	// Which sizes leave output in the pipe when the drain time ends
+	// depends on the socket's and the pipe's buffers: try a range, each
+	// small enough that the command can end while the host is not reading.
+	for size := int64(64 << 10); size <= 384<<10; size += 16 << 10 {
+		late := &lateCounter{done: fmt.Sprintf("/proc/%d/root/tmp/late-%d", pid, size)}
+		e, err := c.Exec(ctx(t), agentwire.Request{ID: fmt.Sprintf("late-%d", size),
+			Shell: fmt.Sprintf("(sleep 100 &); head -c %d /dev/zero; touch /tmp/late-%d", size, size)},
+			agent.Streams{Stdout: late}, nil)
+		if err != nil || e.Code != 0 || late.n != size || e.Stdout != size {
+			t.Errorf("%d bytes written: %+v %v, got %d", size, e, err, late.n)
+		}
+	}
+}
+
+// lateCounter counts bytes; on the first write it waits until the
+// command (head) has exited (or a second: a size the buffers cannot hold
+// keeps it from ending), then a while longer: a host that was not reading
+// its output when the command ended.
+type lateCounter struct {
+	done string // the command has ended once this file exists
+	n    int64
+}
+
+func (c *lateCounter) Write(p []byte) (int, error) {
+	if c.n == 0 {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(c.done); err == nil {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // longer than the agent's drain time
+	}
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 // A background command outlives its call; it can be listed, re-attached

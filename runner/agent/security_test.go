@@ -18,12 +18,7 @@ func procsIn(t *testing.T, init int) []int {
 	all := allProcsIn(t, init)
 	parent := map[int]int{}
 	for _, p := range all {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
-			if f := strings.Fields(string(b)[i+1:]); len(f) > 1 {
-				parent[p], _ = strconv.Atoi(f[1])
-			}
-		}
+		parent[p] = parentOf(p)
 	}
 	hasChild := map[int]bool{}
 	for _, pp := range parent {
@@ -40,6 +35,18 @@ func procsIn(t *testing.T, init int) []int {
 		out = append(out, p)
 	}
 	return out
+}
+
+// parentOf reads a process's parent pid from /proc (0 if it is gone).
+func parentOf(pid int) int {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if i := strings.LastIndexByte(string(b), ')'); i > 0 {
+		if f := strings.Fields(string(b)[i+1:]); len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			return pp
+		}
+	}
+	return 0
 }
 
 func allProcsIn(t *testing.T, init int) []int {
