@@ -273,6 +273,12 @@ func RewritePyPIJSONFiles(doc []byte, hidden map[string]bool, hideFile func(stri
 		if err := json.Unmarshal(raw, &rel); err != nil {
 			return nil, fmt.Errorf("pypi json: releases: %w", err)
 		}
+		// Every release must read as the gate reads it (a list of file
+		// objects): one that does not would pass through unread.
+		var files map[string][]pypiFile
+		if err := json.Unmarshal(raw, &files); err != nil {
+			return nil, fmt.Errorf("pypi json: releases: %w", err)
+		}
 		for v := range hidden {
 			delete(rel, v)
 		}
