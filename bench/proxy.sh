@@ -86,24 +86,23 @@ pids+=($opid)
 wait_port "127.0.0.1:$oport"
 
 # Airlock (explicit listener: CONNECT, then MITM or splice by category).
-aport=$(free_port)
-mkdir -m 700 "$work/airlock-state"
-"$B" airlock -addr "127.0.0.1:$aport" -state-dir "$work/airlock-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
-apid=$!
-pids+=($apid)
-wait_port "127.0.0.1:$aport"
-airlock_ca="$work/airlock-state/ca.crt"
-for _ in $(seq 1 50); do [ -s "$airlock_ca" ] && break; sleep 0.1; done
+# start_airlock BIN NAME sets al_port, al_pid and al_ca (its CA, once written).
+start_airlock() {
+	al_port=$(free_port)
+	mkdir -m 700 "$work/$2-state"
+	"$1" airlock -addr "127.0.0.1:$al_port" -state-dir "$work/$2-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
+	al_pid=$!
+	pids+=($al_pid)
+	wait_port "127.0.0.1:$al_port"
+	al_ca="$work/$2-state/ca.crt"
+	for _ in $(seq 1 50); do [ -s "$al_ca" ] && break; sleep 0.1; done
+}
+start_airlock "$B" airlock
+aport=$al_port apid=$al_pid airlock_ca=$al_ca
 bport="" bpid="" before_ca=""
 if [ -n "$BEFORE" ]; then
-	bport=$(free_port)
-	mkdir -m 700 "$work/before-state"
-	"$work/benchproxy-before" airlock -addr "127.0.0.1:$bport" -state-dir "$work/before-state" -origin-ca "$work/origin-ca.pem" >/dev/null &
-	bpid=$!
-	pids+=($bpid)
-	wait_port "127.0.0.1:$bport"
-	before_ca="$work/before-state/ca.crt"
-	for _ in $(seq 1 50); do [ -s "$before_ca" ] && break; sleep 0.1; done
+	start_airlock "$work/benchproxy-before" before
+	bport=$al_port bpid=$al_pid before_ca=$al_ca
 fi
 
 # The floors: the least a proxy can do (see bench/proxy floor).
