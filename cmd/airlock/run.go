@@ -26,6 +26,7 @@ var runFlags struct {
 	copyWS    bool
 	gitURL    string
 	template  string
+	lockfiles []string
 }
 
 var runCmd = &cobra.Command{
@@ -45,7 +46,8 @@ error, such as both IMAGE and --template, or neither.`,
   airlock run --template py --policy coding-agent -- python3 -c 'import requests'
   airlock run --template py:v2 --copy-workspace -w "$PWD" -- python3 main.py
   airlock run --workspace "$PWD" --timeout 10m localhost/airlock/busybox:1 -- sh -c 'ls /workspace'
-  airlock run --workspace-git https://git.example.test/org/repo.git localhost/airlock/debian:12 -- git -C /workspace log -1`,
+  airlock run --workspace-git https://git.example.test/org/repo.git localhost/airlock/debian:12 -- git -C /workspace log -1
+  airlock run --lockfile package-lock.json -w "$PWD" --copy-workspace localhost/airlock/debian:12 -- npm ci`,
 	Args: runArgs,
 	RunE: runRun,
 }
@@ -80,6 +82,7 @@ func init() {
 	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
 	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
 	f.StringVar(&runFlags.template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
+	f.StringArrayVar(&runFlags.lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json, requirements.txt with --hash, uv.lock or poetry.lock (repeatable)")
 	addSocketFlag(runCmd)
 	rootCmd.AddCommand(runCmd)
 }
@@ -94,6 +97,9 @@ func runRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	req.Template = runFlags.template
+	if req.Lockfiles, err = readLockfiles(runFlags.lockfiles); err != nil {
+		return err
+	}
 	if runFlags.copyWS {
 		req.WorkspaceMode = "copy"
 	}

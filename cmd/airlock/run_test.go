@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -184,5 +185,33 @@ func TestRunImageOrTemplate(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("airlock %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, errb.String(), c.want)
 		}
+	}
+}
+
+// TestRunLockfile: `airlock run --lockfile` sends each file by content
+// under the path given, as `sandbox create --lockfile` does; a missing one
+// is named and nothing is created.
+func TestRunLockfile(t *testing.T) {
+	b := &runBackend{}
+	sock := serveAPI(t, b)
+	_, errb := captureCLI(t)
+	t.Cleanup(func() { runFlags.lockfiles = nil })
+	lock := filepath.Join(t.TempDir(), "requirements.txt")
+	body := "idna==3.6 --hash=sha256:" + strings.Repeat("ab", 32) + "\n"
+	if err := os.WriteFile(lock, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"run", "--socket", sock, "--lockfile", lock, "img", "--", "true"}); code != 7 {
+		t.Fatalf("exit code = %d, want the command's 7\nstderr:\n%s", code, errb.String())
+	}
+	if got := b.created.Lockfiles; len(got) != 1 || got[0].Name != lock || got[0].Content != body {
+		t.Errorf("create request lockfiles = %+v", got)
+	}
+	runFlags.lockfiles = nil
+	b.created = client.CreateRequest{}
+	missing := filepath.Join(t.TempDir(), "missing.lock")
+	if code := run([]string{"run", "--socket", sock, "--lockfile", missing, "img", "--", "true"}); code == 0 || b.created.Image != "" ||
+		!strings.Contains(errb.String(), "missing.lock") {
+		t.Errorf("missing lockfile: exit %d, created %+v, stderr:\n%s", code, b.created, errb.String())
 	}
 }
