@@ -39,9 +39,37 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 	return <-done
 }
 
+// runNetns is where named network namespaces are bind-mounted.
+const runNetns = "/run/netns"
+
+// sharedRunNetns makes runNetns a shared mount point, as `ip netns add`
+// does (netns.NewNamed does not). A namespace's bind mount then reaches
+// every mount namespace made while it exists (rootless Podman's pause
+// process makes one) as a propagated mount, and its removal follows it
+// there. Under a private runNetns such a namespace keeps a locked copy,
+// and the name can never be removed again (unlink: EBUSY).
+func sharedRunNetns() error {
+	if err := os.MkdirAll(runNetns, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", runNetns, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet: make it one
+		if err = unix.Mount(runNetns, runNetns, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
+			err = unix.Mount("", runNetns, "none", unix.MS_SHARED|unix.MS_REC, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("world: make %s a shared mount: %w", runNetns, err)
+	}
+	return nil
+}
+
 // newNamedNS creates a named network namespace without moving any thread
 // that keeps running Go code into it.
 func newNamedNS(name string) (netns.NsHandle, error) {
+	if err := sharedRunNetns(); err != nil {
+		return netns.None(), err
+	}
 	type result struct {
 		h   netns.NsHandle
 		err error

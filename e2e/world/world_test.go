@@ -359,6 +359,34 @@ func TestWorldCloseLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestWorldCloseBesideAUserNamespace: a mount namespace made in a user
+// namespace while the world lives (as rootless Podman's pause process
+// makes one) does not keep the world's netns name alive after Close: the
+// name's mount reaches it as a propagated mount and goes with the
+// removal, instead of staying locked there (EBUSY for good).
+func TestWorldCloseBesideAUserNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the world needs root (network namespaces); CI runs as root")
+	}
+	w, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("unshare", "--user", "--map-root-user", "--mount", "--propagation", "slave", "sleep", "60")
+	if err := holder.Start(); err != nil {
+		w.Close()
+		t.Fatalf("unshare: %v", err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	time.Sleep(200 * time.Millisecond) // the copy of the mount table is made
+	if err := w.Close(); err != nil {
+		t.Fatalf("close beside a user namespace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", w.NetNS)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the world's netns name is left (%v)", err)
+	}
+}
+
 func TestParseFrame(t *testing.T) {
 	eth := func(typ uint16, b []byte) []byte {
 		return append([]byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, byte(typ >> 8), byte(typ)}, b...)
