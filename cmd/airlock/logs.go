@@ -45,7 +45,7 @@ func (f *logFilter) addStateDir(fs *pflag.FlagSet) {
 func (f *logFilter) addFlags(fs *pflag.FlagSet) {
 	f.addStateDir(fs)
 	fs.StringVar(&f.sandbox, "sandbox", "", "only this sandbox id")
-	fs.StringVar(&f.kind, "kind", "", "only this kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap, secret_reflected")
+	fs.StringVar(&f.kind, "kind", "", "only this kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap, audit_error, secret_reflected, lockdown, refusal, preview, ingress")
 	fs.StringVar(&f.verdict, "verdict", "", "only this verdict: allow, deny, ask, audit, or would_deny")
 	fs.StringVar(&f.category, "category", "", "only decisions by this category")
 	fs.StringVar(&f.rule, "rule", "", "only decisions by this rule name (e.g. deny.hosts[0])")

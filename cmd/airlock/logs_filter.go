@@ -26,7 +26,7 @@ func (f *eventFlags) add(fs *pflag.FlagSet) {
 		help string
 	}{
 		{"sandbox", &f.match.Sandbox, &f.not.Sandbox, "sandbox id, or a prefix of one"},
-		{"kind", &f.match.Kind, &f.not.Kind, "event kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap, secret_reflected"},
+		{"kind", &f.match.Kind, &f.not.Kind, "event kind: dns, flow, http, drop, exec, lifecycle, policy, approval, gap, audit_error, secret_reflected, lockdown, refusal, preview, ingress"},
 		{"verdict", &f.match.Verdict, &f.not.Verdict, "verdict: allow, deny, ask, audit or would_deny"},
 		{"category", &f.match.Category, &f.not.Category, "the category that decided"},
 		{"rule", &f.match.Rule, &f.not.Rule, "the rule that decided, with or without its (file:line:col), e.g. deny.hosts[0] or kernel:udp-not-dns"},

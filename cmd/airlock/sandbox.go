@@ -107,7 +107,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
 	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
 	f.StringArrayVar(&outputs, "output", nil, "absolute path in the sandbox kept as an artifact when it ends, however it ends (repeatable; see `sandbox artifacts`)")
-	f.StringArrayVar(&lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json, requirements.txt with --hash, uv.lock or poetry.lock (repeatable)")
+	f.StringArrayVar(&lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json or npm-shrinkwrap.json, requirements*.txt with --hash, uv.lock or poetry.lock (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
 }
