@@ -115,6 +115,10 @@ type Request struct {
 	// test's package= option, a replayed event); when nil, Decide
 	// recognizes it from the path with the category's path_prefix.
 	Package *Package
+	// Lock is the lockfiles the sandbox was created with (nil: none). On
+	// the connect stage a registries category that is not inspected is
+	// refused for it: its downloads would be spliced past the lockfiles.
+	Lock *LockSet
 
 	// Request facts the proxy supplies on the http stage (see facts.go).
 	// MethodOverrides are the values of the method-override headers

@@ -308,7 +308,7 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 	rules, cidr := p.candidates(&t)
 	if cidr != nil {
 		v, _ := p.connectCategory(cidr.cat, cidr.rule, cidr.reason, &t, tr)
-		return v
+		return lockedSplice(r, v, tr)
 	}
 	if rules == nil {
 		tr.add(p.defaultRule, "no category host pattern or cidr covers the destination")
@@ -318,7 +318,19 @@ func (p *Policy) decideConnect(r *Request, tr *trace) Verdict {
 	for hr := rules; hr != nil; hr = hr.next {
 		best.offer(p.connectCategory(hr.cat, hr.rule, hr.reason, &t, tr))
 	}
-	return best.v
+	return lockedSplice(r, best.v, tr)
+}
+
+// lockedSplice refuses a connection of a sandbox created with lockfiles
+// to a registries category that is not inspected: its downloads would be
+// spliced, and no lockfile digest or version could be checked.
+func lockedSplice(r *Request, v Verdict, tr *trace) Verdict {
+	if r.Lock == nil || v.Cat == nil || v.Cat.Kind != KindRegistries || v.Cat.Inspect || v.Action == ActionDeny {
+		return v
+	}
+	const why = "the sandbox's lockfiles cannot be enforced in a registries category with inspect = false"
+	tr.add(r.Lock.Rule(), why)
+	return catVerdict(v.Cat, ActionDeny, r.Lock.Rule(), why)
 }
 
 // common checks every stage shares after a category matched.

@@ -98,6 +98,14 @@ func (s *LockSet) add(eco, name, version string, digests []string) {
 	s.pkgs[key][version] = append(s.pkgs[key][version], digests...)
 }
 
+// MaxLockfiles bounds the lockfiles read together (a category's, or a
+// sandbox's); maxRequirementLine bounds one requirement continued over
+// lines with a backslash.
+const (
+	MaxLockfiles       = 64
+	maxRequirementLine = 64 << 10
+)
+
 // lockedBy records that file locks eco (even when it lists nothing).
 func (s *LockSet) lockedBy(eco, file string) {
 	if cur, ok := s.ecos[eco]; !ok {
@@ -188,6 +196,9 @@ type Lockfile struct {
 func ParseLockfiles(files []Lockfile, rule Rule) (*LockSet, error) {
 	if len(files) == 0 {
 		return nil, nil
+	}
+	if len(files) > MaxLockfiles {
+		return nil, fmt.Errorf("%d lockfiles: at most %d are read together", len(files), MaxLockfiles)
 	}
 	set := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}, rule: rule}
 	for i, f := range files {
@@ -309,13 +320,22 @@ func digestSize(alg string, n int) bool {
 func (s *LockSet) parseRequirements(file string, data []byte) error {
 	s.lockedBy("pypi", file)
 	lines := bytes.Split(data, []byte("\n"))
+	var joined strings.Builder
 	for i := 0; i < len(lines); i++ {
 		start := i + 1
-		line := string(lines[i])
-		for strings.HasSuffix(strings.TrimRight(line, " \t\r"), "\\") && i+1 < len(lines) {
-			line = strings.TrimSuffix(strings.TrimRight(line, " \t\r"), "\\") + " " + string(lines[i+1])
+		joined.Reset()
+		part := strings.TrimRight(string(lines[i]), " \t\r")
+		for strings.HasSuffix(part, "\\") && i+1 < len(lines) { // a continued line, joined once
+			joined.WriteString(strings.TrimSuffix(part, "\\"))
+			joined.WriteByte(' ')
+			if joined.Len() > maxRequirementLine {
+				return fmt.Errorf("%s:%d: a requirement continued over more than %d bytes", file, start, maxRequirementLine)
+			}
 			i++
+			part = strings.TrimRight(string(lines[i]), " \t\r")
 		}
+		joined.WriteString(part)
+		line := joined.String()
 		if err := s.requirement(line); err != nil {
 			return fmt.Errorf("%s:%d: %w", file, start, err)
 		}

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +213,70 @@ func TestLockfileInHash(t *testing.T) {
 	a, b := hash("idna==3.6 "+h), hash("idna==3.7 "+h)
 	if a == b || a != hash("idna==3.6 "+h) {
 		t.Errorf("hashes %s %s", a, b)
+	}
+}
+
+// TestLockedSandboxRefusesSplicedRegistries: a sandbox created with
+// lockfiles cannot reach a registries category that is not inspected
+// (its downloads would be spliced past the lockfiles), and is refused
+// naming the sandbox's lockfiles rule; an inspected one, or a sandbox
+// without lockfiles, is allowed as before.
+func TestLockedSandboxRefusesSplicedRegistries(t *testing.T) {
+	p, err := Parse("p.toml", []byte(`version = 1
+[categories.spliced]
+kind = "registries"
+hosts = ["spliced.example.test"]
+inspect = false
+publish = true
+[categories.inspected]
+kind = "registries"
+hosts = ["inspected.example.test"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := ParseLockfiles([]Lockfile{{Name: "requirements.txt", Data: []byte("idna==3.6 --hash=sha256:" + strings.Repeat("ab", 32) + "\n")}},
+		Rule{Name: "sandbox.lockfiles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		host string
+		lock *LockSet
+		want Action
+	}{
+		{"spliced.example.test", lock, ActionDeny},
+		{"spliced.example.test", nil, ActionAllow},
+		{"inspected.example.test", lock, ActionAllow},
+	} {
+		v := p.Decide(Request{Stage: StageConnect, Host: c.host, Port: 443, Lock: c.lock})
+		if v.Action != c.want {
+			t.Errorf("%s (lockfiles %v): %v by %s (%s), want %v", c.host, c.lock != nil, v.Action, v.Rule.Name, v.Reason, c.want)
+		}
+		if c.want == ActionDeny && (v.Rule.Name != "sandbox.lockfiles" || !strings.Contains(v.Reason, "inspect = false")) {
+			t.Errorf("%s: refused by %s (%s), want the sandbox's lockfiles rule", c.host, v.Rule.Name, v.Reason)
+		}
+	}
+}
+
+// TestLockfileBounds: a request cannot make the parser work without
+// bound: more than MaxLockfiles lockfiles are refused, and so is a
+// requirement continued with backslashes past its bound (it was joined by
+// copying the whole line again for each continuation).
+func TestLockfileBounds(t *testing.T) {
+	many := make([]Lockfile, MaxLockfiles+1)
+	for i := range many {
+		many[i] = Lockfile{Name: fmt.Sprintf("r%d/requirements.txt", i)}
+	}
+	if _, err := ParseLockfiles(many, Rule{}); err == nil || !strings.Contains(err.Error(), "at most 64") {
+		t.Errorf("%d lockfiles: %v", len(many), err)
+	}
+	cont := []byte(strings.Repeat("\\\n", 200_000) + "idna==3.6\n")
+	if _, err := ParseLockfiles([]Lockfile{{Name: "requirements.txt", Data: cont}}, Rule{}); err == nil || !strings.Contains(err.Error(), "requirements.txt:1: a requirement continued over more than") {
+		t.Errorf("a continued requirement: %v", err)
+	}
+	ok := []byte("idna==3.6 \\\n    --hash=sha256:" + strings.Repeat("ab", 32) + "\n")
+	if set, err := ParseLockfiles([]Lockfile{{Name: "requirements.txt", Data: ok}}, Rule{}); err != nil || !set.Allows(Package{Ecosystem: "pypi", Name: "idna", Version: "3.6"}) {
+		t.Errorf("a requirement continued once: %v", err)
 	}
 }

@@ -156,7 +156,7 @@ func (p *Proxy) handleTLS(ctx context.Context, f *flow, c net.Conn, h Hello, aut
 // allowed, resolves and checks the addresses to dial.
 func (p *Proxy) decideConnect(ctx context.Context, f *flow, name string) bool {
 	f.host = name
-	req := policies.Request{Stage: policies.StageConnect, Host: name, SNI: f.sni, Port: f.port}
+	req := policies.Request{Stage: policies.StageConnect, Host: name, SNI: f.sni, Port: f.port, Lock: f.sb.Lock}
 	// The original address is not part of a named decision: it is never
 	// dialed; the name's own addresses are checked when resolved.
 	if a, err := netip.ParseAddr(name); err == nil {
@@ -192,7 +192,7 @@ func (p *Proxy) decideByAddress(ctx context.Context, f *flow) (string, bool) {
 		return "", false
 	}
 	dst := f.origDst.Addr()
-	v := f.sb.Policy.Decide(policies.Request{Stage: policies.StageConnect, IP: dst, Port: f.port, SNI: f.sni})
+	v := f.sb.Policy.Decide(policies.Request{Stage: policies.StageConnect, IP: dst, Port: f.port, SNI: f.sni, Lock: f.sb.Lock})
 	if v.Action.Allows() && p.mayDial(dst, v, f.sb.Policy) {
 		f.verdict, f.targets = v, []netip.AddrPort{f.origDst}
 		return "", true

@@ -94,7 +94,7 @@ func (p *Proxy) redecide(f *flow) (policies.Verdict, bool) {
 	} else if !f.byAuth {
 		return internalDeny(ruleIdentity, "the sandbox is gone or its address changed"), false
 	}
-	req := policies.Request{Stage: policies.StageConnect, Host: f.host, SNI: f.sni, Port: f.port}
+	req := policies.Request{Stage: policies.StageConnect, Host: f.host, SNI: f.sni, Port: f.port, Lock: f.sb.Lock}
 	if a, err := netip.ParseAddr(f.host); err == nil {
 		req.Host, req.IP = "", a
 	}
