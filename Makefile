@@ -8,9 +8,11 @@ GOTAGS       := -tags '$(TAGS)'
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 OUT          ?= bin
 BIN          := $(OUT)/airlock
-# bin/airlock is cmd/airlock built with this tag: only the control API's
-# client (it starts in milliseconds); its appliance commands (serve, logs,
-# policy, ...) exec bin/airlockd, the same package built whole, beside it.
+# bin/airlock is cmd/airlock-front: it runs `sandbox exec` itself (no HTTP
+# stack, no command tree) and execs bin/airlock-cli for everything else.
+# bin/airlock-cli is cmd/airlock built with this tag: only the control API's
+# client; its appliance commands (serve, logs, policy, ...) exec
+# bin/airlockd, the same package built whole, beside it.
 THINTAGS     := -tags airlock_thin
 FUZZTIME     ?= 10s
 TESTTIMEOUT  ?= 40m
@@ -39,9 +41,10 @@ LOGDIR       ?= /var/log/airlock
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/airlock (the CLI), bin/airlockd (the appliance it runs serve with), bin/airlock-init (the static in-sandbox agent) and bin/airlock-cni
+build: ## build bin/airlock (runs sandbox exec, execs the CLI bin/airlock-cli for the rest), bin/airlockd (the appliance), bin/airlock-init (the static in-sandbox agent) and bin/airlock-cni
 	$(GO) build $(GOTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(OUT)/airlockd ./cmd/airlock
-	CGO_ENABLED=0 $(GO) build $(THINTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(BIN) ./cmd/airlock
+	CGO_ENABLED=0 $(GO) build $(THINTAGS) -trimpath -ldflags '-X main.version=$(VERSION)' -o $(OUT)/airlock-cli ./cmd/airlock
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/airlock-front
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-init ./cmd/airlock-init
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OUT)/airlock-cni ./cmd/airlock-cni
 
@@ -126,9 +129,9 @@ install: build ## install for operators: binaries, /etc/airlock skeleton, state 
 	@echo "installed; next: edit $(SYSCONFDIR)/airlock/airlock.toml, then systemctl enable --now airlock (docs/operations.md)"
 
 install-files: ## install what OUT (default bin/) holds, without building or creating users (DESTDIR for packages)
-	@test -x $(OUT)/airlock && test -x $(OUT)/airlockd && test -x $(OUT)/airlock-init || { echo "no $(OUT)/airlock, $(OUT)/airlockd or $(OUT)/airlock-init: run make build"; exit 1; }
+	@test -x $(OUT)/airlock && test -x $(OUT)/airlock-cli && test -x $(OUT)/airlockd && test -x $(OUT)/airlock-init || { echo "no $(OUT)/airlock, $(OUT)/airlock-cli, $(OUT)/airlockd or $(OUT)/airlock-init: run make build"; exit 1; }
 	install -d -m 0755 $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/logrotate.d
-	install -m 0755 $(OUT)/airlock $(OUT)/airlockd $(OUT)/airlock-init $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(OUT)/airlock $(OUT)/airlock-cli $(OUT)/airlockd $(OUT)/airlock-init $(DESTDIR)$(LIBEXECDIR)/
 	ln -sfr $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(BINDIR)/airlock
 	sed -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' \
 	    -e 's|@LOGDIR@|$(LOGDIR)|g' packaging/airlock.service.in > $(DESTDIR)$(UNITDIR)/airlock.service
@@ -153,7 +156,7 @@ install-files: ## install what OUT (default bin/) holds, without building or cre
 	    [ "$$(stat -c %u "$$f")" != 0 ] || chown root:$$g "$$f"; done; fi
 
 uninstall: ## remove what make install put in place, but not /etc/airlock, the state or the logs (docs/operations.md)
-	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlockd $(DESTDIR)$(LIBEXECDIR)/airlock-init \
+	rm -f $(DESTDIR)$(BINDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock $(DESTDIR)$(LIBEXECDIR)/airlock-cli $(DESTDIR)$(LIBEXECDIR)/airlockd $(DESTDIR)$(LIBEXECDIR)/airlock-init \
 	      $(DESTDIR)$(UNITDIR)/airlock.service $(DESTDIR)$(SYSCONFDIR)/logrotate.d/airlock
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 

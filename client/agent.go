@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"airlock/client/wire"
 )
 
 func procPath(id, execID, rest string) string {
@@ -43,7 +45,7 @@ func (c *Client) Attach(ctx context.Context, id, execID string, stdout, stderr i
 		return ExecResult{}, err
 	}
 	defer resp.Body.Close()
-	return readExecStream(resp.Body, stdout, stderr)
+	return wire.ReadExecStream(resp.Body, stdout, stderr)
 }
 
 // ReadFile writes a sandbox file's contents to w.

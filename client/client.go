@@ -13,15 +13,15 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"airlock/audit/schema"
+	"airlock/client/wire"
 )
 
 // DefaultSocket is where `airlock serve` listens unless configured
 // otherwise; AIRLOCK_SOCKET overrides it for clients.
-const DefaultSocket = "/run/airlock/airlock.sock"
+const DefaultSocket = wire.DefaultSocket
 
 // Client talks to one appliance. It is safe for concurrent use.
 type Client struct {
@@ -55,20 +55,15 @@ func NewTCP(base, token string) *Client {
 // AIRLOCK_FINGERPRINT), else AIRLOCK_SOCKET, else DefaultSocket. A bad
 // setting is reported by the client's first request.
 func FromEnv() *Client {
-	if u := os.Getenv(EnvURL); u != "" && !strings.HasPrefix(u, "unix:") {
-		c, err := NewRemote(u, os.Getenv(EnvToken), TLSOptions{CAFile: os.Getenv(EnvCAFile), Fingerprint: os.Getenv(EnvFingerprint)})
-		if err != nil {
-			return Failing(fmt.Errorf("%s: %w", EnvURL, err))
-		}
-		return c
-	}
-	if u := os.Getenv(EnvURL); strings.HasPrefix(u, "unix:") {
-		return New(strings.TrimPrefix(strings.TrimPrefix(u, "unix:"), "//"))
-	}
-	if s := os.Getenv("AIRLOCK_SOCKET"); s != "" {
+	if s, ok := wire.SocketFromEnv(); ok {
 		return New(s)
 	}
-	return New(DefaultSocket)
+	u := os.Getenv(EnvURL)
+	c, err := NewRemote(u, os.Getenv(EnvToken), TLSOptions{CAFile: os.Getenv(EnvCAFile), Fingerprint: os.Getenv(EnvFingerprint)})
+	if err != nil {
+		return Failing(fmt.Errorf("%s: %w", EnvURL, err))
+	}
+	return c
 }
 
 // Socket is the unix socket the client uses ("" over TCP).
@@ -294,43 +289,8 @@ func (c *Client) Exec(ctx context.Context, id string, er ExecRequest, stdout, st
 		return ExecResult{}, err
 	}
 	defer resp.Body.Close()
-	return readExecStream(resp.Body, stdout, stderr)
+	return wire.ReadExecStream(resp.Body, stdout, stderr)
 }
-
-func readExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	for {
-		var f ExecFrame
-		if err := dec.Decode(&f); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return ExecResult{}, fmt.Errorf("exec stream ended without an exit status: %w", err)
-		}
-		switch {
-		case f.Exit != nil:
-			endOfStream(r)
-			return *f.Exit, nil
-		case f.Error != nil:
-			endOfStream(r)
-			return ExecResult{}, f.Error
-		case f.Stream == "stdout" && stdout != nil:
-			if _, err := stdout.Write(f.Data); err != nil {
-				return ExecResult{}, err
-			}
-		case f.Stream == "stderr" && stderr != nil:
-			if _, err := stderr.Write(f.Data); err != nil {
-				return ExecResult{}, err
-			}
-		}
-	}
-}
-
-// endOfStream reads what follows an exec stream's last frame, the end of
-// the response and nothing more (bounded, should an appliance send more),
-// so the connection goes back to the pool: a body closed before its end
-// makes the next call dial again.
-func endOfStream(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }
 
 // Logs calls fn for each audit event matching q, oldest first.
 func (c *Client) Logs(ctx context.Context, q LogQuery, fn func(schema.Event) error) error {

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"airlock/client/wire"
 )
 
 // TLSOptions say how a remote client checks the appliance's certificate.
@@ -127,7 +129,7 @@ func verifyPinned(pin []byte, host string) func([][]byte, [][]*x509.Certificate)
 // EnvURL, EnvToken, EnvCAFile and EnvFingerprint configure FromEnv for a
 // remote appliance.
 const (
-	EnvURL         = "AIRLOCK_URL"
+	EnvURL         = wire.EnvURL
 	EnvToken       = "AIRLOCK_TOKEN"
 	EnvCAFile      = "AIRLOCK_CA_FILE"
 	EnvFingerprint = "AIRLOCK_FINGERPRINT"

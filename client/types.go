@@ -6,6 +6,7 @@ package client
 
 import (
 	"airlock/audit/schema"
+	"airlock/client/wire"
 	"errors"
 	"fmt"
 	"net/http"
@@ -114,51 +115,8 @@ type Lockfile struct {
 	Content string `json:"content"`
 }
 
-// ExecRequest runs one command in a sandbox.
-type ExecRequest struct {
-	Argv    []string          `json:"argv,omitempty"`
-	Shell   string            `json:"shell,omitempty"` // a line for /bin/sh -c instead of argv
-	Cwd     string            `json:"cwd,omitempty"`
-	User    string            `json:"user,omitempty"` // name, uid or uid:gid in the sandbox
-	Env     map[string]string `json:"env,omitempty"`
-	Stdin   []byte            `json:"stdin,omitempty"`
-	Timeout Duration          `json:"timeout,omitempty"`
-	// Background returns once the command started (the exit frame then
-	// has Running); follow it with Attach, Kill, Processes.
-	Background bool `json:"background,omitempty"`
-	// TTY runs the command on a terminal of Rows x Cols; the request must
-	// then be an upgrade (Client.ExecTTY): the connection carries the
-	// terminal's bytes both ways.
-	TTY  bool   `json:"tty,omitempty"`
-	Rows uint16 `json:"rows,omitempty"`
-	Cols uint16 `json:"cols,omitempty"`
-}
-
 // TTYUpgrade is the Upgrade header value of a terminal exec.
 const TTYUpgrade = "airlock-tty"
-
-// ExecResult is how a command ended.
-type ExecResult struct {
-	ID         string `json:"id,omitempty"` // the exec id (its audit record, and Attach/Kill)
-	ExitCode   int    `json:"exit_code"`
-	DurationMS int64  `json:"duration_ms"`
-	TimedOut   bool   `json:"timed_out,omitempty"`
-	Killed     bool   `json:"killed,omitempty"`
-	// Limit names the limit that ended the command: timeout, fsize (the
-	// file size limit, SIGXFSZ) or cpu (SIGXCPU); empty when none did.
-	Limit     string `json:"limit,omitempty"`
-	Truncated bool   `json:"truncated,omitempty"`
-	// Through the in-sandbox agent.
-	Agent       string `json:"agent,omitempty"` // airlock-init | podman-exec
-	Pid         int    `json:"pid,omitempty"`
-	Signal      string `json:"signal,omitempty"`
-	Running     bool   `json:"running,omitempty"` // a background command, or a detached attach
-	UtimeUS     int64  `json:"utime_us,omitempty"`
-	StimeUS     int64  `json:"stime_us,omitempty"`
-	MaxRSSKB    int64  `json:"maxrss_kb,omitempty"`
-	StdoutBytes int64  `json:"stdout_bytes,omitempty"`
-	StderrBytes int64  `json:"stderr_bytes,omitempty"`
-}
 
 // Process is a command the sandbox's agent knows.
 type Process struct {
@@ -191,15 +149,6 @@ type FileInfo struct {
 // Signal is the body of a signal request: TERM, SIGTERM or a number.
 type Signal struct {
 	Signal string `json:"signal"`
-}
-
-// ExecFrame is one line of the NDJSON exec stream: output (Stream "stdout"
-// or "stderr" with Data), then exactly one final frame with Exit or Error.
-type ExecFrame struct {
-	Stream string      `json:"stream,omitempty"`
-	Data   []byte      `json:"data,omitempty"`
-	Exit   *ExecResult `json:"exit,omitempty"`
-	Error  *Error      `json:"error,omitempty"`
 }
 
 // Snapshot is the image a sandbox was committed to.
@@ -309,20 +258,16 @@ type Health struct {
 	Components map[string]string `json:"components,omitempty"` // name → "ok" or the problem
 }
 
-// Error is the API's error body: a stable code and a message for people.
-type Error struct {
-	Status    int    `json:"-"`
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	RequestID string `json:"request_id,omitempty"`
-}
-
-func (e *Error) Error() string {
-	if e.Code == "" {
-		return e.Message
-	}
-	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
-}
+// The exec stream's types and the API's error body are defined in
+// client/wire, which links no HTTP stack (bin/airlock runs `sandbox exec`
+// with it alone); they are the same types here.
+type (
+	ExecRequest = wire.ExecRequest
+	ExecResult  = wire.ExecResult
+	ExecFrame   = wire.ExecFrame
+	Error       = wire.Error
+	Duration    = wire.Duration
+)
 
 // Error codes.
 const (
@@ -371,20 +316,4 @@ func statusOf(code string) int {
 func IsCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
-}
-
-// Duration is a time.Duration that travels as a Go duration string.
-type Duration time.Duration
-
-// MarshalText writes "1m30s".
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText reads a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("not a duration: %q", b)
-	}
-	*d = Duration(v)
-	return nil
 }

@@ -43,15 +43,20 @@ var (
 )
 
 // buildAirlock builds what `make build` puts in bin/, from this tree, once
-// per test binary, and returns the CLI's path: airlock (the thin build, the
-// CLI users run), airlockd (the whole appliance, which the CLI execs for
-// serve, logs, report, policy, ...) and airlock-init (the in-sandbox agent
+// per test binary, and returns the CLI's path: airlock (the front users
+// run, which runs sandbox exec itself and execs airlock-cli for the rest),
+// airlock-cli (the thin build), airlockd (the whole appliance, which the
+// CLI execs for serve, logs, report, policy, ...) and airlock-init (the in-sandbox agent
 // the appliance finds beside its executable; warm pools need it). It may
 // be started early in a goroutine so the build overlaps other work.
 func buildAirlock() (string, error) {
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "airlock-e2e-bin-")
 		if buildErr != nil {
+			return
+		}
+		// The sandbox user's Podman bind-mounts airlock-init from here.
+		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
 			return
 		}
 		builtBin = filepath.Join(buildDir, "airlock")
@@ -61,7 +66,8 @@ func buildAirlock() (string, error) {
 		defer cancel()
 		for _, b := range []struct{ out, tags, pkg, cgo string }{
 			{"airlockd", buildTags, "./cmd/airlock", "1"},
-			{"airlock", "airlock_thin", "./cmd/airlock", "0"},
+			{"airlock-cli", "airlock_thin", "./cmd/airlock", "0"},
+			{"airlock", "", "./cmd/airlock-front", "0"},
 			{"airlock-init", "", "./cmd/airlock-init", "0"},
 		} {
 			cmd := exec.CommandContext(ctx, "go", "build", "-tags", b.tags, "-o", filepath.Join(buildDir, b.out), b.pkg)

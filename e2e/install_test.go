@@ -104,6 +104,7 @@ func TestMakeInstallLayout(t *testing.T) {
 	in := installTree(t)
 	for p, want := range map[string]os.FileMode{
 		filepath.Join(in.libexec, "airlock"):      0o755,
+		filepath.Join(in.libexec, "airlock-cli"):  0o755,
 		filepath.Join(in.libexec, "airlockd"):     0o755,
 		filepath.Join(in.libexec, "airlock-init"): 0o755,
 		in.unit:                               0o644,

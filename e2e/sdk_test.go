@@ -297,20 +297,9 @@ func (a *sdkAppliance) serve() {
 	a.waitHealthy(exited)
 }
 
-// buildSDKBinaries builds airlock and airlock-init side by side.
+// buildSDKBinaries is the full build, airlockd, with airlock-init beside
+// it (buildAirlock's).
 func buildSDKBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for pkg, tags := range map[string]string{"./cmd/airlock": buildTags, "./cmd/airlock-init": ""} {
-		cmd := exec.Command("go", "build", "-tags", tags, "-o", filepath.Join(dir, filepath.Base(pkg)), pkg)
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED="+map[bool]string{true: "0", false: "1"}[tags == ""])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "airlock")
+	return filepath.Join(filepath.Dir(airlockBinary(t)), "airlockd")
 }

@@ -27,7 +27,7 @@
 #     report) is kept to explore.
 #
 # Needs root, `make setup` (host packages, the sandbox user) and `make image`
-# (the sandbox images), and bin/airlock with bin/airlockd and bin/airlock-init (the
+# (the sandbox images), and bin/airlock with bin/airlock-cli, bin/airlockd and bin/airlock-init (the
 # in-sandbox agent, which a warm pool needs) from `make build` (make run does
 # both); it builds the world's small server with `go build`. Nothing leaves
 # this machine: the appliance's only upstream is the world.

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The thin build (bin/airlock, built with -tags airlock_thin) links only
-// the control API's client: it starts in a few milliseconds, which every
-// `airlock sandbox exec` pays. The commands whose files need the
+// The thin build (bin/airlock-cli, built with -tags airlock_thin) links
+// only the control API's client: it starts in a few milliseconds, which
+// every client command bin/airlock hands it pays. The commands whose files need the
 // appliance's packages (serve, the audit store, the policy engine, the
 // certificate authority) are stubs here that exec the full build,
 // airlockd, installed beside this binary: same PID, same arguments, same

@@ -1,9 +1,11 @@
 // Command airlock is the Airlock appliance and its command-line client.
 //
 // make build builds it twice: whole as bin/airlockd, and with -tags
-// airlock_thin as bin/airlock, the CLI users run, which links only the
-// control API's client and execs airlockd for the rest (delegate_thin.go;
-// the files of those commands carry //go:build !airlock_thin).
+// airlock_thin as bin/airlock-cli, which links only the control API's
+// client and execs airlockd for the rest (delegate_thin.go; the files of
+// those commands carry //go:build !airlock_thin). Users run bin/airlock
+// (cmd/airlock-front), which runs `sandbox exec` itself and execs
+// airlock-cli for every other command line.
 package main
 
 import (
@@ -15,7 +17,7 @@ import (
 )
 
 // applianceBinary is the full build's file name (make build puts it
-// beside bin/airlock, the thin build, which execs it for the commands it
+// beside bin/airlock-cli, the thin build, which execs it for the commands it
 // does not link; delegate_thin.go).
 const applianceBinary = "airlockd"
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airlock/client"
+	"airlock/internal/clifront"
 )
 
 var runFlags struct {
@@ -161,22 +162,8 @@ func runRun(cmd *cobra.Command, args []string) error {
 // its timeout ended it (as timeout(1)), else its own (a signal's as a
 // shell reports it, 128+N), saying which limit ended it.
 func exitFor(info io.Writer, res client.ExecResult) error {
-	switch {
-	case res.TimedOut:
-		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed (limit: timeout)\n", time.Duration(res.DurationMS)*time.Millisecond)
-		return exitError{124}
-	case res.Limit == "fsize":
-		fmt.Fprintf(info, "airlock: the command was ended by the file size limit (limit: fsize, signal %s)\n", res.Signal)
-	case res.Limit == "cpu":
-		fmt.Fprintf(info, "airlock: the command was ended by the CPU time limit (limit: cpu, signal %s)\n", res.Signal)
-	case res.Killed:
-		fmt.Fprintln(info, "airlock: the command was killed")
-	}
-	if res.Truncated {
-		fmt.Fprintln(info, "airlock: captured output was truncated in the audit record (the stream here is complete)")
-	}
-	if res.ExitCode != 0 {
-		return exitError{res.ExitCode}
+	if code := clifront.ExitStatus(info, res); code != 0 {
+		return exitError{code}
 	}
 	return nil
 }
@@ -195,26 +182,11 @@ func createRequest(image, policy, workspace string, env, secrets []string) (clie
 		req.Workspace = abs
 	}
 	var err error
-	if req.Env, err = keyValues("--env", env); err != nil {
+	if req.Env, err = clifront.KeyValues("--env", env); err != nil {
 		return req, err
 	}
-	req.Secrets, err = keyValues("--secret", secrets)
+	req.Secrets, err = clifront.KeyValues("--secret", secrets)
 	return req, err
-}
-
-func keyValues(flag string, kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(kvs))
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%s %q: want NAME=VALUE", flag, kv)
-		}
-		out[k] = v
-	}
-	return out, nil
 }
 
 // setWorkspaceGit sets the URL to clone into /workspace, checked here so

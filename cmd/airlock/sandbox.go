@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"airlock/client"
+	"airlock/internal/clifront"
 )
 
 func init() {
@@ -144,7 +145,7 @@ id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 				return usagef("--background and --stdin: a background command takes no stdin")
 			}
 			var err error
-			if req.Env, err = keyValues("--env", env); err != nil {
+			if req.Env, err = clifront.KeyValues("--env", env); err != nil {
 				return err
 			}
 			if stdin {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"airlock/client"
+	"airlock/internal/clifront"
 )
 
 // execTTY runs an interactive terminal session: this terminal in raw mode,
@@ -31,7 +32,7 @@ type terminalCall func(ctx context.Context, id string, req client.ExecRequest, s
 // its size followed (SIGWINCH).
 func runTerminal(cmd *cobra.Command, id string, req client.ExecRequest, env []string, interactive bool, call terminalCall) (client.ExecResult, error) {
 	var err error
-	if req.Env, err = keyValues("--env", env); err != nil {
+	if req.Env, err = clifront.KeyValues("--env", env); err != nil {
 		return client.ExecResult{}, err
 	}
 	in := int(os.Stdin.Fd())

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildThin builds cmd/airlock with -tags airlock_thin (as make build
-// does for bin/airlock) into a directory where airlockd is this test
+// does for bin/airlock-cli) into a directory where airlockd is this test
 // binary, and returns the thin binary's path.
 func buildThin(t *testing.T) string {
 	t.Helper()
@@ -86,7 +86,7 @@ func sameRun(t *testing.T, args []string, gotOut, gotErr string, gotCode int, wa
 	}
 }
 
-// TestThinBuild: bin/airlock (the thin build) has every command of the
+// TestThinBuild: bin/airlock-cli (the thin build) has every command of the
 // full build: `--help` of each prints what the full build prints (its own
 // for the client commands, airlockd's for the commands it hands over),
 // and a delegated command keeps its exit status, its errors and its

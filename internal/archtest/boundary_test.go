@@ -189,8 +189,8 @@ func TestRulesCatchForbiddenEdges(t *testing.T) {
 	}
 }
 
-// thinBans is what bin/airlock, the thin build of cmd/airlock (-tags
-// airlock_thin, the CLI every `airlock sandbox exec` starts), must not
+// thinBans is what bin/airlock-cli, the thin build of cmd/airlock (-tags
+// airlock_thin, the CLI bin/airlock hands every command but exec to), must not
 // link: Go runs every linked package's init before main, and the
 // appliance's packages are what made the CLI slow to start. Its appliance
 // commands exec bin/airlockd instead. Of audit it links only the event
@@ -200,14 +200,15 @@ var thinBans = either(exactly("airlock/audit"), under("airlock/serve", "airlock/
 	podmanBindings, "github.com/elazarl/goproxy", "github.com/miekg/dns", "github.com/cilium/ebpf",
 	"modernc.org/sqlite", "github.com/prometheus/client_golang", "google.golang.org/protobuf"))
 
-// The thin CLI links none of the appliance, nor the audit store, the
-// metrics or the policy engine.
-func TestThinCLILinksNoAppliance(t *testing.T) {
+// goList is `go list -json=ImportPath,Deps` of one package, statically
+// built (CGO_ENABLED=0) with tags.
+func goList(t *testing.T, tags, path string) pkg {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go command on PATH to list the import graph: %v", err)
 	}
-	cmd := exec.Command(goBin, "list", "-tags", "airlock_thin", "-json=ImportPath,Deps", "airlock/cmd/airlock")
+	cmd := exec.Command(goBin, "list", "-tags", tags, "-json=ImportPath,Deps", path)
 	cmd.Dir = "../.."
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
 	var stderr bytes.Buffer
@@ -220,6 +221,28 @@ func TestThinCLILinksNoAppliance(t *testing.T) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatalf("go list output: %v", err)
 	}
+	return p
+}
+
+// bin/airlock, the front (cmd/airlock-front), runs `airlock sandbox exec`
+// in the time a process takes to start: it links no HTTP or TLS stack, no
+// command tree, and nothing thin CLI may not.
+func TestFrontLinksNoHTTP(t *testing.T) {
+	p := goList(t, "", "airlock/cmd/airlock-front")
+	if !slices.Contains(p.Deps, "airlock/internal/clifront") || !slices.Contains(p.Deps, "airlock/client/wire") {
+		t.Fatalf("the front links neither airlock/internal/clifront nor airlock/client/wire: the graph checked is not the front's (%d deps)", len(p.Deps))
+	}
+	bans := either(thinBans, either(exactly("net/http", "crypto/tls", "airlock/client"), under("github.com/spf13")))
+	r := rule{name: "the front links no HTTP stack and no command tree", from: exactly("airlock/cmd/airlock-front"), bans: bans, transitive: true}
+	for _, v := range violations([]pkg{p}, []rule{r}) {
+		t.Error(v)
+	}
+}
+
+// The thin CLI links none of the appliance, nor the audit store, the
+// metrics or the policy engine.
+func TestThinCLILinksNoAppliance(t *testing.T) {
+	p := goList(t, "airlock_thin", "airlock/cmd/airlock")
 	if !slices.Contains(p.Deps, "airlock/client") || !slices.Contains(p.Deps, "github.com/spf13/cobra") {
 		t.Fatalf("the thin build links neither airlock/client nor cobra: the graph checked is not the CLI's (%d deps)", len(p.Deps))
 	}

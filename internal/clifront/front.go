@@ -1,0 +1,270 @@
+// Package clifront is the fast path of `airlock sandbox exec`: the command
+// agents and their frameworks run most, hundreds of times a task. bin/airlock
+// (cmd/airlock-front) runs it with this package alone — no HTTP stack, no
+// command tree — and hands every other command line to the CLI
+// (airlock-cli), which gives the same command the same meaning: Parse takes
+// only the forms it understands in full and leaves the rest, a bad one
+// included, to the CLI and its precise errors.
+//
+// The request is the control API's POST /v1/sandboxes/ID/exec, sent as
+// HTTP/1.0 on a new unix-socket connection: the appliance streams the NDJSON
+// frames unframed and closes, so no chunked decoding is needed.
+package clifront
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/textproto"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"airlock/client/wire"
+)
+
+// MaxStdin is how much of its stdin `sandbox exec --stdin` sends.
+const MaxStdin = 16 << 20
+
+// Exec is a `sandbox exec` command line the fast path runs.
+type Exec struct {
+	Sandbox string
+	Socket  string // --socket; "" for the environment's
+	Req     wire.ExecRequest
+	Stdin   bool // --stdin: send this process's stdin
+}
+
+// Parse recognizes `sandbox exec [flags] ID -- CMD [ARG...]` whose flags
+// are among --cwd, --user/-u, --env/-e, --timeout, --background, --stdin/-i
+// and --socket, each written as --flag VALUE or --flag=VALUE. Anything else
+// (--tty, a remote appliance's flags, --help, a usage error) is not its:
+// false, and the CLI runs it.
+func Parse(args []string) (Exec, bool) {
+	var x Exec
+	if len(args) < 4 || args[0] != "sandbox" || args[1] != "exec" {
+		return x, false
+	}
+	var env []string
+	rest := args[2:]
+	ids, dash := 0, false
+	for len(rest) > 0 && !dash {
+		a := rest[0]
+		rest = rest[1:]
+		if a == "--" {
+			dash = true
+			continue
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			ids++
+			x.Sandbox = a
+			continue
+		}
+		name, val, inline := strings.Cut(a, "=")
+		switch name {
+		case "--background", "--stdin", "-i":
+			if inline {
+				return x, false // --background=false: the CLI's to read
+			}
+			if name == "--background" {
+				x.Req.Background = true
+			} else {
+				x.Stdin = true
+			}
+			continue
+		case "--cwd", "--user", "-u", "--env", "-e", "--timeout", "--socket":
+		default:
+			return x, false
+		}
+		if !inline {
+			if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+				return x, false
+			}
+			val, rest = rest[0], rest[1:]
+		}
+		switch name {
+		case "--cwd":
+			x.Req.Cwd = val
+		case "--user", "-u":
+			x.Req.User = val
+		case "--env", "-e":
+			env = append(env, val)
+		case "--socket":
+			x.Socket = val
+		case "--timeout":
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				return x, false
+			}
+			x.Req.Timeout = wire.Duration(d)
+		}
+	}
+	if ids != 1 || !dash || len(rest) == 0 {
+		return x, false
+	}
+	if x.Req.Background && x.Stdin {
+		return x, false
+	}
+	var err error
+	if x.Req.Env, err = KeyValues("--env", env); err != nil {
+		return x, false
+	}
+	x.Req.Argv = rest
+	return x, true
+}
+
+// KeyValues parses NAME=VALUE flags (flag names them in the error).
+func KeyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want NAME=VALUE", flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Run runs x against the appliance and returns the exit status the CLI
+// would: the command's, 124 for a timeout, 1 for an error (printed to
+// stderr as "airlock: ..."). handled is false when nothing was sent — the
+// socket could not be dialed, or the environment names a remote appliance
+// — so the CLI can run the command line and explain why.
+func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled bool) {
+	sock := x.Socket
+	if sock == "" {
+		var local bool
+		if sock, local = wire.SocketFromEnv(); !local {
+			return 0, false
+		}
+	}
+	if x.Stdin {
+		b, err := io.ReadAll(io.LimitReader(stdin, MaxStdin))
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: read stdin: %v\n", err)
+			return 1, true
+		}
+		x.Req.Stdin = b
+	}
+	body, err := json.Marshal(x.Req)
+	if err != nil {
+		fmt.Fprintln(stderr, "airlock:", err)
+		return 1, true
+	}
+	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close()
+
+	// Ctrl-C or SIGTERM ends the request as the CLI's does: the appliance
+	// sees the connection close and ends the command.
+	var interrupted bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+			interrupted = true
+			_ = conn.Close()
+		case <-done:
+		}
+	}()
+
+	res, err := exchange(conn, x.Sandbox, body, stdout, stderr)
+	if interrupted {
+		err = fmt.Errorf("exec stream ended without an exit status: %w", context.Canceled)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "airlock:", err)
+		return 1, true
+	}
+	if x.Req.Background {
+		fmt.Fprintln(stdout, res.ID)
+		return 0, true
+	}
+	return ExitStatus(stderr, res), true
+}
+
+// exchange sends the exec request and reads its stream.
+func exchange(conn net.Conn, sandbox string, body []byte, stdout, stderr io.Writer) (wire.ExecResult, error) {
+	var b strings.Builder
+	b.WriteString("POST /v1/sandboxes/")
+	b.WriteString(url.PathEscape(sandbox))
+	b.WriteString("/exec HTTP/1.0\r\nHost: airlock\r\nUser-Agent: airlock-front\r\nContent-Type: application/json\r\nContent-Length: ")
+	b.WriteString(strconv.Itoa(len(body)))
+	b.WriteString("\r\n\r\n")
+	b.Write(body)
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return wire.ExecResult{}, fmt.Errorf("control API: %w", err)
+	}
+	r := bufio.NewReader(conn)
+	tp := textproto.NewReader(r)
+	line, err := tp.ReadLine()
+	if err != nil {
+		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
+	}
+	proto, status, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(status, " ")
+	n, err := strconv.Atoi(code)
+	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || len(code) != 3 {
+		return wire.ExecResult{}, fmt.Errorf("control API: malformed status line %q", line)
+	}
+	hdr, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
+	}
+	if n >= 300 {
+		return wire.ExecResult{}, apiError(r, status, n, hdr.Get("X-Request-Id"))
+	}
+	return wire.ReadExecStream(r, stdout, stderr)
+}
+
+// apiError is the *wire.Error of a refused request, as the Go client
+// decodes it.
+func apiError(r io.Reader, status string, code int, requestID string) error {
+	e := &wire.Error{}
+	b, _ := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err := json.Unmarshal(b, e); err != nil || e.Message == "" {
+		e = &wire.Error{Code: "internal", Message: fmt.Sprintf("%s: %s", status, strings.TrimSpace(string(b)))}
+	}
+	e.Status = code
+	if e.RequestID == "" {
+		e.RequestID = requestID
+	}
+	return e
+}
+
+// ExitStatus prints why a command ended when that is not plain (a
+// timeout, a limit, a kill, truncated capture) and returns the exit status
+// `airlock sandbox exec` and `airlock run` exit with.
+func ExitStatus(info io.Writer, res wire.ExecResult) int {
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed (limit: timeout)\n", time.Duration(res.DurationMS)*time.Millisecond)
+		return 124
+	case res.Limit == "fsize":
+		fmt.Fprintf(info, "airlock: the command was ended by the file size limit (limit: fsize, signal %s)\n", res.Signal)
+	case res.Limit == "cpu":
+		fmt.Fprintf(info, "airlock: the command was ended by the CPU time limit (limit: cpu, signal %s)\n", res.Signal)
+	case res.Killed:
+		fmt.Fprintln(info, "airlock: the command was killed")
+	}
+	if res.Truncated {
+		fmt.Fprintln(info, "airlock: captured output was truncated in the audit record (the stream here is complete)")
+	}
+	return res.ExitCode
+}
