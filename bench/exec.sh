@@ -11,8 +11,13 @@
 # >= 40x faster than podman exec; files >= 10x faster than sandbox cp;
 # 4 KiB p50 <= 10 ms.
 #
+# The CLI row is bin/airlock, which runs `sandbox exec` itself
+# (cmd/airlock-front); bin/airlock-cli, the thin CLI it hands every other
+# command line to, is timed beside it in the same loop (CLI_BEFORE).
+#
 # Needs root, make setup, make image and make build (bin/airlock,
-# bin/airlockd and bin/airlock-init). Everything is removed at the end.
+# bin/airlock-cli, bin/airlockd and bin/airlock-init). Everything is removed
+# at the end.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,9 +26,10 @@ IMAGE=${AIRLOCK_IMAGE:-localhost/airlock/busybox:1}
 N=${N:-300}      # agent round trips per path
 NP=${NP:-30}     # podman round trips per path
 NCLI=${NCLI:-100}
-# CLI_BEFORE: another airlock CLI (e.g. a full build: go build -o DIR/airlock
-# ./cmd/airlock) whose sandbox exec is timed in the same loop, interleaved.
-CLI_BEFORE=${CLI_BEFORE:-}
+# CLI_BEFORE: another airlock CLI (default bin/airlock-cli; e.g. an older
+# build: go build -o DIR/airlock ./cmd/airlock) whose sandbox exec is timed
+# in the same loop, interleaved; CLI_BEFORE= (empty) leaves it out.
+CLI_BEFORE=${CLI_BEFORE-$(dirname "$BIN")/airlock-cli}
 MANY=${MANY:-20}
 SANDBOX_USER=airlock-sandbox
 GOTAGS=${GOTAGS:-remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp}
