@@ -95,6 +95,10 @@ func classifyWriteErr(err error) (permanent bool, reason string) {
 // deadLetter is the dead-letter file: one JSON line per record given up
 // on, mode 0600 (records hold what sandboxes did), rotated at maxBytes to
 // path.1 (one rotated file kept), so it never holds more than twice that.
+// The bound fails closed: while the file is full and cannot be rotated (a
+// rename that fails), a line is refused rather than appended, and the
+// rotation is tried again at the next line. Only a single line larger
+// than maxBytes is written past it, alone in an empty file.
 type deadLetter struct {
 	mu       sync.Mutex
 	path     string
@@ -114,14 +118,18 @@ func (d *deadLetter) write(line []byte) error {
 	case d.closed:
 		return errors.New("audit: dead-letter file closed (the pipeline closed)")
 	}
-	if d.f != nil && d.size > 0 && d.size+int64(len(line))+1 > d.maxBytes {
-		d.f.Close()
-		d.f = nil
-		if err := os.Rename(d.path, d.path+".1"); err != nil {
-			return fmt.Errorf("audit: rotate dead-letter file: %w", err)
+	if d.f == nil {
+		if err := d.open(); err != nil {
+			return err
 		}
 	}
-	if d.f == nil {
+	if d.size > 0 && d.size+int64(len(line))+1 > d.maxBytes {
+		if err := os.Rename(d.path, d.path+".1"); err != nil { // the full file stays open: the next write tries again
+			return fmt.Errorf("audit: dead-letter file %s is at its bound (%d of %d bytes) and could not be rotated; the line is not written: %w",
+				d.path, d.size, d.maxBytes, err)
+		}
+		d.f.Close()
+		d.f = nil
 		if err := d.open(); err != nil {
 			return err
 		}
@@ -205,13 +213,16 @@ func (d *deadLetter) line(r rejection) []byte {
 // reject gives up on a record for good, never silently: it goes to the
 // dead-letter file, is counted (Stats.Rejected), logged (at most one line
 // per sink every failureLogEvery, with the count), and an audit_error
-// record naming it is written to every sink, in the chain. An audit_error
+// record naming it is written to every sink, in the chain. When the
+// dead-letter file cannot take it, that is counted too
+// (Stats.DeadLetterErrors) and the audit_error record says why. An audit_error
 // record that is itself refused gets no audit_error of its own.
 func (p *Pipeline) reject(r rejection) {
 	where := p.dead.path
 	dlErr := p.dead.write(p.dead.line(r))
 	if dlErr != nil {
 		where = ""
+		p.deadErrs.Add(1)
 	}
 	n := p.countRejected(r.sink, r.reason)
 	if p.rateOK("rejected "+r.sink, false) || dlErr != nil {
@@ -229,6 +240,8 @@ func (p *Pipeline) reject(r rejection) {
 	e.Reason = fmt.Sprintf("the %s refused %s for good (%s)", r.sink, what, r.reason)
 	if where != "" {
 		e.Reason += "; the record is in " + where
+	} else {
+		e.Reason += "; the dead-letter file could not take the record: " + dlErr.Error()
 	}
 	e.AuditError = &AuditError{Sink: r.sink, Seq: r.seq, RecordKind: r.kind, RecordSandbox: r.sandbox, Reason: r.reason,
 		Error: r.err.Error(), DeadLetter: where, Attempts: r.attempts}

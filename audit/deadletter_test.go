@@ -411,6 +411,130 @@ func TestDeadLetterRotates(t *testing.T) {
 	}
 }
 
+// blockRotation makes the dead-letter file's rotation fail for real: its
+// rotated path is a non-empty directory, which rename(2) cannot replace.
+// The returned func lifts the block.
+func blockRotation(t *testing.T, path string) (unblock func()) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(path+".1", "keep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.RemoveAll(path + ".1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fileSize is the size of path (0 when it does not exist).
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// While the dead-letter file is full and its rotation fails, it never
+// grows past its bound: each line is refused with an error naming the
+// failed rotation, and the rotation is tried again at the next line, which
+// goes through once the rename can. (It was reopened after a failed
+// rename and appended to without bound.)
+func TestDeadLetterRotationFailureKeepsBound(t *testing.T) {
+	dir := t.TempDir()
+	d := deadLetter{path: filepath.Join(dir, DeadLetterFile), maxBytes: 100}
+	defer d.close()
+	line := bytes.Repeat([]byte("x"), 40)
+	for i := range 2 {
+		line[0] = byte('0' + i)
+		if err := d.write(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unblock := blockRotation(t, d.path)
+	for i := range 5 {
+		line[0] = byte('a' + i)
+		err := d.write(line)
+		if err == nil || !strings.Contains(err.Error(), "could not be rotated") {
+			t.Errorf("write %d with rotation blocked: %v", i, err)
+		}
+		if n := fileSize(t, d.path); n > d.maxBytes {
+			t.Fatalf("write %d: the dead-letter file has %d bytes, past its bound of %d", i, n, d.maxBytes)
+		}
+	}
+	unblock()
+	line[0] = 'z'
+	if err := d.write(line); err != nil {
+		t.Fatalf("write after the block is lifted: %v", err)
+	}
+	cur, old := readLines(t, d.path), readLines(t, d.path+".1")
+	if len(cur) != 1 || cur[0][0] != 'z' || len(old) != 2 || old[0][0] != '0' || old[1][0] != '1' {
+		t.Fatalf("after the retried rotation: %q, rotated %q", cur, old)
+	}
+}
+
+// In the pipeline, a record given up on while the dead-letter file cannot
+// be rotated is not kept there (the file stays within its bound), and that
+// is reported: counted in Stats.DeadLetterErrors and the metric, and its
+// audit_error record has no dead_letter and says why. Once rotation works
+// again, the next record is dead-lettered.
+func TestDeadLetterRotationFailureIsReported(t *testing.T) {
+	dir := t.TempDir()
+	deadPath := filepath.Join(dir, DeadLetterFile)
+	const bound = 800
+	p := newTestPipeline(t, Config{StateDir: dir, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
+		DeadLetterMaxBytes: bound})
+	emitWithPoison(t, p, dir, 1, 0)
+	flush(t, p)
+	first := fileSize(t, deadPath)
+	if first == 0 || 2*first <= bound {
+		t.Fatalf("the first dead letter has %d bytes: the test needs one that fits the bound of %d and two that do not", first, bound)
+	}
+	unblock := blockRotation(t, deadPath)
+	const blocked = 3
+	for i := range blocked {
+		p.Emit(dnsEvent("poison.example.test"))
+		flush(t, p)
+		if n := fileSize(t, deadPath); n != first {
+			t.Fatalf("poison record %d with rotation blocked: the dead-letter file has %d bytes, want %d (bound %d)", i+2, n, first, bound)
+		}
+	}
+	st := p.Stats()
+	if st.DeadLetterErrors != blocked || len(st.Rejected) != 1 || st.Rejected[0].Records != blocked+1 {
+		t.Fatalf("stats: dead-letter errors %d (want %d), rejected %+v", st.DeadLetterErrors, blocked, st.Rejected)
+	}
+	if got := collectedCounter(t, NewCollector(p.Stats), "airlock_audit_dead_letter_errors_total"); got != blocked {
+		t.Errorf("airlock_audit_dead_letter_errors_total %v, want %d", got, blocked)
+	}
+	stored, err := p.Store().Query(context.Background(), Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aes := auditErrors(stored)
+	if len(aes) != blocked+1 || aes[0].AuditError.DeadLetter != deadPath {
+		t.Fatalf("audit_error records: %+v", aes)
+	}
+	for _, e := range aes[1:] {
+		if e.AuditError.DeadLetter != "" || !strings.Contains(e.Reason, "the dead-letter file could not take the record") ||
+			!strings.Contains(e.Reason, "could not be rotated") {
+			t.Errorf("audit_error for a record the dead-letter file refused: reason %q, dead_letter %q", e.Reason, e.AuditError.DeadLetter)
+		}
+	}
+	unblock()
+	p.Emit(dnsEvent("poison.example.test"))
+	flush(t, p)
+	if cur, old := readDeadLetters(t, deadPath), readDeadLetters(t, deadPath+".1"); len(cur) != 1 || len(old) != 1 || cur[0].Seq <= old[0].Seq {
+		t.Errorf("after the block is lifted: dead letters %+v, rotated %+v", cur, old)
+	}
+	if st := p.Stats(); st.DeadLetterErrors != blocked {
+		t.Errorf("dead-letter errors %d after the block is lifted, want %d", st.DeadLetterErrors, blocked)
+	}
+}
+
 // classifyWriteErr tells the errors a record always meets from those that
 // clear, on real SQLite errors and errno values.
 func TestClassifyWriteErr(t *testing.T) {

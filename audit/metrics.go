@@ -13,19 +13,20 @@ type Collector struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 var metricHelp = map[string]string{
-	"queue_depth":            "Events waiting in the audit queue.",
-	"queue_capacity":         "Capacity of the audit queue.",
-	"accepted_total":         "Events the audit queue accepted.",
-	"dropped_total":          "Events dropped because the audit queue stayed full (reported by gap records).",
-	"written_total":          "Records written to every audit sink.",
-	"lost_total":             "Records given up at shutdown because a sink kept failing.",
-	"gaps_total":             "Gap records written.",
-	"store_errors_total":     "Failed audit store transactions (each is retried).",
-	"stream_errors_total":    "Failed audit stream writes (each is retried).",
-	"pruned_total":           "Records deleted by store retention.",
-	"last_seq":               "Sequence number of the newest audit record.",
-	"failing":                "1 while an audit sink is failing and writes are being retried.",
-	"transient_errors_total": "Failed audit writes classed transient (busy, locked, disk full, I/O); each is retried.",
+	"queue_depth":              "Events waiting in the audit queue.",
+	"queue_capacity":           "Capacity of the audit queue.",
+	"accepted_total":           "Events the audit queue accepted.",
+	"dropped_total":            "Events dropped because the audit queue stayed full (reported by gap records).",
+	"written_total":            "Records written to every audit sink.",
+	"lost_total":               "Records given up at shutdown because a sink kept failing.",
+	"gaps_total":               "Gap records written.",
+	"store_errors_total":       "Failed audit store transactions (each is retried).",
+	"stream_errors_total":      "Failed audit stream writes (each is retried).",
+	"pruned_total":             "Records deleted by store retention.",
+	"last_seq":                 "Sequence number of the newest audit record.",
+	"failing":                  "1 while an audit sink is failing and writes are being retried.",
+	"transient_errors_total":   "Failed audit writes classed transient (busy, locked, disk full, I/O); each is retried.",
+	"dead_letter_errors_total": "Records given up on that the dead-letter file could not take (at its bound and not rotated, or a failed write); each is named by an audit_error record and logged.",
 }
 
 // rejectedHelp describes airlock_audit_rejected_total, the one labelled
@@ -72,6 +73,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		{"stream_errors_total", counter, float64(s.StreamErrors)}, {"pruned_total", counter, float64(s.Pruned)},
 		{"last_seq", gauge, float64(s.LastSeq)}, {"failing", gauge, failing},
 		{"transient_errors_total", counter, float64(s.Transient)},
+		{"dead_letter_errors_total", counter, float64(s.DeadLetterErrors)},
 	} {
 		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.t, m.v)
 	}

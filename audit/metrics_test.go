@@ -63,3 +63,22 @@ func TestCollector(t *testing.T) {
 		t.Errorf("no airlock_audit_rejected_total{sink=store,reason=constraint} 2 in %v", mfs)
 	}
 }
+
+// collectedCounter is the value of the unlabelled counter name that c
+// exports.
+func collectedCounter(t *testing.T, c prometheus.Collector, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}

@@ -101,9 +101,13 @@ type Stats struct {
 	// Rejected counts the records given up on, by sink and reason: each
 	// is in the dead-letter file and named by an audit_error record.
 	Rejected []Rejected
-	Pruned   uint64 // records retention deleted
-	LastSeq  uint64 // the newest record's sequence number
-	Failing  bool   // a sink is failing now; writes are being retried
+	// DeadLetterErrors counts the records given up on that the dead-letter
+	// file could not take (full and not rotated, or a failed write): each
+	// is only in the log and named by its audit_error record.
+	DeadLetterErrors uint64
+	Pruned           uint64 // records retention deleted
+	LastSeq          uint64 // the newest record's sequence number
+	Failing          bool   // a sink is failing now; writes are being retried
 }
 
 // Pipeline takes events from producers through a bounded queue and writes
@@ -144,7 +148,8 @@ type Pipeline struct {
 
 	transient atomic.Uint64
 	dead      deadLetter
-	errq      chan *record // audit_error records, placed with the next batch
+	deadErrs  atomic.Uint64 // records given up on that the dead-letter file could not take
+	errq      chan *record  // audit_error records, placed with the next batch
 	rejMu     sync.Mutex
 	rejected  map[[2]string]uint64 // by sink and reason
 }
@@ -297,7 +302,8 @@ func (p *Pipeline) Stats() Stats {
 		Accepted: p.accepted.Load(), Dropped: p.dropped.Load(), Written: p.written.Load(),
 		Lost: p.lost.Load(), Gaps: p.gaps.Load(), StoreErrors: p.storeErrs.Load(),
 		StreamErrors: p.streamErrs.Load(), Transient: p.transient.Load(), Rejected: p.rejectedStats(),
-		Pruned: p.pruned.Load(), LastSeq: p.lastSeq.Load(), Failing: p.failing(),
+		DeadLetterErrors: p.deadErrs.Load(),
+		Pruned:           p.pruned.Load(), LastSeq: p.lastSeq.Load(), Failing: p.failing(),
 	}
 }
 

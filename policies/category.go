@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"airlock/internal/tomlpos"
 )
 
 // catRules is the compiled per-request part of a category.
@@ -102,7 +104,7 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	for _, key := range fs.Names {
 		if k := kindOf(fs, key); k != "" && k != "lint" && k != c.Kind.String() {
 			if _, ok := m[key]; ok {
-				l.errf(joinPath(path, key), "%s only applies to %s categories (this one is %s)", key, k, kindLabel(c.Kind))
+				l.errf(tomlpos.Join(path, key), "%s only applies to %s categories (this one is %s)", key, k, kindLabel(c.Kind))
 				delete(m, key) // reported; not "unknown" too
 			}
 		}
@@ -118,21 +120,21 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 	if w.Action != nil {
 		c.Action = Action(*w.Action)
 	}
-	c.r.actionRule = l.rule(joinPath(path, "action"))
+	c.r.actionRule = l.rule(tomlpos.Join(path, "action"))
 	c.r.denyReason = "category " + name + " denies its hosts (" + path + ".action = \"deny\")"
 	c.r.qtypeReason = "query type is in neither dns.qtypes nor " + path + ".dns_types"
 	c.r.addrReason = "address is not public and not in " + path + ".cidrs"
 	c.r.askReason = "category " + name + " asks: the connection opens and each request waits for approval"
 	c.Inspect = flag(w.Inspect, true)
 	c.HTTP = flag(w.HTTP, false)
-	c.r.httpRule = l.rule(joinPath(path, "http"))
+	c.r.httpRule = l.rule(tomlpos.Join(path, "http"))
 	c.LogQuery = flag(w.LogQuery, false)
 	c.SentinelBody = flag(w.SentinelBody, false)
 	c.r.allowDoH = flag(w.AllowDoH, false)
-	c.r.allowDoHRule = l.rule(joinPath(path, "allow_doh"))
+	c.r.allowDoHRule = l.rule(tomlpos.Join(path, "allow_doh"))
 	l.catHosts(c, &w.Hosts)
 	c.r.cidrs = l.cidrs(&w.CIDRs)
-	c.r.cidrsRule = l.rule(joinPath(path, "cidrs"))
+	c.r.cidrsRule = l.rule(tomlpos.Join(path, "cidrs"))
 	for _, cr := range c.r.cidrs {
 		cr.cat = c
 		cr.reason = "address is in " + cr.prefix.String() + " (" + path + ".cidrs)"
@@ -171,9 +173,9 @@ func (l *loader) category(p *Policy, name, path string, m map[string]any) *Categ
 		l.webhookKeys(c, w)
 	case KindInternalAPI:
 		if !w.Routes.set {
-			l.errf(joinPath(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
+			l.errf(tomlpos.Join(path, "routes"), "required for internal_api categories: list the method and path of every call allowed")
 		} else if w.Routes.ok && len(w.Routes.items) == 0 {
-			l.errf(joinPath(path, "routes"), "empty: no call could be made; list the method and path of every call allowed")
+			l.errf(tomlpos.Join(path, "routes"), "empty: no call could be made; list the method and path of every call allowed")
 		}
 	}
 	l.checkInspect(c, w)
@@ -201,7 +203,7 @@ func (l *loader) kind(name, path string, m map[string]any) Kind {
 		if k, ok := kindByName[s]; ok {
 			return k
 		}
-		l.errf(joinPath(path, "kind"), "unknown kind %q (want one of %s)", s, quoteList(kindList))
+		l.errf(tomlpos.Join(path, "kind"), "unknown kind %q (want one of %s)", s, quoteList(kindList))
 		return KindNone
 	}
 	if present { // not a string: decode reports it
@@ -261,7 +263,7 @@ func joinEach(prefix string, list []string, suffix string) []string {
 }
 
 func (l *loader) ports(c *Category, list *list) {
-	path := joinPath(c.r.path, "ports")
+	path := tomlpos.Join(c.r.path, "ports")
 	c.r.portsRule = l.rule(path)
 	items, ok := list.items, list.ok
 	if !ok {
@@ -271,7 +273,7 @@ func (l *loader) ports(c *Category, list *list) {
 		}
 	}
 	for i, it := range items {
-		ep := elemPath(path, i)
+		ep := tomlpos.Elem(path, i)
 		switch v := it.(type) {
 		case int64:
 			if v < 1 || v > 65535 {
@@ -336,7 +338,7 @@ var defaultMethods = map[Kind][]string{
 }
 
 func (l *loader) methods(c *Category, w *strs) {
-	path := joinPath(c.r.path, "methods")
+	path := tomlpos.Join(c.r.path, "methods")
 	c.r.methodsRule = l.rule(path)
 	list, paths, present := w.vals, w.paths, w.set
 	if !present {
@@ -369,10 +371,10 @@ func (l *loader) methodSet(list, paths []string, path string) methodSet {
 }
 
 func (l *loader) routes(c *Category, wc *wireCategory) {
-	path := joinPath(c.r.path, "routes")
+	path := tomlpos.Join(c.r.path, "routes")
 	c.r.routesRule = l.rule(path)
 	for i, it := range wc.Routes.items {
-		ep := elemPath(path, i)
+		ep := tomlpos.Elem(path, i)
 		rm, ok := it.(map[string]any)
 		if !ok {
 			l.errf(ep, "want a table { methods = [...], path = \"...\" }, got %s", tomlType(it))
@@ -392,7 +394,7 @@ func (l *loader) routes(c *Category, wc *wireCategory) {
 			ps = *w.Path
 			pp, err := parsePathPattern(ps)
 			if err != nil {
-				l.errf(joinPath(ep, "path"), "%q: %v", ps, err)
+				l.errf(tomlpos.Join(ep, "path"), "%q: %v", ps, err)
 				ok = false
 			}
 			rt.path = pp
@@ -402,7 +404,7 @@ func (l *loader) routes(c *Category, wc *wireCategory) {
 			l.errf(ep, "methods: required (such as [\"GET\"], or [\"*\"] for any)")
 		}
 		nerr := len(l.errs)
-		rt.methods = l.methodSet(ms, mpaths, joinPath(ep, "methods"))
+		rt.methods = l.methodSet(ms, mpaths, tomlpos.Join(ep, "methods"))
 		if !ok || !hasPath || !present || len(l.errs) > nerr {
 			continue
 		}
@@ -412,28 +414,28 @@ func (l *loader) routes(c *Category, wc *wireCategory) {
 }
 
 func (l *loader) inject(c *Category, w *wireInject) {
-	path := joinPath(c.r.path, "inject")
+	path := tomlpos.Join(c.r.path, "inject")
 	if w == nil {
 		return
 	}
 	in := &Inject{Format: "{}"}
 	if w.Header == nil || !validToken(*w.Header) {
-		l.errf(joinPath(path, "header"), "required: an HTTP header name such as \"Authorization\"")
+		l.errf(tomlpos.Join(path, "header"), "required: an HTTP header name such as \"Authorization\"")
 	} else {
 		in.Header = *w.Header
 	}
 	if w.Secret == nil || !validSecretName(*w.Secret) {
-		l.errf(joinPath(path, "secret"), "required: the name of a secret in the appliance's secret store (letters, digits, '_', '-', '.')")
+		l.errf(tomlpos.Join(path, "secret"), "required: the name of a secret in the appliance's secret store (letters, digits, '_', '-', '.')")
 	} else {
 		in.Secret = *w.Secret
 	}
 	if w.Format != nil {
 		f := *w.Format
 		if !strings.Contains(f, "{}") {
-			l.errf(joinPath(path, "format"), "%q has no \"{}\" where the secret goes", f)
+			l.errf(tomlpos.Join(path, "format"), "%q has no \"{}\" where the secret goes", f)
 		}
 		if strings.ContainsAny(f, "\r\n") {
-			l.errf(joinPath(path, "format"), "line breaks are not allowed in a header value")
+			l.errf(tomlpos.Join(path, "format"), "line breaks are not allowed in a header value")
 		}
 		in.Format = f
 	}
@@ -468,9 +470,9 @@ func validSecretName(s string) bool {
 
 func (l *loader) gitKeys(c *Category, w *wireCategory) {
 	c.r.push = flag(w.Push, false)
-	c.r.pushRule = l.rule(joinPath(c.r.path, "push"))
+	c.r.pushRule = l.rule(tomlpos.Join(c.r.path, "push"))
 	repos, paths := w.Repos.vals, w.Repos.paths
-	c.r.reposRule = l.rule(joinPath(c.r.path, "repos"))
+	c.r.reposRule = l.rule(tomlpos.Join(c.r.path, "repos"))
 	for i, s := range repos {
 		rp, err := parseRepoPattern(s)
 		if err != nil {
@@ -483,7 +485,7 @@ func (l *loader) gitKeys(c *Category, w *wireCategory) {
 }
 
 func (l *loader) webhookKeys(c *Category, w *wireCategory) {
-	path := joinPath(c.r.path, "paths")
+	path := tomlpos.Join(c.r.path, "paths")
 	c.r.pathsRule = l.rule(path)
 	c.r.paths = map[string]Rule{}
 	list, paths, present := w.Paths.vals, w.Paths.paths, w.Paths.set
@@ -506,7 +508,7 @@ func (l *loader) webhookKeys(c *Category, w *wireCategory) {
 	if v := w.MaxBody; v != nil {
 		n, err := parseSize(v)
 		if err != nil {
-			l.errf(joinPath(c.r.path, "max_body"), "%v", err)
+			l.errf(tomlpos.Join(c.r.path, "max_body"), "%v", err)
 		}
 		c.MaxBody = n
 	}
@@ -514,7 +516,7 @@ func (l *loader) webhookKeys(c *Category, w *wireCategory) {
 		s := *w.Rate
 		r, err := parseRate(s)
 		if err != nil {
-			l.errf(joinPath(c.r.path, "rate"), "%q: %v", s, err)
+			l.errf(tomlpos.Join(c.r.path, "rate"), "%q: %v", s, err)
 		}
 		c.Rate = r
 	}
@@ -567,7 +569,7 @@ func (l *loader) checkInspect(c *Category, w *wireCategory) {
 	if c.Inspect {
 		return
 	}
-	path := joinPath(c.r.path, "inspect")
+	path := tomlpos.Join(c.r.path, "inspect")
 	var why []string
 	if w.Methods.set && !c.r.methods.any {
 		why = append(why, "methods")

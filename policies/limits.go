@@ -1,6 +1,9 @@
 package policies
 
-import "airlock/internal/safefile"
+import (
+	"airlock/internal/safefile"
+	"airlock/internal/tomlpos"
+)
 
 // Caps on what one policy file may hold (docs/policy.md, "Limits"). They
 // bound the memory and time a load takes, whatever the file says; a file
@@ -61,7 +64,7 @@ func longString(path string, v any) (string, int) {
 		}
 	case map[string]any:
 		for k, x := range v {
-			p := joinPath(path, k)
+			p := tomlpos.Join(path, k)
 			if len(k) > MaxString {
 				return path, len(k)
 			}
@@ -71,13 +74,13 @@ func longString(path string, v any) (string, int) {
 		}
 	case []any:
 		for i, x := range v {
-			if q, n := longString(elemPath(path, i), x); q != "" {
+			if q, n := longString(tomlpos.Elem(path, i), x); q != "" {
 				return q, n
 			}
 		}
 	case []map[string]any:
 		for i, x := range v {
-			if q, n := longString(elemPath(path, i), x); q != "" {
+			if q, n := longString(tomlpos.Elem(path, i), x); q != "" {
 				return q, n
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // Warnings are problems in a policy that loads: it is valid, but a careful
@@ -143,7 +145,7 @@ func CIDRRisk(pfx netip.Prefix) string {
 }
 
 func (w *linter) riskyCIDRs(c *Category) {
-	hatchPath := joinPath(c.r.path, HatchRiskyCIDRs)
+	hatchPath := tomlpos.Join(c.r.path, HatchRiskyCIDRs)
 	hatch := flag(w.wire(c).RiskyCIDRs, false)
 	needed := false
 	for _, cr := range c.r.cidrs {
@@ -176,6 +178,6 @@ func (w *linter) allPorts(c *Category) {
 		next = max(next, int(r.Hi)+1)
 	}
 	if next > 65535 {
-		w.warnf(joinPath(c.r.path, "ports"), "covers every port (1-65535): list the ports the category needs")
+		w.warnf(tomlpos.Join(c.r.path, "ports"), "covers every port (1-65535): list the ports the category needs")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // duplicates: an entry that repeats another of the same list, or that an
@@ -78,7 +80,7 @@ func (w *linter) dupCIDRs(rules []*cidrRule) {
 }
 
 func (w *linter) dupPorts(c *Category) {
-	path := joinPath(c.r.path, "ports")
+	path := tomlpos.Join(c.r.path, "ports")
 	for j, r := range c.Ports {
 		for i, o := range c.Ports[:j] {
 			if o.Lo <= r.Lo && r.Hi <= o.Hi {
@@ -86,7 +88,7 @@ func (w *linter) dupPorts(c *Category) {
 				if o == r {
 					how = "repeats"
 				}
-				w.warnf(elemPath(path, j), "%s %s %s", r, how, elemPath(path, i))
+				w.warnf(tomlpos.Elem(path, j), "%s %s %s", r, how, tomlpos.Elem(path, i))
 				break
 			}
 		}
@@ -99,9 +101,9 @@ func (w *linter) dupTests() {
 		if tc.Line == "" {
 			continue
 		}
-		path := elemPath("tests", i)
+		path := tomlpos.Elem("tests", i)
 		if prev, dup := seen[tc.Line]; dup {
-			w.warnf(joinPath(path, "request"), "%q repeats %s", tc.Line, prev)
+			w.warnf(tomlpos.Join(path, "request"), "%q repeats %s", tc.Line, prev)
 			continue
 		}
 		seen[tc.Line] = path

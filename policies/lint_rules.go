@@ -15,19 +15,19 @@ func (w *linter) routes(c *Category) {
 	if len(wroutes) != len(c.r.routes) { // the loader refused some; nothing to align
 		return
 	}
-	path := joinPath(c.r.path, "routes")
+	path := tomlpos.Join(c.r.path, "routes")
 	for j := range c.r.routes {
-		rt, ep := &c.r.routes[j], elemPath(path, j)
+		rt, ep := &c.r.routes[j], tomlpos.Elem(path, j)
 		ms, mpaths := wroutes[j].Methods.vals, wroutes[j].Methods.paths
 		for i, m := range ms {
 			if m != "*" && !c.r.methods.has(m) {
 				w.warnf(mpaths[i], "the route allows %s, which %s never allows: it never matches a %s request",
-					m, joinPath(c.r.path, "methods"), m)
+					m, tomlpos.Join(c.r.path, "methods"), m)
 			}
 		}
 		for i := range c.r.routes[:j] {
 			if routeCovers(&c.r.routes[i], rt) {
-				w.warnf(ep, "can never match: %s comes first and matches every request this route would", elemPath(path, i))
+				w.warnf(ep, "can never match: %s comes first and matches every request this route would", tomlpos.Elem(path, i))
 				break
 			}
 		}
@@ -87,16 +87,16 @@ var fixedRules = []string{"default", "mode", "dns.qtypes", "dns.max_label", "dns
 // can never pass, and says nothing about the policy.
 func (w *linter) tests() {
 	for i, tc := range w.p.tests {
-		path := elemPath("tests", i)
+		path := tomlpos.Elem("tests", i)
 		if tc.Rule != "" && !w.ruleExists(tc.Rule) {
-			w.warnf(joinPath(path, "rule"), "no rule is named %q%s: the test can never pass", tc.Rule, didYouMean(tc.Rule, w.ruleNames()))
+			w.warnf(tomlpos.Join(path, "rule"), "no rule is named %q%s: the test can never pass", tc.Rule, didYouMean(tc.Rule, w.ruleNames()))
 		}
 		if _, ok := w.p.catByName[tc.Category]; tc.Category != "" && !ok {
 			names := make([]string, len(w.p.cats))
 			for i, c := range w.p.cats {
 				names[i] = c.Name
 			}
-			w.warnf(joinPath(path, "category"), "no category is named %q%s: the test can never pass", tc.Category, didYouMean(tc.Category, names))
+			w.warnf(tomlpos.Join(path, "category"), "no category is named %q%s: the test can never pass", tc.Category, didYouMean(tc.Category, names))
 		}
 	}
 }
@@ -128,12 +128,12 @@ func (w *linter) ruleExists(name string) bool {
 	if open := strings.LastIndexByte(name, '['); open > 0 && strings.HasSuffix(name, "]") {
 		return false // an element not written
 	}
-	parent := parentPath(name)
+	parent := tomlpos.Parent(name)
 	key := strings.TrimPrefix(name, parent+".")
 	if c := w.catByPath(parent); c != nil {
 		return contains(categoryKeys(c.Kind), key)
 	}
-	if c := w.catByPath(parentPath(parent)); c != nil && strings.HasSuffix(parent, ".packages") {
+	if c := w.catByPath(tomlpos.Parent(parent)); c != nil && strings.HasSuffix(parent, ".packages") {
 		return c.Kind == KindRegistries && (key == "allow" || key == "deny")
 	}
 	return false
@@ -156,12 +156,12 @@ func (w *linter) ruleNames() []string {
 	names := append([]string{}, fixedRules...)
 	for _, c := range w.p.cats {
 		for _, k := range categoryKeys(c.Kind) {
-			names = append(names, joinPath(c.r.path, k))
+			names = append(names, tomlpos.Join(c.r.path, k))
 		}
 	}
 	for base, n := range w.l.ix.Arrays {
 		for i := 0; i < n && ruleBase(base) && len(names) < maxRuleNames; i++ {
-			names = append(names, elemPath(base, i))
+			names = append(names, tomlpos.Elem(base, i))
 		}
 	}
 	for k := range w.l.ix.Keys {

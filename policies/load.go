@@ -360,7 +360,7 @@ func (l *loader) categories(p *Policy, m map[string]any) {
 	sort.Strings(names)
 	p.hosts.exact = make(map[string]*hostRule, total)
 	for _, name := range names {
-		path := joinPath("categories", name)
+		path := tomlpos.Join("categories", name)
 		cm, isTable := m[name].(map[string]any)
 		if !isTable {
 			l.errf(path, "want a table ([%s]), got %s", path, tomlType(m[name]))

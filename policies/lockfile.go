@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"airlock/internal/safefile"
+	"airlock/internal/tomlpos"
 )
 
 // CodeNotInLockfile starts the reason of a package the lockfiles do not
@@ -395,7 +396,7 @@ func (l *loader) lockfiles(c *Category, w *strs) {
 	if !present {
 		return
 	}
-	key := joinPath(c.r.path, "lockfiles")
+	key := tomlpos.Join(c.r.path, "lockfiles")
 	if len(list) == 0 {
 		l.errf(key, "empty: list the lockfiles, or remove the key")
 		return

@@ -280,3 +280,25 @@ func TestLockfileBounds(t *testing.T) {
 		t.Errorf("a requirement continued once: %v", err)
 	}
 }
+
+// TestLockfileTOMLLines: an error in a uv.lock or poetry.lock is at the
+// line of the [[package]] or key it is about, not at a key of the same
+// name elsewhere (toml's own decoding placed every [[package]]'s key at
+// the last package's, and a scan for "version =" found a package's).
+func TestLockfileTOMLLines(t *testing.T) {
+	h := `"sha256:` + strings.Repeat("ab", 32) + `"`
+	for _, c := range []struct{ name, data, want string }{
+		{"uv.lock", "version = 1\n[[package]]\nname = 3\n[[package]]\nname = \"b\"\n", "uv.lock:3: package.name: incompatible types: want a string, got an integer"},
+		{"uv.lock", "[[package]]\nname = \"a\"\nversion = \"1\"\n", "uv.lock:1: want `version = 1`"},
+		{"uv.lock", "version = 1\npackage = [\n  {name = \"a\", version = \"1\", wheels = [{hash = \"md5:1\"}]},\n]\n", `uv.lock:3: a 1: hash "md5:1"`},
+		{"uv.lock", "version = 1\n[[package]]\nname = \"a\"\nversion = \"1\"\nwheels = [{hash = " + h + "}]\n[[package]]\nname = \"b\"\nversion = \"1\"\nwheels = [\n  {hash = " + h + "},\n  {hash = 7},\n]\n",
+			"uv.lock:11: package.wheels.hash: incompatible types: want a string, got an integer"},
+		{"poetry.lock", "[[package]]\nname = \"a\"\nversion = \"1\"\n[metadata]\nlock-version = \"1.1\"\n[metadata.files]\nb = []\na = [\n  {hash = false},\n]\n", "poetry.lock:9: metadata.files.a.hash: incompatible types: want a string, got a boolean"},
+		{"poetry.lock", "[[package]]\nname = \"a\"\nversion = \"1\"\n\n[metadata]\npython-versions = \"*\"\n", `poetry.lock:5: [metadata] lock-version "": want 1.x or 2.x`},
+	} {
+		_, err := ParseLockfiles([]Lockfile{{c.name, []byte(c.data)}}, Rule{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v\nwant %s", c.data, err, c.want)
+		}
+	}
+}

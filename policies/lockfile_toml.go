@@ -1,14 +1,14 @@
 package policies
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"regexp"
+	"maps"
+	"slices"
 	"strings"
 
+	"airlock/internal/tomlpos"
 	"github.com/BurntSushi/toml"
 )
 
@@ -18,77 +18,264 @@ import (
 // [metadata.files] in lock-version 1). A package that is not from a
 // registry (the project itself, a path, a git checkout, a URL) has no
 // registry download to allow and is skipped.
+//
+// BurntSushi/toml parses the file into a table (a syntax error is placed
+// by tomlError, as the policy's are); pyLockReader then fills the typed
+// structs below from it, key by key, and places a value of the wrong type
+// at its own line with a tomlpos index. toml's decoding into the structs
+// would stop there too, but it knows a key only by its name, so it gives
+// every [[package]]'s key the line of the last package's.
 
-// pyLockFile is one artifact of a locked package.
-type pyLockFile struct {
-	File string `toml:"file"` // poetry
-	URL  string `toml:"url"`  // uv
-	Hash string `toml:"hash"`
-}
-
-type pyLockPkg struct {
-	Name    string         `toml:"name"`
-	Version string         `toml:"version"`
-	Source  map[string]any `toml:"source"` // uv: {registry = URL} | {editable|virtual|path|directory|git|url = …}; poetry: {type = …}
-	Sdist   *pyLockFile    `toml:"sdist"`
-	Wheels  []pyLockFile   `toml:"wheels"`
-	Files   []pyLockFile   `toml:"files"`
-}
-
+// pyLockDoc is the part of a lockfile read.
 type pyLockDoc struct {
-	Version  *int        `toml:"version"` // uv
-	Packages []pyLockPkg `toml:"package"`
-	Metadata struct {
-		LockVersion string                  `toml:"lock-version"`
-		Files       map[string][]pyLockFile `toml:"files"` // poetry lock-version 1
-	} `toml:"metadata"`
+	Version     any // uv: 1
+	Packages    []pyLockPkg
+	LockVersion string              // poetry: [metadata] lock-version
+	Files       map[string][]string // poetry lock-version 1: [metadata.files], hashes by package name
+}
+
+// pyLockPkg is one [[package]] table.
+type pyLockPkg struct {
+	Path          string // its tomlpos path, package[i]
+	Name, Version string
+	FromRegistry  bool
+	Hashes        []string // "sha256:HEX", of every artifact
 }
 
 func (s *LockSet) parsePyTOML(kind, file string, data []byte) error {
-	var doc pyLockDoc
-	if _, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		return tomlLockError(file, err)
+	var tree map[string]any
+	if _, err := toml.Decode(string(data), &tree); err != nil {
+		return tomlError(file, data, err)
+	}
+	r := &pyLockReader{file: file, ix: tomlpos.Scan(string(data))}
+	doc, err := r.doc(tree)
+	if err != nil {
+		return err
 	}
 	switch {
-	case kind == lockUV && (doc.Version == nil || *doc.Version != 1):
-		return fmt.Errorf("%s:%d: want `version = 1` (the uv.lock format read)", file, lineOfTOMLKey(data, "version"))
-	case kind == lockPoetry && !strings.HasPrefix(doc.Metadata.LockVersion, "1.") && !strings.HasPrefix(doc.Metadata.LockVersion, "2."):
-		return fmt.Errorf("%s:%d: [metadata] lock-version %q: want 1.x or 2.x", file, lineOfTOMLKey(data, "lock-version"), doc.Metadata.LockVersion)
+	case kind == lockUV && doc.Version != int64(1):
+		return r.errf("version", "want `version = 1` (the uv.lock format read)")
+	case kind == lockPoetry && !strings.HasPrefix(doc.LockVersion, "1.") && !strings.HasPrefix(doc.LockVersion, "2."):
+		return r.errf("metadata.lock-version", "[metadata] lock-version %q: want 1.x or 2.x", doc.LockVersion)
 	}
 	s.lockedBy("pypi", file)
-	lines := packageLines(data)
-	for i, p := range doc.Packages {
-		line := 1
-		if i < len(lines) {
-			line = lines[i]
+	for _, p := range doc.Packages {
+		if err := s.addPyPkg(r, doc, p); err != nil {
+			return err
 		}
-		if !pyFromRegistry(p.Source) {
-			continue
-		}
-		if !pyName(p.Name) || p.Version == "" || strings.ContainsAny(p.Version, " <>=!*,;") {
-			return fmt.Errorf("%s:%d: [[package]] %q %q: want a name and a pinned version", file, line, p.Name, p.Version)
-		}
-		files := append(p.Files, p.Wheels...)
-		if p.Sdist != nil {
-			files = append(files, *p.Sdist)
-		}
-		if len(files) == 0 {
-			files = doc.Metadata.Files[p.Name]
-		}
-		var digests []string
-		for _, f := range files {
-			sri, err := pyLockDigest(f.Hash)
-			if err != nil {
-				return fmt.Errorf("%s:%d: %s %s: %v", file, line, p.Name, p.Version, err)
-			}
-			digests = append(digests, sri)
-		}
-		if len(digests) == 0 {
-			return fmt.Errorf("%s:%d: %s %s: no artifact hashes: a lockfile pins the artifact's digest", file, line, p.Name, p.Version)
-		}
-		s.add("pypi", p.Name, p.Version, digests)
 	}
 	return nil
+}
+
+// addPyPkg adds one registry package; errors are at its [[package]].
+func (s *LockSet) addPyPkg(r *pyLockReader, doc *pyLockDoc, p pyLockPkg) error {
+	if !p.FromRegistry {
+		return nil
+	}
+	if !pyName(p.Name) || p.Version == "" || strings.ContainsAny(p.Version, " <>=!*,;") {
+		return r.errf(p.Path, "[[package]] %q %q: want a name and a pinned version", p.Name, p.Version)
+	}
+	hashes := p.Hashes
+	if len(hashes) == 0 {
+		hashes = doc.Files[p.Name]
+	}
+	digests := make([]string, 0, len(hashes))
+	for _, h := range hashes {
+		sri, err := pyLockDigest(h)
+		if err != nil {
+			return r.errf(p.Path, "%s %s: %v", p.Name, p.Version, err)
+		}
+		digests = append(digests, sri)
+	}
+	if len(digests) == 0 {
+		return r.errf(p.Path, "%s %s: no artifact hashes: a lockfile pins the artifact's digest", p.Name, p.Version)
+	}
+	s.add("pypi", p.Name, p.Version, digests)
+	return nil
+}
+
+// pyLockReader fills a pyLockDoc from the parsed table. Keys it does not
+// read are ignored: a lockfile holds much more than the allowed set.
+type pyLockReader struct {
+	file string
+	ix   *tomlpos.Index
+}
+
+// errf is an error at the line of path (or of its closest enclosing
+// key written).
+func (r *pyLockReader) errf(path, format string, args ...any) error {
+	return fmt.Errorf("%s:%d: %s", r.file, r.ix.Lookup(path).Line, fmt.Sprintf(format, args...))
+}
+
+// typeErr is a value of the wrong type at path, named as a decoder names
+// its key (package.name, without the element's index: the line says
+// which).
+func (r *pyLockReader) typeErr(path, want string, v any) error {
+	return r.errf(path, "%s: incompatible types: want %s, got %s", keyName(path), want, tomlType(v))
+}
+
+func (r *pyLockReader) doc(tree map[string]any) (*pyLockDoc, error) {
+	doc := &pyLockDoc{Version: tree["version"]}
+	meta, err := r.table(tree, "", "metadata")
+	if err == nil {
+		doc.LockVersion, err = r.str(meta, "metadata", "lock-version")
+	}
+	if err == nil {
+		doc.Files, err = r.metadataFiles(meta)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pkgs, err := r.tables(tree, "", "package")
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range pkgs {
+		p, err := r.pkg(t, tomlpos.Elem("package", i))
+		if err != nil {
+			return nil, err
+		}
+		doc.Packages = append(doc.Packages, p)
+	}
+	return doc, nil
+}
+
+// metadataFiles reads poetry's [metadata.files]: NAME = [{file, hash}].
+func (r *pyLockReader) metadataFiles(meta map[string]any) (map[string][]string, error) {
+	files, err := r.table(meta, "metadata", "files")
+	if err != nil || files == nil {
+		return nil, err
+	}
+	out := make(map[string][]string, len(files))
+	for _, name := range slices.Sorted(maps.Keys(files)) { // the first error, always the same
+		arts, err := r.tables(files, "metadata.files", name)
+		if err != nil {
+			return nil, err
+		}
+		if out[name], err = r.hashes(arts, tomlpos.Join("metadata.files", name)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// pkg reads the [[package]] table at path.
+func (r *pyLockReader) pkg(t map[string]any, path string) (p pyLockPkg, err error) {
+	p.Path = path
+	if p.Name, err = r.str(t, path, "name"); err != nil {
+		return p, err
+	}
+	if p.Version, err = r.str(t, path, "version"); err != nil {
+		return p, err
+	}
+	src, err := r.table(t, path, "source")
+	if err != nil {
+		return p, err
+	}
+	p.FromRegistry = pyFromRegistry(src)
+	for _, key := range []string{"files", "wheels"} { // poetry, uv
+		arts, err := r.tables(t, path, key)
+		if err != nil {
+			return p, err
+		}
+		h, err := r.hashes(arts, tomlpos.Join(path, key))
+		if err != nil {
+			return p, err
+		}
+		p.Hashes = append(p.Hashes, h...)
+	}
+	sdist, err := r.table(t, path, "sdist") // uv
+	if err != nil || sdist == nil {
+		return p, err
+	}
+	h, err := r.str(sdist, tomlpos.Join(path, "sdist"), "hash")
+	p.Hashes = append(p.Hashes, h)
+	return p, err
+}
+
+// hashes are the hash keys of an array of artifacts at path.
+func (r *pyLockReader) hashes(arts []map[string]any, path string) ([]string, error) {
+	out := make([]string, 0, len(arts))
+	for i, a := range arts {
+		h, err := r.str(a, tomlpos.Elem(path, i), "hash")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// str is the string at key of t ("" when absent); path is t's.
+func (r *pyLockReader) str(t map[string]any, path, key string) (string, error) {
+	v, ok := t[key]
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", r.typeErr(tomlpos.Join(path, key), "a string", v)
+	}
+	return s, nil
+}
+
+// table is the table at key of t (nil when absent).
+func (r *pyLockReader) table(t map[string]any, path, key string) (map[string]any, error) {
+	v, ok := t[key]
+	if !ok {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, r.typeErr(tomlpos.Join(path, key), "a table", v)
+	}
+	return m, nil
+}
+
+// tables is the array of tables at key of t ([[key]] or key = [{…}]; nil
+// when absent).
+func (r *pyLockReader) tables(t map[string]any, path, key string) ([]map[string]any, error) {
+	v, ok := t[key]
+	if !ok {
+		return nil, nil
+	}
+	path = tomlpos.Join(path, key)
+	items, ok := asList(v)
+	if !ok {
+		return nil, r.typeErr(path, "an array of tables", v)
+	}
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		if out[i], ok = it.(map[string]any); !ok {
+			return nil, r.typeErr(tomlpos.Elem(path, i), "a table", it)
+		}
+	}
+	return out, nil
+}
+
+// keyName is a key path without its array indices: package[2].wheels[0].hash
+// is package.wheels.hash.
+func keyName(path string) string {
+	var b strings.Builder
+	inQuote := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '"':
+			inQuote = !inQuote
+		case c == '\\' && inQuote && i+1 < len(path):
+			b.WriteByte(c)
+			i++
+			c = path[i]
+		case c == '[' && !inQuote:
+			for i < len(path) && path[i] != ']' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // pyFromRegistry: the package comes from a package index (uv: source
@@ -127,48 +314,4 @@ func pyLockDigest(h string) (string, error) {
 		return "", fmt.Errorf("hash %q: want sha256:HEX (or sha384, sha512)", h)
 	}
 	return alg + "-" + base64.StdEncoding.EncodeToString(b), nil
-}
-
-// packageLines are the lines of the [[package]] headers, in order (the
-// order of doc.Packages).
-func packageLines(data []byte) []int {
-	var out []int
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, maxLockfile)
-	for n := 1; sc.Scan(); n++ {
-		l := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(l, "[[") && strings.TrimSpace(strings.Trim(strings.SplitN(l, "#", 2)[0], "[] \t")) == "package" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// lineOfTOMLKey is the line of the first line starting `key =` (1 when
-// absent).
-func lineOfTOMLKey(data []byte, key string) int {
-	for n, l := range bytes.Split(data, []byte("\n")) {
-		if k, _, ok := bytes.Cut(l, []byte("=")); ok && string(bytes.TrimSpace(k)) == key {
-			return n + 1
-		}
-	}
-	return 1
-}
-
-// tomlLine is the start of BurntSushi/toml's errors (parse and decode):
-// "toml: line N (last key "K"): message".
-var tomlLine = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: `)
-
-// tomlLockError places a TOML error at its line: "FILE:LINE: KEY: message".
-func tomlLockError(file string, err error) error {
-	msg := err.Error()
-	m := tomlLine.FindStringSubmatch(msg)
-	if m == nil {
-		return fmt.Errorf("%s: %s", file, strings.TrimPrefix(msg, "toml: "))
-	}
-	rest := msg[len(m[0]):]
-	if m[2] != "" {
-		rest = m[2] + ": " + rest
-	}
-	return fmt.Errorf("%s:%s: %s", file, m[1], rest)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 var ecosystems = []string{"npm", "pypi", "go", "debian", "crates"}
@@ -493,13 +495,13 @@ func isPublish(method, p string) bool {
 func (l *loader) registryKeys(c *Category, w *wireCategory) {
 	path := c.r.path
 	c.r.publish = flag(w.Publish, false)
-	c.r.publishRule = l.rule(joinPath(path, "publish"))
+	c.r.publishRule = l.rule(tomlpos.Join(path, "publish"))
 	l.pathPrefixes(c, w.PathPrefix)
 	pm := w.Packages
 	if pm == nil {
 		return
 	}
-	ppath := joinPath(path, "packages")
+	ppath := tomlpos.Join(path, "packages")
 	c.r.pkgRule = l.rule(ppath)
 	c.r.unrecognized = "path is not a package download or metadata request " + c.r.path +
 		" recognizes; a category with packages rules denies the rest"
@@ -525,7 +527,7 @@ func (l *loader) registryKeys(c *Category, w *wireCategory) {
 			if key == "allow" {
 				c.r.pkgAllow = append(c.r.pkgAllow, pp)
 				if _, seen := c.r.pkgAllowEco[pp.eco]; !seen {
-					c.r.pkgAllowEco[pp.eco] = l.rule(joinPath(ppath, "allow"))
+					c.r.pkgAllowEco[pp.eco] = l.rule(tomlpos.Join(ppath, "allow"))
 				}
 			} else {
 				c.r.pkgDeny = append(c.r.pkgDeny, pp)
@@ -540,7 +542,7 @@ func (l *loader) pathPrefixes(c *Category, v any) {
 	if v == nil {
 		return
 	}
-	key := joinPath(c.r.path, "path_prefix")
+	key := tomlpos.Join(c.r.path, "path_prefix")
 	var list, paths []string
 	if s, isStr := v.(string); isStr {
 		list, paths = []string{s}, []string{key}

@@ -1,6 +1,10 @@
 package policies
 
-import "net/textproto"
+import (
+	"net/textproto"
+
+	"airlock/internal/tomlpos"
+)
 
 // defaultSentinelHeaders is where a placeholder is swapped when the
 // category does not say (sentinel_headers).
@@ -10,7 +14,7 @@ var defaultSentinelHeaders = []string{"Authorization"}
 // may be swapped in. Framing and routing fields are refused: a secret
 // there would change how the request is framed or where it goes.
 func (l *loader) sentinelHeaders(c *Category, w *strs, path string) {
-	key := joinPath(path, "sentinel_headers")
+	key := tomlpos.Join(path, "sentinel_headers")
 	s, paths, ok := w.vals, w.paths, w.set
 	if !ok {
 		c.SentinelHeaders = defaultSentinelHeaders

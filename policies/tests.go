@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"airlock/internal/tomlpos"
 )
 
 // TestCase is one [[tests]] entry: a request line and the expected verdict.
@@ -157,7 +159,7 @@ func parseAction(s string) (Action, bool) {
 
 func (l *loader) testsSection(p *Policy, tests *list) {
 	for i, it := range tests.items {
-		path := elemPath("tests", i)
+		path := tomlpos.Elem("tests", i)
 		m, ok := it.(map[string]any)
 		if !ok {
 			l.errf(path, "want a [[tests]] table, got %s", tomlType(it))
@@ -174,7 +176,7 @@ func (l *loader) testsSection(p *Policy, tests *list) {
 				l.errf(path, "request: required (such as \"GET https://host.example.test/\")")
 			}
 		} else if r, err := ParseRequest(*w.Request); err != nil {
-			l.errf(joinPath(path, "request"), "%q: %v", *w.Request, err)
+			l.errf(tomlpos.Join(path, "request"), "%q: %v", *w.Request, err)
 		} else {
 			tc.Line, tc.Request = *w.Request, r
 		}
@@ -183,7 +185,7 @@ func (l *loader) testsSection(p *Policy, tests *list) {
 				l.errf(path, "expect: required (\"allow\", \"deny\", \"ask\" or \"audit\")")
 			}
 		} else if a, ok := parseAction(*w.Expect); !ok {
-			l.errf(joinPath(path, "expect"), "unknown verdict %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", *w.Expect)
+			l.errf(tomlpos.Join(path, "expect"), "unknown verdict %q (want \"allow\", \"deny\", \"ask\" or \"audit\")", *w.Expect)
 		} else {
 			tc.Expect = a
 		}

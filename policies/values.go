@@ -23,7 +23,12 @@ type loader struct {
 	lockSums []byte
 }
 
-func (l *loader) pos(path string) Position { return at(l.ix, l.file, path) }
+// pos is the position of path in the file, or of its closest enclosing
+// key written.
+func (l *loader) pos(path string) Position {
+	p := l.ix.Lookup(path)
+	return Position{File: l.file, Line: p.Line, Col: p.Col}
+}
 
 func (l *loader) rule(path string) Rule { return Rule{Name: path, Pos: l.pos(path)} }
 

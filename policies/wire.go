@@ -254,10 +254,10 @@ func (l *loader) decode(m map[string]any, path string, v any, names []string) {
 			if s := tomlpos.Closest(k, names); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			l.errf(joinPath(path, k), "%s", msg)
+			l.errf(tomlpos.Join(path, k), "%s", msg)
 			continue
 		}
-		l.value(m[k], joinPath(path, k), rv.Field(i))
+		l.value(m[k], tomlpos.Join(path, k), rv.Field(i))
 	}
 }
 
