@@ -51,8 +51,15 @@ func FindAgentBinary() string {
 }
 
 // installAgent copies the agent binary to StateDir/agent/<sha256>/, a
-// directory the sandbox user can read and nobody but root can change;
-// content-addressed, so running sandboxes keep the binary they started with.
+// directory nobody but root can change; content-addressed, so running
+// sandboxes keep the binary they started with. The file is execute-only
+// (0711) and owned by root, an id the sandbox's user namespace does not
+// map: no sandbox process can read it, so the kernel makes every process
+// exec'd from it — PID 1 and each command supervisor — non-dumpable from
+// its first instruction, with its memory owned by the initial user
+// namespace. No sandbox process, root with CAP_SYS_PTRACE included, can
+// ptrace them or read their memory at any moment, not even in the instant
+// before they set PR_SET_DUMPABLE themselves (TestSupervisorsCannotBeTraced).
 func (r *Runner) installAgent() error {
 	if r.cfg.NoAgent {
 		return nil
@@ -78,15 +85,19 @@ func (r *Runner) installAgent() error {
 		_ = os.Chmod(filepath.Dir(dir), 0o755)
 		_ = os.Chmod(dir, 0o755)
 		tmp := dst + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		if err := os.WriteFile(tmp, b, 0o711); err != nil {
 			return fmt.Errorf("runner: install agent: %w", err)
 		}
-		if err := os.Chmod(tmp, 0o755); err != nil {
+		if err := os.Chmod(tmp, 0o711); err != nil {
 			return fmt.Errorf("runner: install agent: %w", err)
 		}
 		if err := os.Rename(tmp, dst); err != nil {
 			return fmt.Errorf("runner: install agent: %w", err)
 		}
+	}
+	// An install by an earlier version may be readable.
+	if err := os.Chmod(dst, 0o711); err != nil {
+		return fmt.Errorf("runner: install agent: %w", err)
 	}
 	r.agentDir = dir
 	return nil

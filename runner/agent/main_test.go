@@ -59,6 +59,10 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
+		// As the runner installs it: execute-only, owned by root.
+		if err := os.Chmod(filepath.Join(dir, "airlock-init"), 0o711); err != nil {
+			panic(err)
+		}
 		if out, err := podman("image", "exists", busybox); err != nil {
 			skipReason = fmt.Sprintf("image %s is absent (run 'make image'): %v %s", busybox, err, out)
 		}

@@ -141,6 +141,31 @@ func TestSandboxCannotReachSquatOrStealTheSocket(t *testing.T) {
 	}
 }
 
+// No sandbox process can trace PID 1 or a supervisor — the idle ones a
+// later command runs under included — nor read the agent's binary, even
+// as root with CAP_SYS_PTRACE: the binary is execute-only and owned by an
+// id the sandbox does not map (as the runner installs it), so each process
+// exec'd from it is non-dumpable from its first instruction, before it
+// could call prctl itself.
+func TestSupervisorsCannotBeTraced(t *testing.T) {
+	for _, caps := range []string{defaultCaps, defaultCaps + ",CAP_SYS_PTRACE"} {
+		t.Run(caps, func(t *testing.T) {
+			_, pid := sandbox(t, caps)
+			c := client(t, pid)
+			// A command first, so a supervisor has run one and is reused.
+			if e, out, _ := run(t, c, agentwire.Request{ID: "warm", Argv: []string{"true"}}, ""); e.Code != 0 {
+				t.Fatalf("true: %+v %q", e, out)
+			}
+			e, out, errs := run(t, c, agentwire.Request{ID: "trace", Argv: []string{"/.airlock/probe", "trace"}}, "")
+			if e.Code != 0 || !strings.HasPrefix(out, "refused: ") || !strings.Contains(out, "operation not permitted") ||
+				!strings.Contains(out, "read the binary: open /.airlock/airlock-init: permission denied") {
+				t.Fatalf("probe trace: %+v %q %q, want refused", e, out, errs)
+			}
+			t.Logf("probe: %s", strings.TrimSpace(out))
+		})
+	}
+}
+
 // PID 1 survives every signal a sandbox process can send it, except TERM
 // and INT, which end the sandbox as podman stop does (a self-DoS, not an
 // escape: notes/agent.md).
