@@ -23,7 +23,8 @@ type DebianFile struct {
 	Integrity                  string // "sha256-BASE64"
 }
 
-var errNotPackages = errors.New("not a Debian Packages index")
+// ErrNotPackages: the document is no Packages index.
+var ErrNotPackages = errors.New("not a Debian Packages index")
 
 // MaxDebianLine bounds one line of a Packages index (the longest real
 // ones, a Rust library's Provides, are some 100 KB).
@@ -75,7 +76,7 @@ func ReadDebianPackages(r io.Reader, max int64, f func(DebianFile) error) error 
 		return err
 	}
 	if s.stanzas == 0 {
-		return errNotPackages
+		return ErrNotPackages
 	}
 	return nil
 }
@@ -137,7 +138,7 @@ func (s *debStanzas) line(line []byte) error {
 	k, v, ok := bytes.Cut(line, []byte(":"))
 	if !ok {
 		if s.stanzas == 0 {
-			return fmt.Errorf("debian index line %d: %w", s.n, errNotPackages)
+			return fmt.Errorf("debian index line %d: %w", s.n, ErrNotPackages)
 		}
 		return fmt.Errorf("debian index line %d: want \"Field: value\"", s.n)
 	}
