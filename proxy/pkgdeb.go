@@ -28,7 +28,7 @@ import (
 const (
 	maxDebIndex   = 64 << 20  // a Packages index read, compressed
 	maxDebIndexUn = 512 << 20 // and uncompressed
-	maxDebDigests = 1 << 20   // .deb digests remembered; when full, it starts over
+	maxDebDigests = 1 << 20   // .deb digests remembered; when full, it starts over; an index listing more is refused
 )
 
 var (
