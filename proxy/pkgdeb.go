@@ -1,7 +1,8 @@
 package proxy
 
 import (
-	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path"
@@ -16,9 +17,10 @@ import (
 // its Filename. With the package cache on, the gate reads each Packages
 // index a sandbox fetches through a registries category (passing it on
 // unchanged: apt checks it against the signed Release, so it cannot be
-// rewritten) and remembers those digests; a later download of a listed
-// .deb is checked against its digest before its last byte and cached
-// only then. A .deb whose index the appliance has not seen (apt's lists
+// rewritten), parsing it as it passes, and remembers those digests for
+// that repository (host and archive root); a later download of a listed
+// .deb from the same repository is checked against its digest before its
+// last byte and cached only then. A .deb whose index the appliance has not seen (apt's lists
 // came with the image) passes unchecked and uncached, as apt checks it
 // itself. Debian indices give no publish time: in a category with
 // min_release_age, unknown_release_age decides every .deb.
@@ -26,51 +28,105 @@ import (
 const (
 	maxDebIndex   = 64 << 20  // a Packages index read, compressed
 	maxDebIndexUn = 512 << 20 // and uncompressed
-	maxDebDigests = 1 << 20   // .deb digests remembered; when full, it starts over
+	maxDebDigests = 1 << 20   // .deb digests remembered; when full, it starts over; an index listing more is refused
 )
 
-// debDigests are the digests Packages indices gave, by category and
-// Filename (pool/…).
+var (
+	errDebTooMany  = errors.New("too many .debs")
+	errDebTooLarge = fmt.Errorf("over %d bytes compressed", maxDebIndex)
+	errDebCut      = errors.New("the body ended before its end")
+)
+
+// debDigests are the digests Packages indices gave, by repository (see
+// debRepo) and Filename (pool/…): a .deb is checked only against what
+// its own repository's indices said, so another repository on the same
+// host (a user's, where users publish) cannot change them.
 type debDigests struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu  sync.Mutex
+	m   map[string]string
+	max int // 0: maxDebDigests
 }
 
-func (d *debDigests) put(cat string, files []pkgmeta.DebianFile) {
+func (d *debDigests) limit() int {
+	if d.max > 0 {
+		return d.max
+	}
+	return maxDebDigests
+}
+
+// debFile is a .deb an index lists: its Filename and digest.
+type debFile struct{ name, sri string }
+
+func (d *debDigests) put(repo string, files []debFile) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.m == nil || len(d.m)+len(files) > maxDebDigests {
+	if d.m == nil || len(d.m)+len(files) > d.limit() {
 		d.m = make(map[string]string, len(files))
 	}
 	for _, f := range files {
-		d.m[cat+"|"+strings.TrimPrefix(f.Filename, "./")] = f.Integrity
+		d.m[repo+"|"+f.name] = f.sri
 	}
 }
 
-func (d *debDigests) get(cat, filename string) string {
+func (d *debDigests) get(repo, filename string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.m[cat+"|"+filename]
+	return d.m[repo+"|"+filename]
+}
+
+// debRepo names the repository of a request whose path is under root
+// (the archive root, the path before /dists/ or /pool/): its category,
+// scheme, host and port, and root.
+func (x *exch) debRepo(root string) string {
+	return x.v.Cat.Name + "|" + x.sc.scheme + "://" + hostPort(x.host, x.port) + root
+}
+
+// debSplit splits a path at its first seg ("/dists/", "/pool/") into
+// the archive root and the rest. Only a plain path splits: one a server
+// can read only one way (no dot segments, escapes, ";" or "\\"), so that
+// a request under one root cannot fetch another's file.
+func debSplit(pth, seg string) (root, rest string, ok bool) {
+	if !debPlain(pth) {
+		return "", "", false
+	}
+	i := strings.Index(pth, seg)
+	if i < 0 {
+		return "", "", false
+	}
+	return pth[:i], pth[i+1:], true
+}
+
+func debPlain(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/._~+-", c) >= 0) {
+			return false
+		}
+	}
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
 // debIndexFor says whether the request may fetch a Packages index whose
-// digests the gate should remember: a GET under /dists/ through a
-// registries category, with the package cache on.
+// digests the gate should remember: a GET of a plain path under /dists/
+// through a registries category, with the package cache on.
 func (p *Proxy) debIndexFor(x *exch, req *http.Request) bool {
 	cat := x.v.Cat
 	if p.cfg.PackageCache == nil || cat == nil || cat.Kind != policies.KindRegistries || req.Method != http.MethodGet || x.pkg.Ecosystem != "" {
 		return false
 	}
 	pth := x.ev.e.HTTP.Path
-	if !strings.Contains(pth, "/dists/") {
+	if _, _, ok := debSplit(pth, "/dists/"); !ok {
 		return false
 	}
 	base := path.Base(pth)
 	return strings.HasPrefix(base, "Packages") || strings.Contains(pth, "/by-hash/SHA256/")
 }
 
-// debIndexResponse passes a Packages index on as it comes and, once it
-// ended, remembers the digests it lists.
+// debIndexResponse passes a Packages index on as it comes, feeding a
+// parser as the bytes pass; once the body ended whole and parsed, the
+// digests it lists are remembered for its repository. A cut or corrupt
+// index, or one listing over maxDebDigests .debs, adds nothing: its
+// .debs stay unknown.
 func (p *Proxy) debIndexResponse(x *exch, resp *http.Response) *http.Response {
 	if resp.StatusCode != http.StatusOK || resp.Body == nil {
 		return resp
@@ -78,53 +134,118 @@ func (p *Proxy) debIndexResponse(x *exch, resp *http.Response) *http.Response {
 	if enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
 		return resp // asked for identity; what else came is not read
 	}
-	cat := x.v.Cat.Name
-	resp.Body = &teeIndex{rc: resp.Body, done: func(b []byte) {
-		var files []pkgmeta.DebianFile
-		err := pkgmeta.DebianPackages(b, maxDebIndexUn, func(f pkgmeta.DebianFile) { files = append(files, f) })
-		if err != nil {
-			p.log.Debug("proxy: package gate: not a Packages index", "id", x.ev.e.ID, "path", x.ev.e.HTTP.Path, "err", err)
-			return
-		}
-		p.cfg.PackageCache.debs.put(cat, files)
-	}}
+	pth := x.ev.e.HTTP.Path
+	root, _, ok := debSplit(pth, "/dists/")
+	if !ok {
+		return resp
+	}
+	resp.Body = p.debIndexTee(resp.Body, x.debRepo(root), x.ev.e.ID, pth)
 	return resp
 }
 
-// teeIndex keeps a copy of what it passes on (up to maxDebIndex) and
-// hands it to done when the body ended whole.
+// debIndexTee starts the parser of the index rc carries.
+func (p *Proxy) debIndexTee(rc io.ReadCloser, repo, id, pth string) *teeIndex {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go p.readDebIndex(pr, done, repo, id, pth)
+	return &teeIndex{rc: rc, pw: pw, done: done}
+}
+
+// readDebIndex parses an index as the tee hands it on and, when it ended
+// whole, remembers its digests; done is closed then.
+func (p *Proxy) readDebIndex(pr *io.PipeReader, done chan<- struct{}, repo, id, pth string) {
+	defer close(done)
+	debs := &p.cfg.PackageCache.debs
+	var files []debFile
+	err := pkgmeta.ReadDebianPackages(pr, maxDebIndexUn, func(f pkgmeta.DebianFile) error {
+		name := strings.TrimPrefix(f.Filename, "./")
+		if !debPlain("/" + name) {
+			return nil // no .deb request could name it
+		}
+		if len(files) == debs.limit() {
+			return fmt.Errorf("%w: over %d, the most remembered", errDebTooMany, debs.limit())
+		}
+		files = append(files, debFile{name, f.Integrity})
+		return nil
+	})
+	if err == nil {
+		_, err = io.Copy(io.Discard, pr) // only a body read to its end counts
+	}
+	pr.CloseWithError(errDebCut)
+	switch {
+	case err == nil:
+		debs.put(repo, files)
+	case errors.Is(err, pkgmeta.ErrNotPackages) || errors.Is(err, errDebCut):
+		p.log.Debug("proxy: package gate: Packages index not read", "id", id, "path", pth, "err", err)
+	default:
+		p.log.Warn("proxy: package gate: Packages index refused: its .debs stay unchecked", "id", id, "path", pth, "err", err)
+	}
+}
+
+// teeIndex passes a body on and feeds what it passes (up to maxDebIndex)
+// to the index parser. At the body's end it waits for the parser to
+// finish the last bytes, so the digests are in before the client has
+// the index whole.
 type teeIndex struct {
 	rc   io.ReadCloser
-	buf  bytes.Buffer
-	over bool
-	done func([]byte)
+	done <-chan struct{}
+	mu   sync.Mutex
+	pw   *io.PipeWriter // nil once the parser has all it gets
+	n    int64
 }
 
 func (t *teeIndex) Read(b []byte) (int, error) {
 	n, err := t.rc.Read(b)
-	if !t.over {
-		if t.buf.Len()+n > maxDebIndex {
-			t.over, t.buf = true, bytes.Buffer{}
-		} else {
-			t.buf.Write(b[:n])
-		}
-	}
-	if err == io.EOF && !t.over && t.done != nil {
-		t.done(t.buf.Bytes())
-		t.done = nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pw != nil {
+		t.feed(b[:n], err)
 	}
 	return n, err
 }
 
-func (t *teeIndex) Close() error { return t.rc.Close() }
+func (t *teeIndex) feed(b []byte, err error) {
+	if t.n += int64(len(b)); t.n > maxDebIndex {
+		t.end(errDebTooLarge)
+		return
+	}
+	if len(b) > 0 {
+		if _, werr := t.pw.Write(b); werr != nil { // the parser stopped
+			t.pw = nil
+			return
+		}
+	}
+	switch {
+	case err == io.EOF:
+		t.pw.Close()
+		t.pw = nil
+		<-t.done
+	case err != nil:
+		t.end(fmt.Errorf("%w: %w", errDebCut, err))
+	}
+}
 
-// debVersion is what the Packages indices the gate saw say of a .deb.
+func (t *teeIndex) end(err error) {
+	t.pw.CloseWithError(err)
+	t.pw = nil
+}
+
+func (t *teeIndex) Close() error {
+	t.mu.Lock()
+	if t.pw != nil {
+		t.end(errDebCut)
+	}
+	t.mu.Unlock()
+	return t.rc.Close()
+}
+
+// debVersion is what the Packages indices of the .deb's repository said
+// of it.
 func (p *Proxy) debVersion(x *exch) pkgmeta.Version {
 	pc := p.cfg.PackageCache
-	pth := x.ev.e.HTTP.Path
-	i := strings.Index(pth, "/pool/")
-	if pc == nil || i < 0 {
+	root, file, ok := debSplit(x.ev.e.HTTP.Path, "/pool/")
+	if pc == nil || !ok {
 		return pkgmeta.Version{}
 	}
-	return pkgmeta.Version{Version: x.pkg.Version, Integrity: pc.debs.get(x.v.Cat.Name, pth[i+1:])}
+	return pkgmeta.Version{Version: x.pkg.Version, Integrity: pc.debs.get(x.debRepo(root), file)}
 }

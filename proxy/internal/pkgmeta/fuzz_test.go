@@ -1,9 +1,14 @@
 package pkgmeta
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"testing/iotest"
+
+	"github.com/ulikunitz/xz"
 )
 
 // The rewriters parse what a registry (or whoever answers as one) sends:
@@ -139,11 +144,33 @@ func FuzzDebianPackages(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b, 0, 0})
 	f.Add([]byte{0xfd, '7', 'z', 'X', 'Z', 0, 0})
 	f.Add([]byte("BZh91AY&SY"))
+	for _, c := range []xz.WriterConfig{{CheckSum: xz.CRC32}, {BlockSize: 64, NoCheckSum: true}} {
+		var b bytes.Buffer
+		w, _ := c.NewWriter(&b)
+		w.Write([]byte(debIndex + debIndex))
+		w.Close()
+		f.Add(b.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		_ = DebianPackages(doc, 1<<20, func(d DebianFile) {
+		var whole []DebianFile
+		errWhole := DebianPackages(doc, 1<<20, func(d DebianFile) {
 			if d.Filename == "" || !strings.HasPrefix(d.Integrity, "sha256-") {
 				t.Fatalf("a file without a name or a digest: %+v", d)
 			}
+			whole = append(whole, d)
 		})
+		// Read as it comes, a few bytes at a time: the same files, the
+		// same verdict.
+		var n int
+		errStream := ReadDebianPackages(iotest.HalfReader(bytes.NewReader(doc)), 1<<20, func(d DebianFile) error {
+			if n >= len(whole) || whole[n] != d {
+				t.Fatalf("streamed file %d: %+v, read whole: %+v", n, d, whole)
+			}
+			n++
+			return nil
+		})
+		if fmt.Sprint(errWhole) != fmt.Sprint(errStream) || errWhole == nil && n != len(whole) {
+			t.Fatalf("whole: %d files, %v; streamed: %d files, %v", len(whole), errWhole, n, errStream)
+		}
 	})
 }
