@@ -85,10 +85,16 @@ func (g *PackageGate) Check(pkg Package, vi VersionInfo, now time.Time) GateVerd
 }
 
 func (g *PackageGate) outcome(a Action, r Rule, code, why string) GateVerdict {
-	if g.mode == ModeAudit {
-		return GateVerdict{Action: ActionAudit, WouldDeny: true, Rule: r, Code: code, Reason: why}
+	return GateVerdict{Action: a, Rule: r, Code: code, Reason: why}.In(g.mode)
+}
+
+// In is the verdict as a category in mode applies it: in audit mode a
+// deny or an ask is recorded as would_deny and allowed.
+func (gv GateVerdict) In(mode Mode) GateVerdict {
+	if mode == ModeAudit && (gv.Action == ActionDeny || gv.Action == ActionAsk) {
+		gv.Action, gv.WouldDeny = ActionAudit, true
 	}
-	return GateVerdict{Action: a, Rule: r, Code: code, Reason: why}
+	return gv
 }
 
 func matchAny(list []pkgPattern, pkg *Package) bool {

@@ -60,6 +60,16 @@ func (s *LockSet) Digests(pkg Package) []string {
 	return s.pkgs[pkg.Ecosystem+"|"+matchName(pkg.Ecosystem, pkg.Name)][pkg.Version]
 }
 
+// Check is the denial of pkg's version when the lockfiles do not list
+// it, in a category of the given mode (would_deny in audit mode); denied
+// is false when they list it.
+func (s *LockSet) Check(pkg Package, mode Mode) (gv GateVerdict, denied bool) {
+	if s.Allows(pkg) {
+		return GateVerdict{}, false
+	}
+	return GateVerdict{Action: ActionDeny, Rule: s.rule, Code: CodeNotInLockfile, Reason: s.Reason(pkg)}.In(mode), true
+}
+
 // Rule is the lockfiles rule that denies what they do not list.
 func (s *LockSet) Rule() Rule { return s.rule }
 
@@ -68,17 +78,9 @@ func (s *LockSet) Reason(pkg Package) string {
 	return CodeNotInLockfile + ": " + pkg.Ecosystem + ":" + pkg.Name + "@" + pkg.Version + " is not in " + s.ecos[pkg.Ecosystem]
 }
 
-// RegistryPath reports whether a request to host and path is one the
-// category reads as a package or as registry metadata: with lockfiles in
-// force, any other path is denied.
-func (c *Category) RegistryPath(host, path string) bool {
-	_, ok, meta := c.readPackage(host, path)
-	return ok || meta
-}
-
-// UnrecognizedReason is the reason a path RegistryPath does not read is
-// denied under lockfiles.
-func (c *Category) UnrecognizedReason() string {
+// lockedPathReason is the reason a sandbox's lockfiles deny a path the
+// category reads neither as a package nor as registry metadata.
+func (c *Category) lockedPathReason() string {
 	return CodeNotInLockfile + ": path is not a package download or metadata request " + c.r.path + " recognizes; lockfiles deny the rest"
 }
 
