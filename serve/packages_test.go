@@ -120,3 +120,63 @@ func TestSandboxLockfiles(t *testing.T) {
 		t.Errorf("a gone sandbox's lockfiles kept: %v", err)
 	}
 }
+
+// TestSandboxLockfilesKeptNearTheBound: lockfiles full of <, & and >
+// (which json.Marshal writes six bytes long) just under the bound are
+// kept in a form that reads back on restart; a set whose kept form grows
+// past the bound (U+2028 is written \u2028) is refused at creation, not
+// left to cut the sandbox off at the next start. A sandbox registered
+// before its lockfiles are set carries them from then on.
+func TestSandboxLockfilesKeptNearTheBound(t *testing.T) {
+	const hashed = "idna==3.6 --hash=sha256:" + "abababababababababababababababababababababababababababababababab" + "\n"
+	line := "# " + strings.Repeat("<&>", 1000) + "\n"
+	content := hashed + strings.Repeat(line, (maxSandboxLocks-64<<10)/len(line))
+	lk, err := parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: content}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "lockfiles")
+	log := slog.New(slog.DiscardHandler)
+	locks, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry()
+	r.SetLocks(locks)
+	addr := netip.MustParseAddr("198.18.0.12")
+	r.Add("sb-1", addr, nil)
+	if err := locks.set("sb-1", lk); err != nil {
+		t.Fatal(err)
+	}
+	if sb, ok := r.ProxyIdentifier().Identify(addr); !ok || sb.Lock == nil {
+		t.Fatalf("a sandbox registered before its lockfiles were set: %+v %v", sb, ok)
+	}
+	st, err := os.Stat(filepath.Join(dir, "sb-1.json"))
+	if err != nil || st.Size() > maxSandboxLocks || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kept file: %v %v", st, err)
+	}
+	again, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set, ok := again.lookup("sb-1"); !ok || set == nil || !set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.6"}) ||
+		set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.7"}) {
+		t.Fatalf("kept lockfiles of %d bytes did not read back after a restart: %v %v", st.Size(), set, ok)
+	}
+
+	grows := hashed + strings.Repeat("# "+strings.Repeat("\u2028", 1000)+"\n", (maxSandboxLocks*6/10)/3002)
+	lk, err = parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: grows}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = locks.set("sb-2", lk)
+	if ae, ok := err.(*client.Error); !ok || ae.Code != client.CodeInvalid || !strings.Contains(ae.Message, "above the 16 MiB bound") {
+		t.Fatalf("lockfiles whose kept form is above the bound: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sb-2.json")); !os.IsNotExist(err) {
+		t.Errorf("refused lockfiles kept: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
