@@ -26,10 +26,12 @@ const maxLockfile = 16 << 20
 // name, version} with the digests the artifact must have. An ecosystem
 // with no lockfile is not restricted by it.
 type LockSet struct {
-	pkgs  map[string]map[string][]string // "eco|name" (match form) -> version -> SRI digests
-	ecos  map[string]string              // ecosystem -> the lockfile(s) that list it
-	rule  Rule
-	files []string
+	pkgs   map[string]map[string][]string // "eco|name" (match form) -> version -> SRI digests
+	ecos   map[string]string              // ecosystem -> the lockfile(s) that list it
+	rule   Rule
+	files  []string
+	counts []int // how many entries each of files has
+	added  int   // entries added so far (counts are its steps)
 }
 
 // Locks reports whether the set restricts the package's ecosystem.
@@ -93,6 +95,7 @@ func (c *Category) Lock() *LockSet {
 }
 
 func (s *LockSet) add(eco, name, version string, digests []string) {
+	s.added++
 	key := eco + "|" + matchName(eco, name)
 	if s.pkgs[key] == nil {
 		s.pkgs[key] = map[string][]string{}
@@ -217,7 +220,7 @@ func ParseLockfiles(files []Lockfile, rule Rule) (*LockSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		set.files = append(set.files, f.Name)
+		set.fileRead(f.Name)
 	}
 	return set, nil
 }
@@ -228,6 +231,25 @@ func (s *LockSet) Files() []string {
 		return nil
 	}
 	return s.files
+}
+
+// Entries is how many package entries (a name at a version) each of
+// Files has; a version two lockfiles list counts in both.
+func (s *LockSet) Entries() []int {
+	if s == nil {
+		return nil
+	}
+	return s.counts
+}
+
+// fileRead records that file was read, with the versions it added.
+func (s *LockSet) fileRead(file string) {
+	done := 0
+	for _, n := range s.counts {
+		done += n
+	}
+	s.files = append(s.files, file)
+	s.counts = append(s.counts, s.added-done)
 }
 
 // npmLockPkg is an entry of "packages" (lockfileVersion 2 and 3).
@@ -416,7 +438,7 @@ func (l *loader) lockfiles(c *Category, w *strs) {
 			l.errf(paths[i], "%v", err)
 			continue
 		}
-		set.files = append(set.files, f)
+		set.fileRead(f)
 		sum := sha256.Sum256(data)
 		l.lockSums = append(append(append(l.lockSums, f...), 0), sum[:]...)
 	}

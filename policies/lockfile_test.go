@@ -345,3 +345,26 @@ mode = "audit"
 		}
 	}
 }
+
+// TestLockSetEntries: a set names the lockfiles it was read from, each
+// with the entries it has.
+func TestLockSetEntries(t *testing.T) {
+	sri := "sha512-" + base64.StdEncoding.EncodeToString(make([]byte, 64))
+	set, err := ParseLockfiles([]Lockfile{
+		{Name: "web/package-lock.json", Data: []byte(`{"lockfileVersion": 3, "packages": {"": {},
+ "node_modules/left-pad": {"version": "1.3.0", "integrity": "` + sri + `"},
+ "node_modules/a/node_modules/left-pad": {"version": "1.2.0", "integrity": "` + sri + `"},
+ "node_modules/evil-pad": {"version": "1.0.0", "integrity": "` + sri + `"}}}`)},
+		{Name: "requirements.txt", Data: []byte("idna==3.6 --hash=sha256:" + strings.Repeat("ab", 32) + "\n")},
+	}, Rule{Name: "sandbox.lockfiles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(set.Files(), set.Entries()), "[web/package-lock.json requirements.txt] [3 1]"; got != want {
+		t.Errorf("files and entries %s, want %s", got, want)
+	}
+	var none *LockSet
+	if none.Files() != nil || none.Entries() != nil {
+		t.Error("a nil set names lockfiles")
+	}
+}

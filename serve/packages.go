@@ -221,6 +221,20 @@ func (l *sandboxLocks) lookup(id string) (*policies.LockSet, bool) {
 	return lk.set, true
 }
 
+// describe is what a sandbox's description says of its lockfiles: their
+// names and entries, or a warning when its kept ones do not read.
+func (l *sandboxLocks) describe(id string) (files []client.SandboxLockfile, warning string) {
+	set, ok := l.lookup(id)
+	if !ok {
+		return nil, "its kept lockfiles do not read: it has no network (the appliance log says why)"
+	}
+	entries := set.Entries()
+	for i, name := range set.Files() {
+		files = append(files, client.SandboxLockfile{Name: name, Entries: entries[i]})
+	}
+	return files, ""
+}
+
 // move gives new the lockfiles of old (a warm member claimed keeps its
 // own id).
 func (l *sandboxLocks) move(old, new string) error {

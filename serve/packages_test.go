@@ -10,6 +10,7 @@ import (
 
 	"airlock/client"
 	"airlock/policies"
+	"airlock/runner"
 )
 
 const malAdvisory = `{"id": "MAL-2026-0009", "summary": "Malicious code in left-pad-evil",
@@ -163,6 +164,25 @@ func TestSandboxLockfilesKeptNearTheBound(t *testing.T) {
 		set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.7"}) {
 		t.Fatalf("kept lockfiles of %d bytes did not read back after a restart: %v %v", st.Size(), set, ok)
 	}
+
+	// Its description names them, never their content.
+	a := &Appliance{policies: &policySet{refs: map[string]*policyRef{}}, secrets: newSecrets(), sbLocks: again}
+	if d := a.describe(runner.Sandbox{ID: "sb-1"}); len(d.Lockfiles) != 1 || d.Lockfiles[0] != (client.SandboxLockfile{Name: "requirements.txt", Entries: 1}) {
+		t.Errorf("described lockfiles %+v", d.Lockfiles)
+	}
+	if d := a.describe(runner.Sandbox{ID: "sb-other"}); d.Lockfiles != nil || d.Warnings != nil {
+		t.Errorf("a sandbox without lockfiles: %+v %v", d.Lockfiles, d.Warnings)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sb-3.json"), []byte(`[{"name":"requirements.txt","content":"idna>=3\n"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a.sbLocks, err = openSandboxLocks(dir, log); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.describe(runner.Sandbox{ID: "sb-3"}); d.Lockfiles != nil || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "it has no network") {
+		t.Errorf("a sandbox whose kept lockfiles do not read: %+v %v", d.Lockfiles, d.Warnings)
+	}
+	os.Remove(filepath.Join(dir, "sb-3.json"))
 
 	grows := hashed + strings.Repeat("# "+strings.Repeat("\u2028", 1000)+"\n", (maxSandboxLocks*6/10)/3002)
 	lk, err = parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: grows}})

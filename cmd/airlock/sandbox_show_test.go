@@ -14,6 +14,45 @@ import (
 	"airlock/serve"
 )
 
+// showServer serves body as sandbox sb1 on a new control socket.
+func showServer(t *testing.T, body string) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/sb1", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(body)) })
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := serve.ListenUnix(sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewHTTPServer(mux)
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return sock
+}
+
+// TestSandboxShowLockfiles: `sandbox show` names the lockfiles the
+// sandbox was created with and their entries, and a dash when none.
+func TestSandboxShowLockfiles(t *testing.T) {
+	const sb = `{"id":"sb1","image":"i","policy":"p","state":"running","created":"2026-01-02T03:04:05Z"`
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	t.Cleanup(func() { rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
+	for _, c := range []struct{ body, want string }{
+		{sb + `,"lockfiles":[{"name":"web/package-lock.json","entries":3},{"name":"requirements.txt","entries":1}]}`,
+			"lockfiles      web/package-lock.json (3 entries), requirements.txt (1 entry)\n"},
+		{sb + `}`, "lockfiles      -\n"},
+	} {
+		out.Reset()
+		if code := run([]string{"sandbox", "show", "--socket", showServer(t, c.body), "sb1"}); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("want %q in:\n%s", c.want, out.String())
+		}
+	}
+}
+
 // TestSandboxShowOlderAppliance: `sandbox show` and `sandbox ls` print the
 // state, and an older appliance's "destroying" reads as ending (the wire
 // bytes are that appliance's, not a Go value).
