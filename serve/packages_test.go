@@ -52,6 +52,21 @@ func TestAdvisoriesReload(t *testing.T) {
 	}
 }
 
+// lockedRegistry is a registry with a new store of sandbox lockfiles in
+// dir.
+func lockedRegistry(t *testing.T) (dir string, log *slog.Logger, locks *sandboxLocks, r *Registry) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "lockfiles")
+	log = slog.New(slog.DiscardHandler)
+	locks, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewRegistry()
+	r.SetLocks(locks)
+	return dir, log, locks, r
+}
+
 // TestSandboxLockfiles: lockfiles given at creation are read (a bad one
 // is refused naming its file and line), reach the proxy with the
 // sandbox's identity, are kept across an appliance restart, go with the
@@ -69,14 +84,7 @@ func TestSandboxLockfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "lockfiles")
-	log := slog.New(slog.DiscardHandler)
-	locks, err := openSandboxLocks(dir, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewRegistry()
-	r.SetLocks(locks)
+	dir, log, locks, r := lockedRegistry(t)
 	a, b := netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")
 	if err := locks.set("sb-1", lk); err != nil {
 		t.Fatal(err)
@@ -136,14 +144,7 @@ func TestSandboxLockfilesKeptNearTheBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "lockfiles")
-	log := slog.New(slog.DiscardHandler)
-	locks, err := openSandboxLocks(dir, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewRegistry()
-	r.SetLocks(locks)
+	dir, log, locks, r := lockedRegistry(t)
 	addr := netip.MustParseAddr("198.18.0.12")
 	r.Add("sb-1", addr, nil)
 	if err := locks.set("sb-1", lk); err != nil {

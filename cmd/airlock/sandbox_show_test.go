@@ -14,11 +14,14 @@ import (
 	"airlock/serve"
 )
 
-// showServer serves body as sandbox sb1 on a new control socket.
-func showServer(t *testing.T, body string) string {
+// controlServer answers each route (a method and path pattern) with its
+// body on a new control socket, and returns the socket.
+func controlServer(t *testing.T, routes map[string]string) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/sandboxes/sb1", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(body)) })
+	for route, body := range routes {
+		mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(body)) })
+	}
 	sock := filepath.Join(t.TempDir(), "a.sock")
 	l, err := serve.ListenUnix(sock, "")
 	if err != nil {
@@ -44,7 +47,7 @@ func TestSandboxShowLockfiles(t *testing.T) {
 		{sb + `}`, "lockfiles      -\n"},
 	} {
 		out.Reset()
-		if code := run([]string{"sandbox", "show", "--socket", showServer(t, c.body), "sb1"}); code != 0 {
+		if code := run([]string{"sandbox", "show", "--socket", controlServer(t, map[string]string{"GET /v1/sandboxes/sb1": c.body}), "sb1"}); code != 0 {
 			t.Fatalf("exit %d: %s", code, errb.String())
 		}
 		if !strings.Contains(out.String(), c.want) {
@@ -58,17 +61,7 @@ func TestSandboxShowLockfiles(t *testing.T) {
 // bytes are that appliance's, not a Go value).
 func TestSandboxShowOlderAppliance(t *testing.T) {
 	const old = `{"id":"sb1","image":"localhost/airlock/busybox:1","policy":"p","address":"198.18.0.2","state":"destroying","created":"2026-01-02T03:04:05Z","owner":"alice"}`
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/sandboxes/sb1", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(old)) })
-	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("[" + old + "]")) })
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	l, err := serve.ListenUnix(sock, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve.NewHTTPServer(mux)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	sock := controlServer(t, map[string]string{"GET /v1/sandboxes/sb1": old, "GET /v1/sandboxes": "[" + old + "]"})
 	var out, errb bytes.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&errb)
