@@ -45,6 +45,16 @@ type Sandbox struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// IdleTimeout: it is destroyed once no command ran for this long.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// Lockfiles are the lockfiles it was created with
+	// (CreateRequest.Lockfiles): names and entry counts, never content.
+	Lockfiles []SandboxLockfile `json:"lockfiles,omitempty"`
+}
+
+// SandboxLockfile is a lockfile a sandbox was created with: its name and
+// how many package entries (a name at a version) it has.
+type SandboxLockfile struct {
+	Name    string `json:"name"`
+	Entries int    `json:"entries"`
 }
 
 // State is a sandbox's lifecycle state: creating, running, paused, ending

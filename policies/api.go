@@ -118,6 +118,9 @@ type Request struct {
 	// Lock is the lockfiles the sandbox was created with (nil: none). On
 	// the connect stage a registries category that is not inspected is
 	// refused for it: its downloads would be spliced past the lockfiles.
+	// On the http stage, in a registries category, a version they do not
+	// list is denied (not_in_lockfile), and so is a path that is neither
+	// a package nor registry metadata.
 	Lock *LockSet
 
 	// Request facts the proxy supplies on the http stage (see facts.go).

@@ -565,11 +565,10 @@ func (c *Category) matchRoute(method, path string) *route {
 }
 
 // packageRules applies packages.deny and packages.allow to the package
-// the request fetches. done is set when it decided (a deny); otherwise a
+// the request fetches, then the lockfiles the sandbox was created with
+// (Request.Lock). done is set when it decided (a deny); otherwise a
 // non-empty rule in v names the allow pattern that matched. v.Package is
-// the package recognized, if any. A category with package rules denies a
-// path that is neither a package nor registry metadata: a mirror layout
-// it does not know must not pass unchecked.
+// the package recognized, if any.
 func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (Verdict, int, bool) {
 	var pkg Package
 	ok, meta := false, false
@@ -579,6 +578,18 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 		host, _ := splitHostPort(r.Host)
 		pkg, ok, meta = c.readPackage(host, path)
 	}
+	v, rank, done := p.categoryPackages(c, pkg, ok, meta, path, tr)
+	if done || r.Lock == nil {
+		return v, rank, done
+	}
+	return sandboxLocked(c, r.Lock, pkg, ok || meta, v, tr)
+}
+
+// categoryPackages applies the category's own package rules. A category
+// with package rules denies a path that is neither a package nor
+// registry metadata: a mirror layout it does not know must not pass
+// unchecked.
+func (p *Policy) categoryPackages(c *Category, pkg Package, ok, meta bool, path string, tr *trace) (Verdict, int, bool) {
 	if v := c.sdistDeny(pkg, path); ok && v != nil {
 		tr.add(v.Rule, "a source distribution the category refuses")
 		return *v, rankRuleDeny, true
@@ -599,10 +610,7 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 		}
 	}
 	if lk := c.r.lock; pkg.Version != "" && !lk.Allows(pkg) {
-		tr.add(lk.rule, "the version is not in the lockfiles")
-		v := catVerdict(c, ActionDeny, lk.rule, lk.Reason(pkg))
-		v.Package = pkg
-		return v, rankRuleDeny, true
+		return lockDeny(c, lk, pkg, tr)
 	}
 	allowRule, listed := c.r.pkgAllowEco[pkg.Ecosystem]
 	if !listed {
@@ -615,6 +623,30 @@ func (p *Policy) packageRules(c *Category, r *Request, path string, tr *trace) (
 	}
 	tr.add(allowRule, "package is not in the allow list of its ecosystem")
 	v := catVerdict(c, ActionDeny, allowRule, "package "+pkg.Ecosystem+":"+pkg.Name+" is not in "+c.r.path+".packages.allow")
+	v.Package = pkg
+	return v, rankRuleDeny, true
+}
+
+// sandboxLocked applies the sandbox's lockfiles to what the category
+// allowed: a version they do not list is denied (not_in_lockfile), and so
+// is a path that is neither a package nor registry metadata (read is
+// false): a path the proxy cannot read must not pass unchecked.
+func sandboxLocked(c *Category, lk *LockSet, pkg Package, read bool, v Verdict, tr *trace) (Verdict, int, bool) {
+	if !read {
+		const why = "the path is not a package or metadata, and the sandbox has lockfiles"
+		tr.add(lk.rule, why)
+		return catVerdict(c, ActionDeny, lk.rule, c.lockedPathReason()), rankRuleDeny, true
+	}
+	if pkg.Version != "" && !lk.Allows(pkg) {
+		return lockDeny(c, lk, pkg, tr)
+	}
+	return v, 0, false
+}
+
+// lockDeny is the verdict on a version the lockfiles lk do not list.
+func lockDeny(c *Category, lk *LockSet, pkg Package, tr *trace) (Verdict, int, bool) {
+	tr.add(lk.rule, "the version is not in the lockfiles")
+	v := catVerdict(c, ActionDeny, lk.rule, lk.Reason(pkg))
 	v.Package = pkg
 	return v, rankRuleDeny, true
 }

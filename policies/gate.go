@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"airlock/internal/tomlpos"
 )
 
 // Denial codes a package gate puts at the start of a reason; the report
@@ -85,10 +87,16 @@ func (g *PackageGate) Check(pkg Package, vi VersionInfo, now time.Time) GateVerd
 }
 
 func (g *PackageGate) outcome(a Action, r Rule, code, why string) GateVerdict {
-	if g.mode == ModeAudit {
-		return GateVerdict{Action: ActionAudit, WouldDeny: true, Rule: r, Code: code, Reason: why}
+	return GateVerdict{Action: a, Rule: r, Code: code, Reason: why}.In(g.mode)
+}
+
+// In is the verdict as a category in mode applies it: in audit mode a
+// deny or an ask is recorded as would_deny and allowed.
+func (gv GateVerdict) In(mode Mode) GateVerdict {
+	if mode == ModeAudit && (gv.Action == ActionDeny || gv.Action == ActionAsk) {
+		gv.Action, gv.WouldDeny = ActionAudit, true
 	}
-	return GateVerdict{Action: a, Rule: r, Code: code, Reason: why}
+	return gv
 }
 
 func matchAny(list []pkgPattern, pkg *Package) bool {
@@ -153,23 +161,23 @@ func (l *loader) gateKeys(c *Category, w *wireCategory) {
 		s := *w.MinReleaseAge
 		d, err := parseAge(s)
 		if err != nil {
-			l.errf(joinPath(path, "min_release_age"), "%q: %v", s, err)
+			l.errf(tomlpos.Join(path, "min_release_age"), "%q: %v", s, err)
 		}
 		g.MinAge = d
 	}
-	g.ageRule = l.rule(joinPath(path, "min_release_age"))
+	g.ageRule = l.rule(tomlpos.Join(path, "min_release_age"))
 	g.exempt = l.pkgList(&w.ReleaseAgeExempt)
-	g.unknownRule = l.rule(joinPath(path, "unknown_release_age"))
+	g.unknownRule = l.rule(tomlpos.Join(path, "unknown_release_age"))
 	if w.UnknownReleaseAge != nil {
 		switch s := *w.UnknownReleaseAge; s {
 		case "allow":
 			g.unknownAllow = true
 		case "deny":
 		default:
-			l.errf(joinPath(path, "unknown_release_age"), "%q: want \"allow\" (fail open, with a warning) or \"deny\" (fail closed, the default)", s)
+			l.errf(tomlpos.Join(path, "unknown_release_age"), "%q: want \"allow\" (fail open, with a warning) or \"deny\" (fail closed, the default)", s)
 		}
 	}
-	g.scriptsRule = l.rule(joinPath(path, "install_scripts"))
+	g.scriptsRule = l.rule(tomlpos.Join(path, "install_scripts"))
 	if w.InstallScripts != nil {
 		switch s := *w.InstallScripts; s {
 		case "allow":
@@ -178,18 +186,18 @@ func (l *loader) gateKeys(c *Category, w *wireCategory) {
 		case "ask":
 			g.scripts = ActionAsk
 		default:
-			l.errf(joinPath(path, "install_scripts"), "%q: want \"allow\", \"deny\" or \"ask\"", s)
+			l.errf(tomlpos.Join(path, "install_scripts"), "%q: want \"allow\", \"deny\" or \"ask\"", s)
 		}
 	}
 	g.scriptsAllow = l.pkgList(&w.InstallScriptsAllow)
-	g.sdistsRule = l.rule(joinPath(path, "sdists"))
+	g.sdistsRule = l.rule(tomlpos.Join(path, "sdists"))
 	if w.Sdists != nil {
 		switch s := *w.Sdists; s {
 		case "allow":
 		case "deny":
 			g.denySdists = true
 		default:
-			l.errf(joinPath(path, "sdists"), "%q: want \"allow\" (the default) or \"deny\"", s)
+			l.errf(tomlpos.Join(path, "sdists"), "%q: want \"allow\" (the default) or \"deny\"", s)
 		}
 	}
 	g.sdistsAllow = l.pkgList(&w.SdistsAllow)

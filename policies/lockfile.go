@@ -27,10 +27,12 @@ const maxLockfile = 16 << 20
 // name, version} with the digests the artifact must have. An ecosystem
 // with no lockfile is not restricted by it.
 type LockSet struct {
-	pkgs  map[string]map[string][]string // "eco|name" (match form) -> version -> SRI digests
-	ecos  map[string]string              // ecosystem -> the lockfile(s) that list it
-	rule  Rule
-	files []string
+	pkgs   map[string]map[string][]string // "eco|name" (match form) -> version -> SRI digests
+	ecos   map[string]string              // ecosystem -> the lockfile(s) that list it
+	rule   Rule
+	files  []string
+	counts []int // how many entries each of files has
+	added  int   // entries added so far (counts are its steps)
 }
 
 // Locks reports whether the set restricts the package's ecosystem.
@@ -61,6 +63,16 @@ func (s *LockSet) Digests(pkg Package) []string {
 	return s.pkgs[pkg.Ecosystem+"|"+matchName(pkg.Ecosystem, pkg.Name)][pkg.Version]
 }
 
+// Check is the denial of pkg's version when the lockfiles do not list
+// it, in a category of the given mode (would_deny in audit mode); denied
+// is false when they list it.
+func (s *LockSet) Check(pkg Package, mode Mode) (gv GateVerdict, denied bool) {
+	if s.Allows(pkg) {
+		return GateVerdict{}, false
+	}
+	return GateVerdict{Action: ActionDeny, Rule: s.rule, Code: CodeNotInLockfile, Reason: s.Reason(pkg)}.In(mode), true
+}
+
 // Rule is the lockfiles rule that denies what they do not list.
 func (s *LockSet) Rule() Rule { return s.rule }
 
@@ -69,17 +81,9 @@ func (s *LockSet) Reason(pkg Package) string {
 	return CodeNotInLockfile + ": " + pkg.Ecosystem + ":" + pkg.Name + "@" + pkg.Version + " is not in " + s.ecos[pkg.Ecosystem]
 }
 
-// RegistryPath reports whether a request to host and path is one the
-// category reads as a package or as registry metadata: with lockfiles in
-// force, any other path is denied.
-func (c *Category) RegistryPath(host, path string) bool {
-	_, ok, meta := c.readPackage(host, path)
-	return ok || meta
-}
-
-// UnrecognizedReason is the reason a path RegistryPath does not read is
-// denied under lockfiles.
-func (c *Category) UnrecognizedReason() string {
+// lockedPathReason is the reason a sandbox's lockfiles deny a path the
+// category reads neither as a package nor as registry metadata.
+func (c *Category) lockedPathReason() string {
 	return CodeNotInLockfile + ": path is not a package download or metadata request " + c.r.path + " recognizes; lockfiles deny the rest"
 }
 
@@ -92,6 +96,7 @@ func (c *Category) Lock() *LockSet {
 }
 
 func (s *LockSet) add(eco, name, version string, digests []string) {
+	s.added++
 	key := eco + "|" + matchName(eco, name)
 	if s.pkgs[key] == nil {
 		s.pkgs[key] = map[string][]string{}
@@ -216,7 +221,7 @@ func ParseLockfiles(files []Lockfile, rule Rule) (*LockSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		set.files = append(set.files, f.Name)
+		set.fileRead(f.Name)
 	}
 	return set, nil
 }
@@ -227,6 +232,25 @@ func (s *LockSet) Files() []string {
 		return nil
 	}
 	return s.files
+}
+
+// Entries is how many package entries (a name at a version) each of
+// Files has; a version two lockfiles list counts in both.
+func (s *LockSet) Entries() []int {
+	if s == nil {
+		return nil
+	}
+	return s.counts
+}
+
+// fileRead records that file was read, with the versions it added.
+func (s *LockSet) fileRead(file string) {
+	done := 0
+	for _, n := range s.counts {
+		done += n
+	}
+	s.files = append(s.files, file)
+	s.counts = append(s.counts, s.added-done)
 }
 
 // npmLockPkg is an entry of "packages" (lockfileVersion 2 and 3).
@@ -415,7 +439,7 @@ func (l *loader) lockfiles(c *Category, w *strs) {
 			l.errf(paths[i], "%v", err)
 			continue
 		}
-		set.files = append(set.files, f)
+		set.fileRead(f)
 		sum := sha256.Sum256(data)
 		l.lockSums = append(append(append(l.lockSums, f...), 0), sum[:]...)
 	}

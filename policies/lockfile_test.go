@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -300,5 +301,92 @@ func TestLockfileTOMLLines(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v\nwant %s", c.data, err, c.want)
 		}
+	}
+}
+
+// TestLockedSandboxHTTP: on the http stage the lockfiles a sandbox was
+// created with (Request.Lock) restrict every registries category for it:
+// a version they do not list is denied (not_in_lockfile) by the
+// sandbox's rule, so is a path that is neither a package nor metadata;
+// metadata, listed versions and unlocked ecosystems pass; an audit
+// category records would_deny; the category's own denials come first;
+// without lockfiles nothing changes.
+func TestLockedSandboxHTTP(t *testing.T) {
+	p, err := Parse("p.toml", []byte(`version = 1
+[categories.npm]
+kind = "registries"
+hosts = ["registry.example.test"]
+packages.deny = ["npm:evil-pad"]
+[categories.plain]
+kind = "registries"
+hosts = ["plain.example.test"]
+[categories.watched]
+kind = "registries"
+hosts = ["watched.example.test"]
+mode = "audit"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sri := "sha512-" + base64.StdEncoding.EncodeToString(make([]byte, 64))
+	lock, err := ParseLockfiles([]Lockfile{{Name: "web/package-lock.json", Data: []byte(`{"lockfileVersion": 3, "packages": {"": {},
+ "node_modules/left-pad": {"version": "1.3.0", "integrity": "` + sri + `"},
+ "node_modules/evil-pad": {"version": "1.0.0", "integrity": "` + sri + `"}}}`)}}, Rule{Name: "sandbox.lockfiles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const unrecognized = "not_in_lockfile: path is not a package download or metadata request categories.plain recognizes; lockfiles deny the rest"
+	for _, c := range []struct {
+		name, host, path string
+		lock             *LockSet
+		want             Action
+		wouldDeny        bool
+		rule, reason     string
+	}{
+		{"listed version", "registry.example.test", "/left-pad/-/left-pad-1.3.0.tgz", lock, ActionAllow, false, "", ""},
+		{"metadata", "registry.example.test", "/left-pad", lock, ActionAllow, false, "", ""},
+		{"unlocked ecosystem", "registry.example.test", "/packages/idna-3.7-py3-none-any.whl", lock, ActionAllow, false, "", ""},
+		{"unlisted version", "registry.example.test", "/left-pad/-/left-pad-1.3.1.tgz", lock, ActionDeny, false,
+			"sandbox.lockfiles", "not_in_lockfile: npm:left-pad@1.3.1 is not in web/package-lock.json"},
+		{"unreadable path", "plain.example.test", "/odd/layout/left-pad.tgz", lock, ActionDeny, false, "sandbox.lockfiles", unrecognized},
+		{"the category's deny first", "registry.example.test", "/evil-pad/-/evil-pad-1.0.0.tgz", lock, ActionDeny, false,
+			"categories.npm.packages.deny[0]", "package npm:evil-pad matches npm:evil-pad"},
+		{"audit category", "watched.example.test", "/left-pad/-/left-pad-1.3.1.tgz", lock, ActionAudit, true,
+			"sandbox.lockfiles", "not_in_lockfile: npm:left-pad@1.3.1 is not in web/package-lock.json"},
+		{"no lockfiles", "registry.example.test", "/left-pad/-/left-pad-1.3.1.tgz", nil, ActionAllow, false, "", ""},
+		{"the category's deny of an unreadable path first", "registry.example.test", "/odd/layout/left-pad.tgz", lock, ActionDeny, false,
+			"categories.npm.packages", "path is not a package download or metadata request categories.npm recognizes; a category with packages rules denies the rest (set path_prefix if the registry sits under a prefix)"},
+		{"no lockfiles, unreadable path", "plain.example.test", "/odd/layout/left-pad.tgz", nil, ActionAllow, false, "", ""},
+	} {
+		v := p.Decide(Request{Stage: StageHTTP, Method: "GET", Scheme: "https", Host: c.host, Path: c.path, Lock: c.lock})
+		if v.Action != c.want || v.WouldDeny != c.wouldDeny {
+			t.Errorf("%s: %v (would_deny %v) by %s (%s), want %v (would_deny %v)", c.name, v.Action, v.WouldDeny, v.Rule.Name, v.Reason, c.want, c.wouldDeny)
+		}
+		if c.rule != "" && (v.Rule.Name != c.rule || v.Reason != c.reason) {
+			t.Errorf("%s: rule %s (%q), want %s (%q)", c.name, v.Rule.Name, v.Reason, c.rule, c.reason)
+		}
+	}
+}
+
+// TestLockSetEntries: a set names the lockfiles it was read from, each
+// with the entries it has.
+func TestLockSetEntries(t *testing.T) {
+	sri := "sha512-" + base64.StdEncoding.EncodeToString(make([]byte, 64))
+	set, err := ParseLockfiles([]Lockfile{
+		{Name: "web/package-lock.json", Data: []byte(`{"lockfileVersion": 3, "packages": {"": {},
+ "node_modules/left-pad": {"version": "1.3.0", "integrity": "` + sri + `"},
+ "node_modules/a/node_modules/left-pad": {"version": "1.2.0", "integrity": "` + sri + `"},
+ "node_modules/evil-pad": {"version": "1.0.0", "integrity": "` + sri + `"}}}`)},
+		{Name: "requirements.txt", Data: []byte("idna==3.6 --hash=sha256:" + strings.Repeat("ab", 32) + "\n")},
+	}, Rule{Name: "sandbox.lockfiles"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(set.Files(), set.Entries()), "[web/package-lock.json requirements.txt] [3 1]"; got != want {
+		t.Errorf("files and entries %s, want %s", got, want)
+	}
+	var none *LockSet
+	if none.Files() != nil || none.Entries() != nil {
+		t.Error("a nil set names lockfiles")
 	}
 }

@@ -25,6 +25,13 @@ type Advisory struct {
 // Code is the denial code of the advisory: "osv:MAL-…".
 func (a Advisory) Code() string { return "osv:" + a.ID }
 
+// Verdict is the denial of a version the advisory names, in a category
+// of the given mode (would_deny in audit mode).
+func (a Advisory) Verdict(mode Mode) GateVerdict {
+	return GateVerdict{Action: ActionDeny, Rule: Rule{Name: "packages.osv", Pos: Position{File: a.File}},
+		Code: a.Code(), Reason: a.Code() + ": " + a.Summary}.In(mode)
+}
+
 // Advisories is a malicious-package denylist, matched by ecosystem, name
 // and version. Read-only once loaded; the zero value matches nothing.
 type Advisories struct {

@@ -210,7 +210,7 @@ func (p *Proxy) decide(x *exch, req *http.Request) *http.Response {
 	f, sc, host, port := x.sc.f, x.sc, x.host, x.port
 	pr := policies.Request{
 		Stage: policies.StageHTTP, Host: host, Port: port, Method: req.Method, Scheme: sc.scheme,
-		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery,
+		Path: x.ev.e.HTTP.Path, Query: req.URL.RawQuery, Lock: f.sb.Lock,
 	}
 	if resp := p.requestFacts(x, req, &pr); resp != nil {
 		return resp

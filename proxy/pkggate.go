@@ -95,9 +95,6 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 // about); a metadata request is sent for the full, uncompressed,
 // unconditional document, whose response gateResponse rewrites.
 func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
-	if resp := p.sandboxLockPath(x, req); resp != nil {
-		return resp
-	}
 	if p.debIndexFor(x, req) {
 		x.gate = &gateState{kind: gateDebIndex}
 		req.Header.Set("Accept-Encoding", "identity")
@@ -126,13 +123,11 @@ func (p *Proxy) gateRequest(x *exch, req *http.Request) *http.Response {
 
 func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Response {
 	pkg := x.pkg
-	if gv, denied := gs.sandboxLockVerdict(pkg); denied { // the category's lockfiles denied it already, in the policy
-		v := x.v
-		v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason
-		return p.gateVerdict(x, req, v)
+	if x.v.WouldDeny && gs.sbLock != nil && x.v.Rule == gs.sbLock.Rule() {
+		return nil // the sandbox's lockfiles do not list it (the policy decided; an audit category records it)
 	}
 	if a, ok := gs.adv.Match(pkg); ok {
-		return p.gateVerdict(x, req, gs.advVerdict(x.v, a))
+		return p.gateVerdict(x, req, withGate(x.v, a.Verdict(gs.mode)))
 	}
 	locked := gs.lockDigests(pkg)
 	var ver pkgmeta.Version
@@ -158,9 +153,7 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 		p.expectIntegrity(x, req, ver, locked)
 		return p.cacheLookup(x, req)
 	}
-	v := x.v
-	v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason
-	return p.gateVerdict(x, req, v)
+	return p.gateVerdict(x, req, withGate(x.v, gv))
 }
 
 // ageGated: the ecosystems whose metadata the gate reads for a version's
@@ -168,13 +161,10 @@ func (p *Proxy) gateDownload(x *exch, req *http.Request, gs *gateState) *http.Re
 // registry writes it; unknown_release_age decides the rest).
 func ageGated(eco string) bool { return eco == "npm" || eco == "pypi" || eco == "crates" }
 
-func (gs *gateState) advVerdict(v policies.Verdict, a policies.Advisory) policies.Verdict {
-	v.Rule = policies.Rule{Name: "packages.osv", Pos: policies.Position{File: a.File}}
-	v.Reason = a.Code() + ": " + a.Summary
-	v.Action, v.WouldDeny = policies.ActionDeny, false
-	if gs.mode == policies.ModeAudit {
-		v.Action, v.WouldDeny = policies.ActionAudit, true
-	}
+// withGate is the request's verdict v with the gate's verdict on its
+// version in its place.
+func withGate(v policies.Verdict, gv policies.GateVerdict) policies.Verdict {
+	v.Action, v.WouldDeny, v.Rule, v.Reason = gv.Action, gv.WouldDeny, gv.Rule, gv.Reason
 	return v
 }
 
@@ -309,12 +299,7 @@ func (gs *gateState) judge(pkg policies.Package, vi policies.VersionInfo, now ti
 		return gv, true
 	}
 	if a, ok := gs.adv.Match(pkg); ok {
-		gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: policies.Rule{Name: "packages.osv", Pos: policies.Position{File: a.File}},
-			Code: a.Code(), Reason: a.Code() + ": " + a.Summary}
-		if gs.mode == policies.ModeAudit {
-			gv.Action, gv.WouldDeny = policies.ActionAudit, true
-		}
-		return gv, true
+		return a.Verdict(gs.mode), true
 	}
 	if gs.g == nil || !ageGated(pkg.Ecosystem) {
 		return policies.GateVerdict{Action: policies.ActionAllow}, false
@@ -336,25 +321,10 @@ func recordGated(pk *audit.Package, version string, vi policies.VersionInfo, gv 
 // lockVerdict denies a version the category's or the sandbox's
 // lockfiles do not list (would_deny in an audit category).
 func (gs *gateState) lockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
-	return lockVerdict(pkg, gs.mode, gs.lock, gs.sbLock)
-}
-
-// sandboxLockVerdict is lockVerdict of the sandbox's lockfiles alone.
-func (gs *gateState) sandboxLockVerdict(pkg policies.Package) (policies.GateVerdict, bool) {
-	return lockVerdict(pkg, gs.mode, gs.sbLock)
-}
-
-func lockVerdict(pkg policies.Package, mode policies.Mode, sets ...*policies.LockSet) (policies.GateVerdict, bool) {
-	for _, lk := range sets {
-		if !lk.Allows(pkg) {
-			gv := policies.GateVerdict{Action: policies.ActionDeny, Rule: lk.Rule(), Code: policies.CodeNotInLockfile, Reason: lk.Reason(pkg)}
-			if mode == policies.ModeAudit {
-				gv.Action, gv.WouldDeny = policies.ActionAudit, true
-			}
-			return gv, true
-		}
+	if gv, denied := gs.lock.Check(pkg, gs.mode); denied {
+		return gv, true
 	}
-	return policies.GateVerdict{}, false
+	return gs.sbLock.Check(pkg, gs.mode)
 }
 
 // lockDigests are the digests the lockfiles give for pkg's version, one
@@ -368,24 +338,6 @@ func (gs *gateState) lockDigests(pkg policies.Package) [][]string {
 		}
 	}
 	return out
-}
-
-// sandboxLockPath refuses, for a sandbox created with lockfiles, a
-// request to a registries category that is neither a package nor
-// registry metadata: a path the gate cannot read must not pass unchecked
-// (as a category with its own lockfiles denies it in the policy).
-func (p *Proxy) sandboxLockPath(x *exch, req *http.Request) *http.Response {
-	cat := x.v.Cat
-	if x.sc.f.sb.Lock == nil || cat == nil || cat.Kind != policies.KindRegistries || x.pkg.Ecosystem != "" ||
-		cat.RegistryPath(x.host, x.ev.e.HTTP.Path) {
-		return nil
-	}
-	v := x.v
-	v.Action, v.WouldDeny, v.Rule, v.Reason = policies.ActionDeny, false, x.sc.f.sb.Lock.Rule(), cat.UnrecognizedReason()
-	if cat.Mode == policies.ModeAudit {
-		v.Action, v.WouldDeny = policies.ActionAudit, true
-	}
-	return p.gateVerdict(x, req, v)
 }
 
 var _ context.Context = (*exch)(nil)

@@ -222,3 +222,23 @@ func TestPackageGateSandboxLockfiles(t *testing.T) {
 		t.Errorf("download without lockfiles: %d", resp.StatusCode)
 	}
 }
+
+// TestPackageGateSandboxLockfilesAudit: in an audit category a version
+// the sandbox's lockfiles do not list is downloaded and recorded as the
+// lockfiles' would_deny (not as the release-age gate's, which would also
+// deny it); an unreadable path too.
+func TestPackageGateSandboxLockfilesAudit(t *testing.T) {
+	var lock atomic.Pointer[policies.LockSet]
+	g := newGateEnvWith(t, gateOpts{lock: lock.Load})
+	lock.Store(g.sandboxLocks(t))
+	for _, c := range []struct{ path, reason string }{
+		{"/gate-demo/-/gate-demo-2.0.0.tgz", "not_in_lockfile: npm:gate-demo@2.0.0 is not in web/package-lock.json"},
+		{"/odd/layout/gate-demo.tgz", "not_in_lockfile: path is not a package download or metadata request categories.audited recognizes"},
+	} {
+		resp, _ := g.get(t, g.regURL("audit.example.test", c.path), "")
+		e := g.hostEvent(t, "audit.example.test", c.path)
+		if resp.StatusCode == http.StatusForbidden || e.Verdict != "audit" || !e.WouldDeny || e.Rule != "sandbox.lockfiles" || !strings.HasPrefix(e.Reason, c.reason) {
+			t.Errorf("%s: %d; event %s would_deny %v %s %q", c.path, resp.StatusCode, e.Verdict, e.WouldDeny, e.Rule, e.Reason)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"airlock/internal/safefile"
 )
 
 // claimRecord is what a claim bound to a warm member, kept in its state
@@ -121,7 +123,7 @@ func (r *Runner) bindClaim(ctx context.Context, sb *sandbox, req CreateRequest, 
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(r.claimPath(id), b, 0o600); err != nil {
+	if err := safefile.WriteAtomic(r.claimPath(id), b, 0o600); err != nil {
 		return fmt.Errorf("keep the claim: %w", err)
 	}
 	if err := r.saveClaimRecipe(ctx, sb, req); err != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"airlock/internal/safefile"
 	"airlock/internal/tardir"
 )
 
@@ -342,7 +343,7 @@ func (r *Runner) caBundle(ctx context.Context, image, imageID string) (string, e
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	return path, writeFileAtomic(path, b.Bytes(), 0o644)
+	return path, safefile.WriteAtomic(path, b.Bytes(), 0o644)
 }
 
 // imageRoots reads the image's CA bundle once per image ID through a probe

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"airlock/internal/safefile"
 )
 
 // freezer stops and continues the processes of a sandbox (procFreezer;
@@ -59,7 +61,7 @@ func (r *Runner) Pause(ctx context.Context, id string) error {
 		return r.pauseFailed(ctx, sb, fmt.Errorf("pause sandbox %s: stop its processes: %w", id, errors.Join(errs...)))
 	}
 	b, _ := json.Marshal(pauseRecord{Pids: pids, At: r.cfg.Now().UTC()})
-	if err := writeFileAtomic(r.pausePath(id), b, 0o600); err != nil {
+	if err := safefile.WriteAtomic(r.pausePath(id), b, 0o600); err != nil {
 		r.log.Warn("pause: keep the record", "sandbox", id, "err", err)
 	}
 	r.lifecycleBy(ctx, sb, "paused", fmt.Sprintf("network cut in the kernel (every packet dropped); %d processes stopped with SIGSTOP (PID 1, the agent, keeps answering)", len(pids)))

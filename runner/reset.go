@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"airlock/internal/safefile"
 )
 
 // ResetResult says what a reset replaced.
@@ -35,7 +37,7 @@ func (r *Runner) saveRecipe(id string, rc recipe) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(r.recipePath(id), b, 0o600)
+	return safefile.WriteAtomic(r.recipePath(id), b, 0o600)
 }
 
 func (r *Runner) loadRecipe(id string) (recipe, error) {

@@ -23,6 +23,7 @@ import (
 
 	"airlock/audit"
 	"airlock/internal/randid"
+	"airlock/internal/safefile"
 )
 
 // Config configures a Runner. Engine, Emitter and StateDir are required.
@@ -219,7 +220,7 @@ func (r *Runner) prepareStateDir() error {
 	}
 	if r.pool != nil {
 		conf := fmt.Sprintf("# written by airlock: the gateway answers DNS\nnameserver %s\noptions edns0\n", r.pool.gw)
-		if err := writeFileAtomic(r.resolvConf(), []byte(conf), 0o644); err != nil {
+		if err := safefile.WriteAtomic(r.resolvConf(), []byte(conf), 0o644); err != nil {
 			return fmt.Errorf("runner: %w", err)
 		}
 	}
@@ -368,26 +369,6 @@ func (r *Runner) emitLifecycle(sb Sandbox, stage, detail string, changes []audit
 	}
 	r.log.Log(context.Background(), level, "sandbox "+stage, "sandbox", sb.ID, "image", sb.Image,
 		"image_id", sb.ImageID, "template", sb.Template, "policy", sb.Policy, "address", sb.Address, "detail", detail)
-}
-
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // discardErr wraps a writer so a failing consumer (a client that went away)

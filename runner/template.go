@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"airlock/internal/safefile"
 )
 
 // TemplateRepo is the local image repository templates are committed to,
@@ -170,9 +172,9 @@ func (r *Runner) commitTemplate(ctx context.Context, sb Sandbox, req TemplateReq
 		t.Setup = []TemplateStep{}
 	}
 	b, _ := json.MarshalIndent(t, "", "  ")
-	err = writeFileAtomic(filepath.Join(dir, tag+".log"), log, 0o600)
+	err = safefile.WriteAtomic(filepath.Join(dir, tag+".log"), log, 0o600)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, tag+".json"), append(b, '\n'), 0o600)
+		err = safefile.WriteAtomic(filepath.Join(dir, tag+".json"), append(b, '\n'), 0o600)
 	}
 	if err != nil {
 		r.removeImage(ctx, t.Image)

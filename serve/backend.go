@@ -213,6 +213,10 @@ func (a *Appliance) describe(sb runner.Sandbox) client.Sandbox {
 	if sb.Adopted {
 		out.Labels = map[string]string{"adopted": "true"}
 	}
+	var warn string
+	if out.Lockfiles, warn = a.sbLocks.describe(sb.ID); warn != "" {
+		out.Warnings = append(out.Warnings, warn)
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,10 +101,31 @@ func parseLockfiles(files []client.Lockfile) (*sandboxLock, error) {
 
 // sandboxLocks are the live sandboxes' lockfiles.
 type sandboxLocks struct {
-	dir string
-	log *slog.Logger
-	mu  sync.RWMutex
-	m   map[string]*sandboxLock // nil value: kept lockfiles that do not read
+	dir     string
+	log     *slog.Logger
+	mu      sync.RWMutex
+	m       map[string]*sandboxLock // nil value: kept lockfiles that do not read
+	changed func(id string)         // told of every change (the registry's relock), nil when none
+}
+
+// onChange has f told of every change of a sandbox's lockfiles.
+func (l *sandboxLocks) onChange(f func(id string)) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.changed = f
+	l.mu.Unlock()
+}
+
+// notify tells the listener that id's lockfiles changed (l.mu not held).
+func (l *sandboxLocks) notify(id string) {
+	l.mu.RLock()
+	f := l.changed
+	l.mu.RUnlock()
+	if f != nil {
+		f(id)
+	}
 }
 
 // openSandboxLocks reads the lockfiles kept for sandboxes a previous
@@ -147,26 +169,46 @@ func (l *sandboxLocks) set(id string, lk *sandboxLock) error {
 	if l == nil || lk == nil {
 		return nil
 	}
-	b, err := json.Marshal(lk.files)
+	b, err := encodeLockfiles(lk.files)
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(l.dir, id+".json")
-	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
-		return fmt.Errorf("lockfiles: %w", err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
+	if err := safefile.WriteAtomic(filepath.Join(l.dir, id+".json"), b, 0o600); err != nil {
 		return fmt.Errorf("lockfiles: %w", err)
 	}
 	l.mu.Lock()
 	l.m[id] = lk
 	l.mu.Unlock()
+	l.notify(id)
 	return nil
+}
+
+// encodeLockfiles is the kept form of a sandbox's lockfiles: JSON that
+// leaves <, > and & as they are (json.Marshal's \u003c would make a
+// lockfile the API took up to six times longer), so the form is no
+// longer than the request that gave it. Only U+2028, U+2029 and invalid
+// UTF-8 (read as U+FFFD) grow; a form that grows past maxSandboxLocks is
+// refused now, not left to cut the sandbox off at the next start.
+func encodeLockfiles(files []client.Lockfile) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(files); err != nil {
+		return nil, fmt.Errorf("lockfiles: %w", err)
+	}
+	if buf.Len() > maxSandboxLocks {
+		return nil, client.Errorf(client.CodeInvalid, "lockfiles: %d bytes as kept (U+2028, U+2029 and invalid UTF-8 are written longer), above the %s bound",
+			buf.Len(), safefile.Size(maxSandboxLocks))
+	}
+	return buf.Bytes(), nil
 }
 
 // lookup is the sandbox's lockfiles for the proxy; ok is false when its
 // kept lockfiles do not read (the sandbox is then refused).
 func (l *sandboxLocks) lookup(id string) (*policies.LockSet, bool) {
+	if l == nil {
+		return nil, true
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	lk, ok := l.m[id]
@@ -177,6 +219,20 @@ func (l *sandboxLocks) lookup(id string) (*policies.LockSet, bool) {
 		return nil, false
 	}
 	return lk.set, true
+}
+
+// describe is what a sandbox's description says of its lockfiles: their
+// names and entries, or a warning when its kept ones do not read.
+func (l *sandboxLocks) describe(id string) (files []client.SandboxLockfile, warning string) {
+	set, ok := l.lookup(id)
+	if !ok {
+		return nil, "its kept lockfiles do not read: it has no network (the appliance log says why)"
+	}
+	entries := set.Entries()
+	for i, name := range set.Files() {
+		files = append(files, client.SandboxLockfile{Name: name, Entries: entries[i]})
+	}
+	return files, ""
 }
 
 // move gives new the lockfiles of old (a warm member claimed keeps its
@@ -205,6 +261,7 @@ func (l *sandboxLocks) forget(id string) {
 	delete(l.m, id)
 	l.mu.Unlock()
 	if ok {
+		l.notify(id)
 		if err := os.Remove(filepath.Join(l.dir, id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.log.Warn("lockfiles", "sandbox", id, "err", err)
 		}

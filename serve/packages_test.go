@@ -10,6 +10,7 @@ import (
 
 	"airlock/client"
 	"airlock/policies"
+	"airlock/runner"
 )
 
 const malAdvisory = `{"id": "MAL-2026-0009", "summary": "Malicious code in left-pad-evil",
@@ -51,6 +52,21 @@ func TestAdvisoriesReload(t *testing.T) {
 	}
 }
 
+// lockedRegistry is a registry with a new store of sandbox lockfiles in
+// dir.
+func lockedRegistry(t *testing.T) (dir string, log *slog.Logger, locks *sandboxLocks, r *Registry) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "lockfiles")
+	log = slog.New(slog.DiscardHandler)
+	locks, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewRegistry()
+	r.SetLocks(locks)
+	return dir, log, locks, r
+}
+
 // TestSandboxLockfiles: lockfiles given at creation are read (a bad one
 // is refused naming its file and line), reach the proxy with the
 // sandbox's identity, are kept across an appliance restart, go with the
@@ -68,14 +84,7 @@ func TestSandboxLockfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "lockfiles")
-	log := slog.New(slog.DiscardHandler)
-	locks, err := openSandboxLocks(dir, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewRegistry()
-	r.SetLocks(locks)
+	dir, log, locks, r := lockedRegistry(t)
 	a, b := netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")
 	if err := locks.set("sb-1", lk); err != nil {
 		t.Fatal(err)
@@ -118,5 +127,77 @@ func TestSandboxLockfiles(t *testing.T) {
 	broken.prune(func(id string) bool { return id != "sb-3" })
 	if _, err := os.Stat(filepath.Join(dir, "sb-3.json")); !os.IsNotExist(err) {
 		t.Errorf("a gone sandbox's lockfiles kept: %v", err)
+	}
+}
+
+// TestSandboxLockfilesKeptNearTheBound: lockfiles full of <, & and >
+// (which json.Marshal writes six bytes long) just under the bound are
+// kept in a form that reads back on restart; a set whose kept form grows
+// past the bound (U+2028 is written \u2028) is refused at creation, not
+// left to cut the sandbox off at the next start. A sandbox registered
+// before its lockfiles are set carries them from then on.
+func TestSandboxLockfilesKeptNearTheBound(t *testing.T) {
+	const hashed = "idna==3.6 --hash=sha256:" + "abababababababababababababababababababababababababababababababab" + "\n"
+	line := "# " + strings.Repeat("<&>", 1000) + "\n"
+	content := hashed + strings.Repeat(line, (maxSandboxLocks-64<<10)/len(line))
+	lk, err := parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: content}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, log, locks, r := lockedRegistry(t)
+	addr := netip.MustParseAddr("198.18.0.12")
+	r.Add("sb-1", addr, nil)
+	if err := locks.set("sb-1", lk); err != nil {
+		t.Fatal(err)
+	}
+	if sb, ok := r.ProxyIdentifier().Identify(addr); !ok || sb.Lock == nil {
+		t.Fatalf("a sandbox registered before its lockfiles were set: %+v %v", sb, ok)
+	}
+	st, err := os.Stat(filepath.Join(dir, "sb-1.json"))
+	if err != nil || st.Size() > maxSandboxLocks || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kept file: %v %v", st, err)
+	}
+	again, err := openSandboxLocks(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set, ok := again.lookup("sb-1"); !ok || set == nil || !set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.6"}) ||
+		set.Allows(policies.Package{Ecosystem: "pypi", Name: "idna", Version: "3.7"}) {
+		t.Fatalf("kept lockfiles of %d bytes did not read back after a restart: %v %v", st.Size(), set, ok)
+	}
+
+	// Its description names them, never their content.
+	a := &Appliance{policies: &policySet{refs: map[string]*policyRef{}}, secrets: newSecrets(), sbLocks: again}
+	if d := a.describe(runner.Sandbox{ID: "sb-1"}); len(d.Lockfiles) != 1 || d.Lockfiles[0] != (client.SandboxLockfile{Name: "requirements.txt", Entries: 1}) {
+		t.Errorf("described lockfiles %+v", d.Lockfiles)
+	}
+	if d := a.describe(runner.Sandbox{ID: "sb-other"}); d.Lockfiles != nil || d.Warnings != nil {
+		t.Errorf("a sandbox without lockfiles: %+v %v", d.Lockfiles, d.Warnings)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sb-3.json"), []byte(`[{"name":"requirements.txt","content":"idna>=3\n"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a.sbLocks, err = openSandboxLocks(dir, log); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.describe(runner.Sandbox{ID: "sb-3"}); d.Lockfiles != nil || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "it has no network") {
+		t.Errorf("a sandbox whose kept lockfiles do not read: %+v %v", d.Lockfiles, d.Warnings)
+	}
+	os.Remove(filepath.Join(dir, "sb-3.json"))
+
+	grows := hashed + strings.Repeat("# "+strings.Repeat("\u2028", 1000)+"\n", (maxSandboxLocks*6/10)/3002)
+	lk, err = parseLockfiles([]client.Lockfile{{Name: "requirements.txt", Content: grows}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = locks.set("sb-2", lk)
+	if ae, ok := err.(*client.Error); !ok || ae.Code != client.CodeInvalid || !strings.Contains(ae.Message, "above the 16 MiB bound") {
+		t.Fatalf("lockfiles whose kept form is above the bound: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sb-2.json")); !os.IsNotExist(err) {
+		t.Errorf("refused lockfiles kept: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"airlock/dnsd"
+	"airlock/policies"
 	"airlock/proxy"
 )
 
@@ -17,23 +18,36 @@ type Registry struct {
 	mu     sync.RWMutex
 	byAddr map[netip.Addr]*entry
 	byID   map[string]*entry
+	locks  *sandboxLocks                          // the sandboxes' own lockfiles (mu held)
 	tenant atomic.Pointer[func(id string) string] // the principal of a sandbox, for the package cache's scopes
-	locks  atomic.Pointer[sandboxLocks]           // the sandboxes' own lockfiles
 }
 
-// SetLocks names the lockfiles each sandbox was created with; Remove
-// forgets a sandbox's.
-func (r *Registry) SetLocks(l *sandboxLocks) { r.locks.Store(l) }
+// SetLocks names the lockfiles each sandbox was created with: a sandbox
+// registered (or whose lockfiles change) carries its own from then on.
+// Remove forgets a sandbox's.
+func (r *Registry) SetLocks(l *sandboxLocks) {
+	l.onChange(r.relock)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.locks = l
+	for id := range r.byID {
+		r.relockLocked(id)
+	}
+}
 
 // SetTenants names the principal each sandbox belongs to (its owner):
 // a private registry's artifacts are cached for that principal alone.
 // Unset, or "" for a sandbox: the sandbox alone.
 func (r *Registry) SetTenants(f func(id string) string) { r.tenant.Store(&f) }
 
+// entry is one registered sandbox; it is never changed once registered
+// (relock replaces it), so readers use it without the lock.
 type entry struct {
 	id     string
 	addr   netip.Addr
 	policy *policyRef
+	lock   *policies.LockSet // the lockfiles it was created with, nil when none
+	noNet  bool              // its kept lockfiles do not read: it is refused (fail closed)
 }
 
 // NewRegistry returns an empty registry.
@@ -51,16 +65,45 @@ func (r *Registry) Add(id string, addr netip.Addr, policy *policyRef) {
 		delete(r.byID, old.id)
 	}
 	e := &entry{id: id, addr: addr.Unmap(), policy: policy}
+	e.lock, e.noNet = r.lockOf(id)
 	r.byAddr[e.addr] = e
 	r.byID[id] = e
+}
+
+// lockOf is the sandbox's lockfiles (r.mu held); noNet is set when its
+// kept lockfiles do not read.
+func (r *Registry) lockOf(id string) (lock *policies.LockSet, noNet bool) {
+	lock, ok := r.locks.lookup(id)
+	return lock, !ok
+}
+
+// relock gives a registered sandbox the lockfiles it has now.
+func (r *Registry) relock(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.relockLocked(id)
+}
+
+func (r *Registry) relockLocked(id string) {
+	e, ok := r.byID[id]
+	if !ok {
+		return
+	}
+	n := *e
+	n.lock, n.noNet = r.lockOf(id)
+	r.byID[id] = &n
+	if r.byAddr[e.addr] == e {
+		r.byAddr[e.addr] = &n
+	}
 }
 
 // Remove forgets a sandbox.
 func (r *Registry) Remove(id string) {
 	r.mu.Lock()
 	r.removeLocked(id)
+	l := r.locks
 	r.mu.Unlock()
-	r.locks.Load().forget(id)
+	l.forget(id)
 }
 
 func (r *Registry) removeLocked(id string) {
@@ -88,20 +131,17 @@ func (r *Registry) Len() int {
 
 // ProxyIdentifier is the registry as the proxy's Identifier. The policy
 // it hands out follows reloads: each decision uses the current version.
+// A sandbox whose kept lockfiles do not read is not identified: no
+// network (fail closed).
 func (r *Registry) ProxyIdentifier() proxy.Identifier {
 	return proxy.IdentifierFunc(func(a netip.Addr) (proxy.Sandbox, bool) {
 		e, ok := r.lookup(a)
-		if !ok {
+		if !ok || e.noNet {
 			return proxy.Sandbox{}, false
 		}
-		sb := proxy.Sandbox{ID: e.id, Policy: e.policy}
+		sb := proxy.Sandbox{ID: e.id, Policy: e.policy, Lock: e.lock}
 		if f := r.tenant.Load(); f != nil {
 			sb.Tenant = (*f)(e.id)
-		}
-		if l := r.locks.Load(); l != nil {
-			if sb.Lock, ok = l.lookup(e.id); !ok {
-				return proxy.Sandbox{}, false // its lockfiles do not read: fail closed
-			}
 		}
 		return sb, true
 	})

@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"airlock/client"
+
 	"github.com/spf13/cobra"
 )
 
@@ -13,7 +15,7 @@ func sandboxShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "Describe one sandbox: its state, owner, policy, address, image and limits",
+		Short: "Describe one sandbox: its state, owner, policy, address, image, limits and lockfiles",
 		Long: `Describe one sandbox. Its state is creating, running, paused or ending
 (docs/api.md, "Sandbox states"); once it has ended it is gone from here:
 'airlock sandbox artifacts ID' and 'airlock report ID' show what it left.`,
@@ -36,6 +38,7 @@ func sandboxShowCmd() *cobra.Command {
 				{"created", sb.Created.Local().Format(time.RFC3339)}, {"lifetime left", lifetimeLeft(sb.Deadline)},
 				{"idle timeout", dashIf(idleText(time.Duration(sb.IdleTimeout)))}, {"workspace", dashIf(sb.Workspace)},
 				{"secrets", dashIf(strings.Join(sb.Secrets, ", "))}, {"limits", dashIf(strings.Join(sb.Limits, ", "))},
+				{"lockfiles", dashIf(lockfilesText(sb.Lockfiles))},
 			} {
 				fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 			}
@@ -47,6 +50,20 @@ func sandboxShowCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// lockfilesText lists a sandbox's lockfiles: "web/package-lock.json (3
+// entries), requirements.txt (1 entry)".
+func lockfilesText(files []client.SandboxLockfile) string {
+	parts := make([]string, len(files))
+	for i, f := range files {
+		unit := "entries"
+		if f.Entries == 1 {
+			unit = "entry"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", f.Name, f.Entries, unit)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func idleText(d time.Duration) string {

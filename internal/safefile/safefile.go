@@ -3,7 +3,8 @@
 // plain file hang or exhaust the process. A file is opened non-blocking
 // (a FIFO cannot wedge the open), fstat'ed, and refused unless it is a
 // regular file; what is read is capped. ReadIn also refuses a symbolic
-// link that leaves the directory it is read from.
+// link that leaves the directory it is read from. WriteAtomic writes
+// the appliance's state files so that a reader never sees half of one.
 package safefile
 
 import (
@@ -190,4 +191,28 @@ func Describe(m fs.FileMode) string {
 		return "a symbolic link"
 	}
 	return "an irregular file (" + m.Type().String() + ")"
+}
+
+// WriteAtomic writes b to path through a new temporary file in the same
+// directory (created with O_EXCL, so nothing else's file is reused),
+// given mode and renamed into place: a reader sees the old file or the
+// whole new one, never a part.
+func WriteAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

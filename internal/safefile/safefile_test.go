@@ -193,3 +193,26 @@ func TestSpecialFileNotOpened(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteAtomic: the file is replaced whole with the mode asked, and no
+// temporary file is left beside it.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.json")
+	for _, body := range []string{"first", "second, longer"} {
+		if err := WriteAtomic(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		st, _ := os.Stat(p)
+		if err != nil || string(b) != body || st.Mode().Perm() != 0o600 {
+			t.Fatalf("after writing %q: %q %v (mode %v)", body, b, err, st.Mode())
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+	if err := WriteAtomic(filepath.Join(dir, "missing", "x"), nil, 0o600); err == nil {
+		t.Error("a write into a missing directory succeeded")
+	}
+}
