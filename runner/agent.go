@@ -50,16 +50,26 @@ func FindAgentBinary() string {
 	return ""
 }
 
+// ShimName is the copy of the agent binary PID 1 starts each command's
+// supervisor from (cmd/airlock-init).
+const ShimName = "airlock-init-shim"
+
 // installAgent copies the agent binary to StateDir/agent/<sha256>/, a
 // directory nobody but root can change; content-addressed, so running
-// sandboxes keep the binary they started with. The file is execute-only
-// (0711) and owned by root, an id the sandbox's user namespace does not
-// map: no sandbox process can read it, so the kernel makes every process
-// exec'd from it — PID 1 and each command supervisor — non-dumpable from
-// its first instruction, with its memory owned by the initial user
-// namespace. No sandbox process, root with CAP_SYS_PTRACE included, can
-// ptrace them or read their memory at any moment, not even in the instant
-// before they set PR_SET_DUMPABLE themselves (TestSupervisorsCannotBeTraced).
+// sandboxes keep the binary they started with. It is there twice:
+// airlock-init (0755), which runs as PID 1, and airlock-init-shim, the
+// same bytes execute-only (0711) and owned by root, an id the sandbox's
+// user namespace does not map. No sandbox process can read the shim, so
+// the kernel makes every command supervisor exec'd from it non-dumpable
+// from its first instruction, its memory owned by the initial user
+// namespace: no sandbox process, root with CAP_SYS_PTRACE included, can
+// ptrace a supervisor or read its memory at any moment of its life, not
+// even in the instant before it sets PR_SET_DUMPABLE itself — a supervisor
+// is reused from command to command, so this is what keeps one command
+// from reaching the next one's (TestSupervisorsCannotBeTraced). PID 1
+// stays readable: Podman itself enters the sandbox through PID 1's
+// namespaces, which a process owned by the initial user namespace would
+// refuse it.
 func (r *Runner) installAgent() error {
 	if r.cfg.NoAgent {
 		return nil
@@ -77,27 +87,28 @@ func (r *Runner) installAgent() error {
 	}
 	sum := sha256.Sum256(b)
 	dir := filepath.Join(r.cfg.StateDir, "agent", hex.EncodeToString(sum[:8]))
-	dst := filepath.Join(dir, AgentName)
-	if have, err := os.ReadFile(dst); err != nil || sha256.Sum256(have) != sum {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("runner: agent dir: %w", err)
-		}
-		_ = os.Chmod(filepath.Dir(dir), 0o755)
-		_ = os.Chmod(dir, 0o755)
-		tmp := dst + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o711); err != nil {
-			return fmt.Errorf("runner: install agent: %w", err)
-		}
-		if err := os.Chmod(tmp, 0o711); err != nil {
-			return fmt.Errorf("runner: install agent: %w", err)
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			return fmt.Errorf("runner: install agent: %w", err)
-		}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("runner: agent dir: %w", err)
 	}
-	// An install by an earlier version may be readable.
-	if err := os.Chmod(dst, 0o711); err != nil {
-		return fmt.Errorf("runner: install agent: %w", err)
+	_ = os.Chmod(filepath.Dir(dir), 0o755)
+	_ = os.Chmod(dir, 0o755)
+	for _, f := range []struct {
+		name string
+		mode os.FileMode
+	}{{AgentName, 0o755}, {ShimName, 0o711}} {
+		dst := filepath.Join(dir, f.name)
+		if have, err := os.ReadFile(dst); err != nil || sha256.Sum256(have) != sum {
+			tmp := dst + ".tmp"
+			if err := os.WriteFile(tmp, b, f.mode); err != nil {
+				return fmt.Errorf("runner: install agent: %w", err)
+			}
+			if err := os.Rename(tmp, dst); err != nil {
+				return fmt.Errorf("runner: install agent: %w", err)
+			}
+		}
+		if err := os.Chmod(dst, f.mode); err != nil { // the umask, or an older install
+			return fmt.Errorf("runner: install agent: %w", err)
+		}
 	}
 	r.agentDir = dir
 	return nil

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type agent struct {
 	overflowUID int
 	root        int // O_PATH fd of "/", the root every file op resolves in
 	env         []string
+	shim        string // the supervisors' binary (shimBinary)
 
 	// forkMu is held across ForkExec and registering the child, so an exit
 	// reaped before registration is still routed to its command.
@@ -65,7 +67,35 @@ func newAgent() (*agent, error) {
 		return nil, fmt.Errorf("open /: %w", err)
 	}
 	a.root = fd
+	if a.shim, err = shimBinary(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	return a, nil
+}
+
+// shimBinary is airlock-init-shim beside this binary, the copy of it the
+// runner installs execute-only and owned by an id the sandbox does not
+// map, so that a supervisor is non-dumpable from its exec on and no
+// sandbox process can ever trace it (runner.installAgent). Without it PID
+// 1 does not start: a supervisor started from PID 1's own, readable binary
+// could be traced before its first prctl. One the sandbox can read (a
+// runtime whose root is the host's) is used with a warning.
+func shimBinary() (string, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return "", fmt.Errorf("find this binary: %w", err)
+	}
+	p := filepath.Join(filepath.Dir(exe), shimName)
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("no executable %s beside %s (the runner installs it): %v", shimName, exe, err)
+	}
+	if f, err := os.Open(p); err == nil {
+		f.Close()
+		logf("%s is readable in the sandbox: a sandbox process could trace a supervisor as it starts", p)
+	}
+	return p, nil
 }
 
 func (a *agent) run() {

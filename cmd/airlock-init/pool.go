@@ -45,7 +45,7 @@ func (a *agent) spawnShim() (*idleShim, error) {
 	attr := &syscall.ProcAttr{Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(fds[1])},
 		Sys: &syscall.SysProcAttr{Setsid: true}}
 	a.forkMu.Lock()
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{shimName}, attr)
+	pid, err := syscall.ForkExec(a.shim, []string{shimName}, attr)
 	if err == nil {
 		a.idle[pid] = true
 	}

@@ -141,12 +141,12 @@ func TestSandboxCannotReachSquatOrStealTheSocket(t *testing.T) {
 	}
 }
 
-// No sandbox process can trace PID 1 or a supervisor — the idle ones a
-// later command runs under included — nor read the agent's binary, even
-// as root with CAP_SYS_PTRACE: the binary is execute-only and owned by an
-// id the sandbox does not map (as the runner installs it), so each process
-// exec'd from it is non-dumpable from its first instruction, before it
-// could call prctl itself.
+// No sandbox process can trace a supervisor — the idle ones a later
+// command runs under included — nor read their binary, even as root with
+// CAP_SYS_PTRACE: airlock-init-shim is execute-only and owned by an id the
+// sandbox does not map (as the runner installs it), so each supervisor is
+// non-dumpable from its first instruction, before it could call prctl
+// itself.
 func TestSupervisorsCannotBeTraced(t *testing.T) {
 	for _, caps := range []string{defaultCaps, defaultCaps + ",CAP_SYS_PTRACE"} {
 		t.Run(caps, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestSupervisorsCannotBeTraced(t *testing.T) {
 			}
 			e, out, errs := run(t, c, agentwire.Request{ID: "trace", Argv: []string{"/.airlock/probe", "trace"}}, "")
 			if e.Code != 0 || !strings.HasPrefix(out, "refused: ") || !strings.Contains(out, "operation not permitted") ||
-				!strings.Contains(out, "read the binary: open /.airlock/airlock-init: permission denied") {
+				!strings.Contains(out, "read the binary: open /.airlock/airlock-init-shim: permission denied") {
 				t.Fatalf("probe trace: %+v %q %q, want refused", e, out, errs)
 			}
 			t.Logf("probe: %s", strings.TrimSpace(out))

@@ -8,8 +8,8 @@
 //	probe netns            re-run "connect" in a nested user+net namespace
 //	probe squat            bind the socket name (PID 1 holds it: EADDRINUSE)
 //	probe steal            take PID 1's fds (pidfd_getfd, /proc/1/fd) and use them
-//	probe trace            ptrace PID 1 and every supervisor (airlock-init-shim),
-//	                       idle or running this probe, and read the agent's binary
+//	probe trace            ptrace every supervisor (airlock-init-shim), idle or
+//	                       running this probe, and read the supervisors' binary
 package main
 
 import (
@@ -148,15 +148,14 @@ func steal() string {
 	return fmt.Sprintf("refused: %v", errs)
 }
 
-// trace tries to ptrace PID 1 and every supervisor in the sandbox (the
-// idle ones a later command will run under, and this probe's own), and to
-// read the agent's binary. The binary is execute-only and owned by an id
-// the sandbox does not map, so each process exec'd from it is
-// non-dumpable from its first instruction, its memory owned by the initial
-// user namespace: no root, not even with CAP_SYS_PTRACE, can attach, at
-// any moment of its life.
+// trace tries to ptrace every supervisor in the sandbox (the idle ones a
+// later command will run under, and this probe's own) and to read their
+// binary. It is execute-only and owned by an id the sandbox does not map,
+// so each supervisor is non-dumpable from its first instruction, its
+// memory owned by the initial user namespace: no root, not even with
+// CAP_SYS_PTRACE, can attach, at any moment of its life.
 func trace() string {
-	pids := []int{1}
+	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -168,12 +167,12 @@ func trace() string {
 		}
 	}
 	if len(pids) < 2 {
-		return "error: no supervisor found"
+		return "error: fewer than two supervisors found"
 	}
 	var errs []string
 	for _, pid := range pids {
 		if err := unix.PtraceSeize(pid); err == nil {
-			return "served: ptrace attached to pid " + strconv.Itoa(pid)
+			return "served: ptrace attached to supervisor " + strconv.Itoa(pid)
 		} else if len(errs) == 0 {
 			errs = append(errs, "ptrace: "+err.Error())
 		}
@@ -181,10 +180,10 @@ func trace() string {
 			return "served: read /proc/" + strconv.Itoa(pid) + "/environ"
 		}
 	}
-	if _, err := os.ReadFile("/.airlock/airlock-init"); err == nil {
-		return "served: read the agent's binary"
+	if _, err := os.ReadFile("/.airlock/airlock-init-shim"); err == nil {
+		return "served: read the supervisors' binary"
 	} else {
 		errs = append(errs, "read the binary: "+err.Error())
 	}
-	return fmt.Sprintf("refused: %d processes: %v", len(pids), errs)
+	return fmt.Sprintf("refused: %d supervisors: %v", len(pids), errs)
 }
