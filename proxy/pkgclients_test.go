@@ -42,9 +42,29 @@ type npmClient struct {
 	// with the standard text, not the reason phrase the proxy sent (yarn
 	// classic), so the reason is seen in the event and log only.
 	hidesPhrase bool
+	// ownGate turns the client's own minimum release age on (to a day,
+	// shorter than the proxy's gate); yarn classic has none.
+	ownGate ownGate
 	// abbreviated: the client asks for the abbreviated packument
 	// (Accept: application/vnd.npm.install-v1+json).
 	abbreviated bool
+}
+
+// ownGate is the line of a client's config file that sets its own
+// minimum release age: off as setup writes it, and on.
+type ownGate struct{ file, off, on string }
+
+// turnOn turns the client's own gate on in proj.
+func (o ownGate) turnOn(proj string) error {
+	p := filepath.Join(proj, o.file)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(b), o.off+"\n") {
+		return fmt.Errorf("%s has no line %q", p, o.off)
+	}
+	return os.WriteFile(p, []byte(strings.Replace(string(b), o.off+"\n", o.on+"\n", 1)), 0o644)
 }
 
 // clientsDir is where `make sdk-deps` installs pnpm and yarn.
@@ -69,8 +89,9 @@ var (
 		name: "npm",
 		bin:  func() (string, error) { return exec.LookPath("npm") },
 		setup: func(g *gateEnv, proj, registry, cache string) error {
-			return writeFile(proj, ".npmrc", npmrc(g, registry, cache))
+			return writeFile(proj, ".npmrc", npmrc(g, registry, cache)+"min-release-age=0\n")
 		},
+		ownGate: ownGate{".npmrc", "min-release-age=0", "min-release-age=1"}, // days
 		// The environment's npm_config_cache outranks the project's
 		// .npmrc: the command line outranks both.
 		add: func(cache string, pkgs []string) []string {
@@ -87,6 +108,7 @@ var (
 			return writeFile(proj, ".npmrc", npmrc(g, registry, cache)+"store-dir="+filepath.Join(cache, "store")+
 				"\ncache-dir="+filepath.Join(cache, "meta")+"\nminimum-release-age=0\n")
 		},
+		ownGate: ownGate{".npmrc", "minimum-release-age=0", "minimum-release-age=1440"}, // minutes
 		add: func(_ string, pkgs []string) []string {
 			return append([]string{"add", "--reporter=append-only"}, pkgs...)
 		},
@@ -136,7 +158,8 @@ var (
 				"enableImmutableInstalls: false\nnpmMinimalAgeGate: 0\n",
 				registry, proxy, proxy, filepath.Join(g.dir, "ca.pem"), filepath.Join(cache, "archives"), filepath.Join(cache, "global")))
 		},
-		add: func(_ string, pkgs []string) []string { return append([]string{"add"}, pkgs...) },
+		ownGate: ownGate{".yarnrc.yml", "npmMinimalAgeGate: 0", "npmMinimalAgeGate: 1440"}, // minutes
+		add:     func(_ string, pkgs []string) []string { return append([]string{"add"}, pkgs...) },
 		pinned: func(g *gateEnv, proj, name, version string) ([]string, error) {
 			return []string{"add", name + "@" + tarballURL(g, name, version)}, nil
 		},
@@ -246,7 +269,8 @@ func (r acceptRecorder) Decide(pr policies.Request) policies.Verdict {
 // version, never one younger than the gate, none with an install script
 // the category denies, none an advisory marks — with the client's own
 // minimum-release-age setting off (under a shorter gate the same client
-// takes the too-new version). Clients that ask for the abbreviated
+// takes the too-new version; with its own setting on, the client reads
+// the publish times of the packument the proxy gives). Clients that ask for the abbreviated
 // packument get one rewritten from the full one. A version the gate
 // denies, pinned by its tarball, fails the install, and the client says
 // why.
@@ -297,6 +321,21 @@ func TestPackageGateClients(t *testing.T) {
 			proj = g.clientInstall(t, c, "registry.example.test", "lenient", "gate-demo")
 			if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != "2.0.0" {
 				t.Errorf("under a 30-minute gate %s installed gate-demo@%s, want 2.0.0", c.name, got)
+			}
+			// With the client's own gate on (a day), it keeps the
+			// hour-old version out by itself: the packument the proxy gives
+			// has the publish times it reads.
+			if c.ownGate.file != "" {
+				proj, bin := g.clientProject(t, c, "registry.example.test", "own-gate")
+				if err := c.ownGate.turnOn(proj); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := g.run(t, proj, bin, c.add(proj+"-cache", []string{"gate-demo"})...); err != nil {
+					t.Fatalf("%s with its own gate on: %v\n%s", c.name, err, out)
+				}
+				if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != "1.1.0" {
+					t.Errorf("%s with its own gate on installed gate-demo@%s, want 1.1.0 (its own gate is a day)", c.name, got)
+				}
 			}
 		})
 	}
