@@ -53,9 +53,9 @@ func reject(req *http.Request, id string, status int, v policies.Verdict) *http.
 const maxPhrase = 200
 
 // refusalPhrase is the reason phrase of a refusal's status line: the
-// standard text and the reason, which clients print where they print no
-// body (npm, pnpm and yarn show only the status line of a refused
-// tarball); empty when there is no reason to add.
+// standard text and the reason, for clients that print a refused
+// download's status line and never its body (npm, pnpm, yarn berry);
+// empty when there is no reason to add.
 func refusalPhrase(status int, reason string) string {
 	if reason == "" {
 		return ""
