@@ -62,10 +62,15 @@ policy-check: ## check (--strict: warnings fail) and test the example policies
 schema: ## regenerate docs/policy.schema.json from the policy loader's definitions
 	$(GO) run $(GOTAGS) ./cmd/airlock policy schema > docs/policy.schema.json.tmp && mv docs/policy.schema.json.tmp docs/policy.schema.json
 
-# The MCP client test's npm packages (e2e/sdk_test.go), from the committed lock file.
-sdk-deps: sdk/mcp-test/node_modules/.installed ## install the MCP test client (npm ci in sdk/mcp-test)
+# The MCP client test's npm packages (e2e/sdk_test.go) and the npm-registry clients of
+# proxy/pkggate_clients_test.go, from the committed lock files.
+sdk-deps: sdk/mcp-test/node_modules/.installed sdk/clients/node_modules/.installed ## install the MCP test client and the pinned pnpm and yarn the package-gate tests run (npm ci in sdk/mcp-test, sdk/clients)
 sdk/mcp-test/node_modules/.installed: sdk/mcp-test/package.json sdk/mcp-test/package-lock.json
 	cd sdk/mcp-test && npm ci --no-audit --no-fund && touch node_modules/.installed
+# pnpm and yarn (classic and berry) at the exact versions of sdk/clients/package-lock.json;
+# their install scripts are not run (none is needed).
+sdk/clients/node_modules/.installed: sdk/clients/package.json sdk/clients/package-lock.json
+	cd sdk/clients && npm ci --no-audit --no-fund --ignore-scripts && touch node_modules/.installed
 
 vet:
 	$(GO) vet $(GOTAGS) ./...

@@ -64,21 +64,28 @@ func newCacheEnvLatency(t *testing.T, dir string, latency time.Duration) (*gateE
 	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(), cache: pc, latency: latency}), pc
 }
 
-// npmInstall installs the tree into a new project with its own npm cache
-// (so npm's own cache serves nothing) and returns how long it took.
+// npmInstall installs the tree with npm into a new project with its own
+// npm cache (so npm's own cache serves nothing) and returns how long it
+// took.
 func (g *gateEnv) npmInstall(t *testing.T, name string, pkgs ...string) time.Duration {
 	t.Helper()
-	proj := filepath.Join(g.dir, name)
-	os.MkdirAll(proj, 0o755)
-	proxyURL := "http://" + g.explicit
-	start := time.Now()
-	args := append([]string{"install", "--no-audit", "--no-fund", "--loglevel=warn", "--no-package-lock",
-		"--registry", g.regURL("registry.example.test", "/"), "--proxy", proxyURL, "--https-proxy", proxyURL,
-		"--cafile", filepath.Join(g.dir, "ca.pem"), "--cache", filepath.Join(g.dir, name+"-npm-cache")}, pkgs...)
-	out, err := g.run(t, proj, "npm", args...)
-	if err != nil {
-		t.Fatalf("npm install (%s): %v\n%s\nevents:\n%s", name, err, out, g.ev.dump())
+	return g.timedInstall(t, npmCLI, name, pkgs...)
+}
+
+// depPackageJSON is the package.json of an installed dependency of
+// proj: hoisted (npm, yarn), or in pnpm's store layout.
+func depPackageJSON(proj, dep string) string {
+	if m, _ := filepath.Glob(filepath.Join(proj, "node_modules", ".pnpm", dep+"@*", "node_modules", dep, "package.json")); len(m) == 1 {
+		return m[0]
 	}
+	return filepath.Join(proj, "node_modules", dep, "package.json")
+}
+
+// timedInstall is clientInstall from the gated registry, timed.
+func (g *gateEnv) timedInstall(t *testing.T, c npmClient, name string, pkgs ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	g.clientInstall(t, c, "registry.example.test", name, pkgs...)
 	return time.Since(start)
 }
 
@@ -121,24 +128,32 @@ func (g *gateEnv) cacheCounts(from int) map[string]int {
 }
 
 func TestPackageCacheNPMClient(t *testing.T) {
-	t.Run("loopback", func(t *testing.T) { testCacheNPM(t, 0) })
+	t.Run("loopback", func(t *testing.T) { testCacheNPM(t, npmCLI, 0) })
 	// A registry 50 ms away, as a distant one is: the time a cache saves.
-	t.Run("distant", func(t *testing.T) { testCacheNPM(t, 50*time.Millisecond) })
+	t.Run("distant", func(t *testing.T) { testCacheNPM(t, npmCLI, 50*time.Millisecond) })
 }
 
-func testCacheNPM(t *testing.T, latency time.Duration) {
-	requireTool(t, "npm", "--version")
+// TestPackageCacheNPMClients: pnpm's and yarn's second installs of the
+// tree come from the cache too.
+func TestPackageCacheNPMClients(t *testing.T) {
+	for _, c := range npmClients[1:] {
+		t.Run(c.name, func(t *testing.T) { testCacheNPM(t, c, 0) })
+	}
+}
+
+func testCacheNPM(t *testing.T, cl npmClient, latency time.Duration) {
+	requireClient(t, cl)
 	g, pc := newCacheEnvLatency(t, t.TempDir(), latency)
-	first := g.npmInstall(t, "first", "cache-root")
-	if got := installedVersion(t, filepath.Join(g.dir, "first", "node_modules", "cache-dep-07", "package.json")); got != "1.0.0" {
+	first := g.timedInstall(t, cl, "first", "cache-root")
+	if got := installedVersion(t, depPackageJSON(filepath.Join(g.dir, "first"), "cache-dep-07")); got != "1.0.0" {
 		t.Fatalf("cache-dep-07 is %q", got)
 	}
 	if st := pc.Stats(); st.Entries != cacheTreeSize {
 		t.Fatalf("after the first install the cache holds %d artifacts, want %d: %+v", st.Entries, cacheTreeSize, st)
 	}
 	hits, evs := len(g.reg.Hits()), len(g.ev.all())
-	second := g.npmInstall(t, "second", "cache-root")
-	if got := installedVersion(t, filepath.Join(g.dir, "second", "node_modules", "cache-dep-49", "package.json")); got != "1.0.0" {
+	second := g.timedInstall(t, cl, "second", "cache-root")
+	if got := installedVersion(t, depPackageJSON(filepath.Join(g.dir, "second"), "cache-dep-49")); got != "1.0.0" {
 		t.Fatalf("cache-dep-49 is %q", got)
 	}
 	if n := g.artifactDownloads(hits); n != 0 {
@@ -149,8 +164,8 @@ func testCacheNPM(t *testing.T, latency time.Duration) {
 	if c[cacheHit]*10 < cacheTreeSize*9 || c[cacheMiss] != 0 {
 		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, cacheTreeSize)
 	}
-	t.Logf("npm, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
-		latency, cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+	t.Logf("%s, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
+		cl.name, latency, cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
 }
 
 func TestPackageCachePipClient(t *testing.T) {

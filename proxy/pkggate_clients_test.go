@@ -53,42 +53,6 @@ func installedVersion(t *testing.T, pkgJSON string) string {
 	return pj.Version
 }
 
-// TestPackageGateNPMClient: npm install picks the newest mature
-// version, skips one with an install script and one an advisory marks,
-// and never runs a hidden version's script.
-func TestPackageGateNPMClient(t *testing.T) {
-	requireTool(t, "npm", "--version")
-	g := newGateEnv(t)
-	proj := filepath.Join(g.dir, "proj")
-	os.MkdirAll(proj, 0o755)
-	proxyURL := "http://" + g.explicit
-	out, err := g.run(t, proj, "npm", "install", "--no-audit", "--no-fund", "--loglevel=warn",
-		"--registry", g.regURL("registry.example.test", "/"), "--proxy", proxyURL, "--https-proxy", proxyURL,
-		"--cafile", filepath.Join(g.dir, "ca.pem"),
-		"gate-demo", "gate-scripts", "gate-mal", "@scope/gate-scoped")
-	if err != nil {
-		t.Fatalf("npm install: %v\n%s\nevents:\n%s", err, out, g.ev.dump())
-	}
-	for pkg, want := range map[string]string{"gate-demo": "1.1.0", "gate-scripts": "1.0.0", "gate-mal": "1.0.0", "@scope/gate-scoped": "1.0.0"} {
-		if got := installedVersion(t, filepath.Join(proj, "node_modules", pkg, "package.json")); got != want {
-			t.Errorf("npm installed %s@%s, want %s", pkg, got, want)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(proj, "node_modules", "gate-scripts", "SCRIPT-RAN")); err == nil {
-		t.Error("a hidden version's install script ran")
-	}
-	// A pinned too-new version is refused, with the reason in npm's output.
-	out, err = g.run(t, proj, "npm", "install", "--no-audit", "--no-fund",
-		"--registry", g.regURL("registry.example.test", "/"), "--proxy", proxyURL, "--https-proxy", proxyURL,
-		"--cafile", filepath.Join(g.dir, "ca.pem"), "gate-demo@2.0.0")
-	if err == nil {
-		t.Fatalf("npm installed gate-demo@2.0.0:\n%s", out)
-	}
-	if got := installedVersion(t, filepath.Join(proj, "node_modules", "gate-demo", "package.json")); got != "1.1.0" {
-		t.Errorf("after the refused install gate-demo is %s", got)
-	}
-}
-
 // TestPackageGatePipClient: pip (which asks for the PEP 691 JSON page)
 // installs the newest mature version, and never one an advisory marks.
 func TestPackageGatePipClient(t *testing.T) {

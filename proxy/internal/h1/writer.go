@@ -97,6 +97,10 @@ var h1Pool = sync.Pool{New: func() any {
 // response (Hijack).
 type Upgraded interface{ Upgraded() }
 
+// Phraser gives the reason phrase of a final status line (empty: the
+// standard text). GetWriter's onUp is asked when it is one.
+type Phraser interface{ Phrase(code int) string }
+
 // GetWriter returns a pooled Writer for the response to req on c, whose
 // reader is br. Writes have the idle deadline, pushed back lazily from
 // dl (the connection's write deadline state, see Deadline); onUp is told
@@ -214,12 +218,29 @@ func (w *Writer) frameUnknown() {
 	w.chunked = true
 }
 
+// phrase is the status line's reason phrase: the onUp Phraser's for a
+// final status, with anything but visible ASCII and spaces replaced,
+// else the standard text.
+func (w *Writer) phrase(code int) string {
+	if ph, ok := w.onUp.(Phraser); ok && w.wrote {
+		if s := ph.Phrase(code); s != "" {
+			return strings.Map(func(r rune) rune {
+				if r < ' ' || r > '~' {
+					return '?'
+				}
+				return r
+			}, s)
+		}
+	}
+	return http.StatusText(code)
+}
+
 func (w *Writer) writeHead(code int) {
 	bw := w.bw
 	bw.WriteString("HTTP/1.1 ")
 	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
 	bw.WriteByte(' ')
-	bw.WriteString(http.StatusText(code))
+	bw.WriteString(w.phrase(code))
 	bw.WriteString("\r\n")
 	var arr [32]string
 	keys := arr[:0]

@@ -83,3 +83,33 @@ func TestPooledWriterCarriesNothingOver(t *testing.T) {
 		}
 	}
 }
+
+// phraser gives every final status the same reason phrase.
+type phraser string
+
+func (p phraser) Upgraded()         {}
+func (p phraser) Phrase(int) string { return string(p) }
+
+// TestWriterPhrase: a Phraser's reason phrase is the status line's, with
+// anything that could end the line or is not visible ASCII replaced; an
+// empty one is the standard text.
+func TestWriterPhrase(t *testing.T) {
+	cases := []struct{ phrase, want string }{
+		{"Forbidden (airlock: package_too_new: a@2.0.0)", "HTTP/1.1 403 Forbidden (airlock: package_too_new: a@2.0.0)\r\n"},
+		{"Forbidden\r\nSet-Cookie: x=1", "HTTP/1.1 403 Forbidden??Set-Cookie: x=1\r\n"},
+		{"caf\u00e9\x00", "HTTP/1.1 403 caf??\r\n"},
+		{"", "HTTP/1.1 403 Forbidden\r\n"},
+	}
+	for _, c := range cases {
+		rc := &recConn{}
+		req := &http.Request{Method: "GET", ProtoMajor: 1, ProtoMinor: 1}
+		w := GetWriter(rc, nil, req, time.Minute, rawio.LazyDeadline{}, phraser(c.phrase))
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusForbidden)
+		w.Finish()
+		PutWriter(w)
+		if got, _, _ := bytes.Cut(rc.out.Bytes(), []byte("\n")); string(got)+"\n" != c.want {
+			t.Errorf("phrase %q: status line %q, want %q", c.phrase, got, c.want)
+		}
+	}
+}
