@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,17 +175,38 @@ func benchInstall(t *testing.T, client string, latency time.Duration) {
 			return g.installPyTree(t, "floor", cacheTreeSize, []string{"--no-index", "--find-links", wheels})
 		}
 	}
-	r := g.secondInstall(t, pc, cacheTreeSize, install)
+	cpu := map[string][2]time.Duration{} // what each install cost this process (proxy, registry) and the client
+	measured := func(name string, f func() time.Duration) time.Duration {
+		p0, c0 := procCPU(), childCPU()
+		d := f()
+		cpu[name] = [2]time.Duration{procCPU() - p0, childCPU() - c0}
+		return d
+	}
+	r := g.secondInstall(t, pc, cacheTreeSize, func(name string) time.Duration {
+		return measured(name, func() time.Duration { return install(name) })
+	})
 	hits, evs := len(g.reg.Hits()), len(g.ev.all())
-	fl := floor()
+	fl := measured("floor", floor)
 	if len(g.reg.Hits()) != hits || len(g.ev.all()) != evs {
 		t.Fatalf("the floor install reached the proxy or the registry: %d requests, %d events",
 			len(g.reg.Hits())-hits, len(g.ev.all())-evs)
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-	benchResult(t, map[string]any{"part": client, "latency_ms": ms(latency), "packages": cacheTreeSize,
+	res := map[string]any{"part": client, "latency_ms": ms(latency), "packages": cacheTreeSize,
 		"first_ms": ms(r.first), "second_ms": ms(r.second), "floor_ms": ms(fl),
-		"hits": r.counts[cacheHit], "artifacts": sumCounts(r.counts), "registry_requests": r.requests})
+		"hits": r.counts[cacheHit], "artifacts": sumCounts(r.counts), "registry_requests": r.requests}
+	for name, c := range cpu {
+		res[name+"_proxy_cpu_ms"], res[name+"_client_cpu_ms"] = ms(c[0]), ms(c[1])
+	}
+	benchResult(t, res)
+}
+
+// childCPU is the user plus system CPU time of the children waited for
+// (the clients).
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sumCounts(m map[string]int) int {
