@@ -50,14 +50,11 @@ ENTRIES=${ENTRIES:-10000}
 PARTS="meta npm pip index"
 ONLY=${ONLY:-$PARTS}
 GOTAGS=${GOTAGS:-remote exclude_graphdriver_btrfs btrfs_noversion exclude_graphdriver_devicemapper containers_image_openpgp}
-for part in $ONLY; do
-	if [[ " $PARTS " != *" $part "* ]]; then
-		echo "bench/packages.sh: unknown part $part in ONLY (want: $PARTS)" >&2
-		exit 2
-	fi
-done
-want() { [[ " $ONLY " == *" $1 "* ]]; }
 die() { printf 'bench/packages.sh: %s\n' "$*" >&2; exit 1; }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+for part in $ONLY; do
+	case " $PARTS " in *" $part "*) ;; *) die "unknown part $part in ONLY (want: $PARTS)" ;; esac
+done
 
 if want npm && ! npm --version >/dev/null 2>&1; then
 	echo "bench/packages.sh: skipping npm (npm does not run)" >&2
@@ -115,8 +112,9 @@ fi
 
 echo
 echo "load average at the start: ${load_start##*load average: }; at the end: $(uptime | sed 's/.*load average: //')"
-python3 - "$work/results" "$ROUNDS" "$N" <<'PY'
+PYTHONPATH=bench/lib python3 - "$work/results" "$ROUNDS" "$N" <<'PY'
 import json, statistics, sys
+from mdtable import print_table as table
 path, rounds, n = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 res = []  # (round, dict)
 for line in open(path):
@@ -132,14 +130,6 @@ def fmt(xs, f="{:.2f}"):
         return "-"
     m, lo, hi = med(xs)
     return f.format(m) if len(xs) == 1 else f"{f.format(m)} [{f.format(lo)}-{f.format(hi)}]"
-
-def table(hdr, rows):
-    w = [max(len(str(x)) for x in col) for col in zip(hdr, *rows)]
-    line = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
-    print(line.format(*hdr))
-    print("|" + "|".join("-" * (n + 2) for n in w) + "|")
-    for r in rows:
-        print(line.format(*r))
 
 print(f"each figure: median of {rounds} round(s) [min-max]; a ratio or difference is taken within a round")
 
