@@ -21,7 +21,9 @@
 #          second install can take here: npm install --offline from the npm
 #          cache the first install primed; pip install --no-index
 #          --find-links DIR of the same wheels. floor/first above 0.5x
-#          means the 0.5x target is out of reach of any cache here.
+#          means the 0.5x target is out of reach of any cache here. The
+#          CPU columns split each install's time: the client's own, and
+#          the proxy's (with the world registry: one test process).
 #   index  the cache index with ENTRIES artifacts: heap and RSS in the
 #          process that stored them, and in a fresh process that reopened
 #          the index from disk (issue 20: "bounded"; the test's bar is a
