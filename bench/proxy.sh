@@ -245,8 +245,8 @@ if [ ${#rows[@]} -gt 0 ]; then
 {
 	for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]}"; done
 } > "$work/results.tsv"
-python3 - "$work/results.tsv" "$CONNS" "$ROUNDS" "$DURATION" "${rows[@]}" <<'PY'
-import json, statistics, sys
+PYTHONPATH=bench/lib python3 - "$work/results.tsv" "$CONNS" "$ROUNDS" "$DURATION" "${rows[@]}" <<'PY'
+import json, mdtable, statistics, sys
 path, conns, rounds, dur, rows = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 runs = {}  # (row, col) -> {round: result}
 for line in open(path):
@@ -267,12 +267,7 @@ for c in conns:
              (f"new{c}", "req_per_s", f"new conn c={c} /s"),
              (f"bulk{c}", "mib_per_s", f"1MiB c={c} MiB/s")]
 def print_table(hdr, table):
-    w = [max(len(str(x)) for x in col) for col in zip(hdr, *table)]
-    fmt = "| " + " | ".join("{:<%d}" % n for n in w) + " |"
-    print(fmt.format(*hdr))
-    print("|" + "|".join("-" * (n + 2) for n in w) + "|")
-    for line in table:
-        print(fmt.format(*line))
+    mdtable.print_table(hdr, table)
     print()
 hdr = ["path"] + [c[2] for c in cols] + [f"p50 µs (c={conns[0]} ka)", "errors"]
 table = []

@@ -24,6 +24,9 @@ import (
 
 const cacheTreeSize = 50
 
+// cachePySize is how many PyPI packages the tests install.
+const cachePySize = 20
+
 // cacheTree is an npm tree of 50 packages: a root that depends on 49.
 func cacheTree() []pkgreg.Package {
 	deps := map[string]string{}
@@ -36,10 +39,10 @@ func cacheTree() []pkgreg.Package {
 	return append(out, pkgreg.Package{Name: "cache-root", Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day, Deps: deps}}})
 }
 
-// cachePy is 20 PyPI packages.
-func cachePy() []pkgreg.Package {
+// cachePy is n PyPI packages.
+func cachePy(n int) []pkgreg.Package {
 	var out []pkgreg.Package
-	for i := range 20 {
+	for i := range n {
 		out = append(out, pkgreg.Package{Name: fmt.Sprintf("cache-py-%02d", i), Versions: []pkgreg.Version{{Version: "1.0.0", Age: 30 * day}}})
 	}
 	return out
@@ -61,7 +64,7 @@ func newCacheEnv(t *testing.T, dir string) (*gateEnv, *PackageCache) {
 
 func newCacheEnvLatency(t *testing.T, dir string, latency time.Duration) (*gateEnv, *PackageCache) {
 	pc := openTestCache(t, dir, 1<<30)
-	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(), cache: pc, latency: latency}), pc
+	return newGateEnvWith(t, gateOpts{npm: cacheTree(), py: cachePy(cachePySize), cache: pc, latency: latency}), pc
 }
 
 // npmInstall installs the tree with npm into a new project with its own
@@ -89,17 +92,88 @@ func (g *gateEnv) timedInstall(t *testing.T, c npmClient, name string, pkgs ...s
 	return time.Since(start)
 }
 
-func (g *gateEnv) pipInstall(t *testing.T, name string, pkgs ...string) time.Duration {
+// pipIndex are pip's flags to install from the registry through the proxy.
+func (g *gateEnv) pipIndex() []string {
+	return []string{"--index-url", g.regURL("registry.example.test", "/simple/"),
+		"--proxy", "http://" + g.explicit, "--cert", filepath.Join(g.dir, "ca.pem")}
+}
+
+// installPyTree installs the n packages of cachePy(n) into g.dir/name
+// with no pip cache, from the source flags from (pipIndex, or
+// --no-index --find-links DIR), checks they are there and returns how
+// long pip took.
+func (g *gateEnv) installPyTree(t *testing.T, name string, n int, from []string) time.Duration {
 	t.Helper()
-	start := time.Now()
 	args := append([]string{"-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir", "--no-deps",
-		"--target", filepath.Join(g.dir, name), "--index-url", g.regURL("registry.example.test", "/simple/"),
-		"--proxy", "http://" + g.explicit, "--cert", filepath.Join(g.dir, "ca.pem")}, pkgs...)
+		"--target", filepath.Join(g.dir, name)}, from...)
+	for _, p := range cachePy(n) {
+		args = append(args, p.Name)
+	}
+	start := time.Now()
 	out, err := g.run(t, g.dir, "python3", args...)
+	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("pip install (%s): %v\n%s\nevents:\n%s", name, err, out, g.ev.dump())
 	}
-	return time.Since(start)
+	if m, _ := filepath.Glob(filepath.Join(g.dir, name, "cache_py_*-1.0.0.dist-info")); len(m) != n {
+		t.Fatalf("pip install (%s) has %d packages, want %d", name, len(m), n)
+	}
+	return took
+}
+
+// installNPMTree installs cache-root (the tree of cacheTree) with c into
+// project name, the client's cache in g.dir/cache (flags: more flags
+// before the package, such as npm's --offline), checks every package is
+// there and returns how long the client took.
+func (g *gateEnv) installNPMTree(t *testing.T, c npmClient, name, cache string, flags ...string) time.Duration {
+	t.Helper()
+	proj, bin := g.clientProject(t, c, "registry.example.test", name)
+	start := time.Now()
+	out, err := g.run(t, proj, bin, c.add(filepath.Join(g.dir, cache), append(flags, "cache-root"))...)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s install (%s): %v\n%s\nevents:\n%s", c.name, name, err, out, g.ev.dump())
+	}
+	for _, p := range cacheTree() {
+		if got := installedVersion(t, depPackageJSON(proj, p.Name)); got != "1.0.0" {
+			t.Fatalf("%s install (%s): %s is %q", c.name, name, p.Name, got)
+		}
+	}
+	return took
+}
+
+// cacheRun is a first and a second install of the same packages.
+type cacheRun struct {
+	first, second time.Duration
+	counts        map[string]int // the second install's artifact events by cache value
+	requests      int            // registry requests during the second install
+}
+
+// secondInstall runs install into "first" and "second" and checks that
+// the first filled the cache with want artifacts and that the second was
+// served from it: no download reached the registry, >= 90 % hits.
+func (g *gateEnv) secondInstall(t *testing.T, pc *PackageCache, want int, install func(name string) time.Duration) cacheRun {
+	t.Helper()
+	r := cacheRun{first: install("first")}
+	if st := pc.Stats(); st.Entries != want {
+		t.Fatalf("after the first install the cache holds %d artifacts, want %d: %+v", st.Entries, want, st)
+	}
+	hits, evs := len(g.reg.Hits()), len(g.ev.all())
+	r.second = install("second")
+	if n := g.artifactDownloads(hits); n != 0 {
+		t.Errorf("the registry saw %d artifact downloads on the second install", n)
+	}
+	r.counts, r.requests = g.cacheCounts(evs), len(g.reg.Hits())-hits
+	if r.counts[cacheHit]*10 < want*9 || r.counts[cacheMiss] != 0 {
+		t.Errorf("second install cache results %v, want >= 90%% of %d hits", r.counts, want)
+	}
+	t.Logf("mean request time: first install %v, second %v", g.meanDuration(0, evs), g.meanDuration(evs, len(g.ev.all())))
+	return r
+}
+
+func (r cacheRun) String() string {
+	return fmt.Sprintf("first install %v, second %v (%.2fx); registry requests on the second: %d",
+		r.first.Round(time.Millisecond), r.second.Round(time.Millisecond), float64(r.second)/float64(r.first), r.requests)
 }
 
 // artifactHits counts the registry's artifact downloads from index from on.
@@ -144,28 +218,10 @@ func TestPackageCacheNPMClients(t *testing.T) {
 func testCacheNPM(t *testing.T, cl npmClient, latency time.Duration) {
 	requireClient(t, cl)
 	g, pc := newCacheEnvLatency(t, t.TempDir(), latency)
-	first := g.timedInstall(t, cl, "first", "cache-root")
-	if got := installedVersion(t, depPackageJSON(filepath.Join(g.dir, "first"), "cache-dep-07")); got != "1.0.0" {
-		t.Fatalf("cache-dep-07 is %q", got)
-	}
-	if st := pc.Stats(); st.Entries != cacheTreeSize {
-		t.Fatalf("after the first install the cache holds %d artifacts, want %d: %+v", st.Entries, cacheTreeSize, st)
-	}
-	hits, evs := len(g.reg.Hits()), len(g.ev.all())
-	second := g.timedInstall(t, cl, "second", "cache-root")
-	if got := installedVersion(t, depPackageJSON(filepath.Join(g.dir, "second"), "cache-dep-49")); got != "1.0.0" {
-		t.Fatalf("cache-dep-49 is %q", got)
-	}
-	if n := g.artifactDownloads(hits); n != 0 {
-		t.Errorf("the registry saw %d artifact downloads on the second install", n)
-	}
-	c := g.cacheCounts(evs)
-	t.Logf("mean request time: first install %v, second %v", g.meanDuration(0, evs), g.meanDuration(evs, len(g.ev.all())))
-	if c[cacheHit]*10 < cacheTreeSize*9 || c[cacheMiss] != 0 {
-		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, cacheTreeSize)
-	}
-	t.Logf("%s, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
-		cl.name, latency, cacheTreeSize, first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+	r := g.secondInstall(t, pc, cacheTreeSize, func(name string) time.Duration {
+		return g.installNPMTree(t, cl, name, name+"-cache")
+	})
+	t.Logf("%s, registry latency %v, %d packages: %v", cl.name, latency, cacheTreeSize, r)
 }
 
 func TestPackageCachePipClient(t *testing.T) {
@@ -176,28 +232,10 @@ func TestPackageCachePipClient(t *testing.T) {
 func testCachePip(t *testing.T, latency time.Duration) {
 	requireTool(t, "python3", "-m", "pip", "--version")
 	g, pc := newCacheEnvLatency(t, t.TempDir(), latency)
-	var pkgs []string
-	for _, p := range cachePy() {
-		pkgs = append(pkgs, p.Name)
-	}
-	first := g.pipInstall(t, "first", pkgs...)
-	if st := pc.Stats(); st.Entries != len(pkgs) {
-		t.Fatalf("after the first install the cache holds %d artifacts, want %d", st.Entries, len(pkgs))
-	}
-	hits, evs := len(g.reg.Hits()), len(g.ev.all())
-	second := g.pipInstall(t, "second", pkgs...)
-	if m, _ := filepath.Glob(filepath.Join(g.dir, "second", "cache_py_*-1.0.0.dist-info")); len(m) != len(pkgs) {
-		t.Fatalf("second install has %d packages", len(m))
-	}
-	if n := g.artifactDownloads(hits); n != 0 {
-		t.Errorf("the registry saw %d artifact downloads on the second install", n)
-	}
-	c := g.cacheCounts(evs)
-	if c[cacheHit]*10 < len(pkgs)*9 || c[cacheMiss] != 0 {
-		t.Errorf("second install cache results %v, want >= 90%% of %d hits", c, len(pkgs))
-	}
-	t.Logf("pip, registry latency %v, %d packages: first install %v, second %v (%.2fx); registry requests on the second: %d",
-		latency, len(pkgs), first.Round(time.Millisecond), second.Round(time.Millisecond), float64(second)/float64(first), len(g.reg.Hits())-hits)
+	r := g.secondInstall(t, pc, cachePySize, func(name string) time.Duration {
+		return g.installPyTree(t, name, cachePySize, g.pipIndex())
+	})
+	t.Logf("pip, registry latency %v, %d packages: %v", latency, cachePySize, r)
 }
 
 // TestPackageCacheTamperedEntry: an entry changed on disk is not served:
@@ -369,22 +407,30 @@ func (g *gateEnv) metaLatencies(t *testing.T, n int) []time.Duration {
 	c := g.explicitClient()
 	out := make([]time.Duration, 0, n)
 	for range n {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.Header.Set("Accept", "application/vnd.npm.install-v1+json")
-		start := time.Now()
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("packument: %d", resp.StatusCode)
-		}
-		out = append(out, time.Since(start))
+		d, _ := timePackument(t, c, url)
+		out = append(out, d)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// timePackument fetches an abbreviated packument with c and returns how
+// long the whole response took and its size.
+func timePackument(t *testing.T, c *http.Client, url string) (time.Duration, int64) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "application/vnd.npm.install-v1+json")
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("packument %s: %d", url, resp.StatusCode)
+	}
+	return time.Since(start), n
 }
 
 // TestPackageCacheMetadataLatency: a packument of 200 versions served
@@ -398,14 +444,21 @@ func TestPackageCacheMetadataLatency(t *testing.T) {
 	cached.metaLatencies(t, 1) // the miss that fills the cache
 	plain.metaLatencies(t, 1)
 	hit, rewrite := cached.metaLatencies(t, 200), plain.metaLatencies(t, 200)
-	evs := cached.ev.all()
-	if last := evs[len(evs)-1]; last.HTTP == nil || last.HTTP.Package == nil || last.HTTP.Package.Cache != cacheHit || last.HTTP.Package.GatedTotal != 1 {
-		t.Fatalf("last packument event is not a hit with the gated version: %+v", last.HTTP)
-	}
+	cached.requireGatedHit(t)
 	t.Logf("200-version packument through the proxy: p50 %v (p90 %v) on a cache hit; %v (p90 %v) rewritten by the gate on every request",
 		hit[100], hit[180], rewrite[100], rewrite[180])
 	if hit[100] >= rewrite[100] {
 		t.Errorf("a cache hit (p50 %v) is not faster than a rewrite (p50 %v)", hit[100], rewrite[100])
+	}
+}
+
+// requireGatedHit fails t unless the last event was a packument served
+// from the metadata cache with bigPackument's one gated version.
+func (g *gateEnv) requireGatedHit(t *testing.T) {
+	t.Helper()
+	evs := g.ev.all()
+	if last := evs[len(evs)-1]; last.HTTP == nil || last.HTTP.Package == nil || last.HTTP.Package.Cache != cacheHit || last.HTTP.Package.GatedTotal != 1 {
+		t.Fatalf("last packument event is not a hit with the gated version: %+v", last.HTTP)
 	}
 }
 

@@ -104,6 +104,7 @@ type gateEnv struct {
 	*env
 	reg     *pkgreg.Registry
 	regPort uint16
+	regCA   []byte // PEM of the CA the registry's certificate is from
 	dir     string
 	approve atomic.Bool // what the approver answers
 }
@@ -179,9 +180,9 @@ func newGateEnvWith(t *testing.T, o gateOpts) *gateEnv {
 		res[n] = []netip.Addr{lo}
 	}
 	e := &env{t: t, ca: ca, ev: &recorder{}, dials: &dialLog{}, policy: pol}
-	g := &gateEnv{env: e, reg: reg, regPort: port}
+	g := &gateEnv{env: e, reg: reg, regPort: port, regCA: pemCert(caDER)}
 	p, err := New(Config{
-		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{pemCert(caDER)}, RootCAs: x509.NewCertPool(),
+		CA: ca, Resolver: res, Emitter: e.ev, ExtraCAPEM: [][]byte{g.regCA}, RootCAs: x509.NewCertPool(),
 		Identify: IdentifierFunc(func(a netip.Addr) (Sandbox, bool) {
 			sb := Sandbox{ID: "sb1", Policy: pol}
 			if o.tenant != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,18 +186,13 @@ func TestCachePurge(t *testing.T) {
 func TestCacheIndexMemory(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, 1<<40)
-	for i := range 10000 {
-		put(t, c, "", fmt.Sprintf("package-%05d", i), []byte(fmt.Sprintf("artifact %d", i)))
-	}
+	fillIndex(t, c, 10000)
 	c.Close()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+	before := measure()
 	c2 := open(t, dir, 1<<40)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("index of %d artifacts: heap %.2f MiB; process RSS %s", c2.Stats().Entries, float64(heap)/(1<<20), rss())
+	after := measure()
+	heap := after.heap - before.heap
+	t.Logf("index of %d artifacts: heap %.2f MiB; process RSS %.1f MiB", c2.Stats().Entries, float64(heap)/(1<<20), float64(after.rss)/(1<<20))
 	if c2.Stats().Entries != 10000 {
 		t.Fatalf("entries after reopen %d", c2.Stats().Entries)
 	}
@@ -205,12 +202,35 @@ func TestCacheIndexMemory(t *testing.T) {
 	runtime.KeepAlive(c2)
 }
 
-func rss() string {
+// fillIndex stores n small artifacts of distinct names.
+func fillIndex(t testing.TB, c *Cache, n int) {
+	for i := range n {
+		put(t, c, "", fmt.Sprintf("package-%05d", i), []byte(fmt.Sprintf("artifact %d", i)))
+	}
+}
+
+// memory is the heap in use and the process's resident set, in bytes.
+type memory struct{ heap, rss int64 }
+
+// measure collects garbage, returns what it can to the system (so the
+// resident set follows the heap) and reads both.
+func measure() memory {
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memory{heap: int64(ms.HeapAlloc), rss: rss()}
+}
+
+// rss is VmRSS of this process in bytes, -1 when unknown.
+func rss() int64 {
 	b, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			return strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:"))
+		if kb, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err == nil {
+				return n << 10
+			}
 		}
 	}
-	return "unknown"
+	return -1
 }
