@@ -130,6 +130,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // an *Error. It reads the stream to its end, so a pooled connection can be
 // used again.
 func ReadExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	res, err := ReadExecFrames(r, stdout, stderr)
+	if _, ok := err.(*Error); ok || err == nil {
+		endOfStream(r)
+	}
+	return res, err
+}
+
+// ReadExecFrames is ReadExecStream for a connection used once: it returns
+// at the final frame, without waiting for the end of the response.
+func ReadExecFrames(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for {
 		var f ExecFrame
@@ -141,10 +151,8 @@ func ReadExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 		}
 		switch {
 		case f.Exit != nil:
-			endOfStream(r)
 			return *f.Exit, nil
 		case f.Error != nil:
-			endOfStream(r)
 			return ExecResult{}, f.Error
 		case f.Stream == "stdout" && stdout != nil:
 			if _, err := stdout.Write(f.Data); err != nil {
