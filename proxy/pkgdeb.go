@@ -29,6 +29,15 @@ const (
 	maxDebIndex   = 64 << 20  // a Packages index read, compressed
 	maxDebIndexUn = 512 << 20 // and uncompressed
 	maxDebDigests = 1 << 20   // .deb digests remembered; when full, it starts over; an index listing more is refused
+	// maxDebDigestBytes bounds the bytes the remembered digests hold
+	// (repository, Filename and digest of each), as maxDebDigests bounds
+	// their number: when full it starts over, and an index needing more
+	// is refused.
+	maxDebDigestBytes = 128 << 20
+	// maxDebName bounds a Filename (and an archive root) the gate
+	// remembers: a real pool path is under 300 bytes; a longer one stays
+	// unknown, so a hostile index cannot fill memory with names.
+	maxDebName = 1024
 )
 
 var (
@@ -42,9 +51,10 @@ var (
 // its own repository's indices said, so another repository on the same
 // host (a user's, where users publish) cannot change them.
 type debDigests struct {
-	mu  sync.Mutex
-	m   map[string]string
-	max int // 0: maxDebDigests
+	mu    sync.Mutex
+	m     map[string]string
+	bytes int // of the keys and values in m
+	max   int // 0: maxDebDigests
 }
 
 func (d *debDigests) limit() int {
@@ -57,15 +67,26 @@ func (d *debDigests) limit() int {
 // debFile is a .deb an index lists: its Filename and digest.
 type debFile struct{ name, sri string }
 
+// size is what one remembered digest holds.
+func (f debFile) size(repo string) int { return len(repo) + 1 + len(f.name) + len(f.sri) }
+
+// put remembers an index's digests. Full (by number or bytes), the
+// memory starts over, every repository's digests with it: their .debs are
+// unknown until their indices are fetched again.
 func (d *debDigests) put(repo string, files []debFile) {
+	n := 0
+	for _, f := range files {
+		n += f.size(repo)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.m == nil || len(d.m)+len(files) > d.limit() {
-		d.m = make(map[string]string, len(files))
+	if d.m == nil || len(d.m)+len(files) > d.limit() || d.bytes+n > maxDebDigestBytes {
+		d.m, d.bytes = make(map[string]string, len(files)), 0
 	}
 	for _, f := range files {
 		d.m[repo+"|"+f.name] = f.sri
 	}
+	d.bytes += n
 }
 
 func (d *debDigests) get(repo, filename string) string {
@@ -84,16 +105,32 @@ func (x *exch) debRepo(root string) string {
 // debSplit splits a path at its first seg ("/dists/", "/pool/") into
 // the archive root and the rest. Only a plain path splits: one a server
 // can read only one way (no dot segments, escapes, ";" or "\\"), so that
-// a request under one root cannot fetch another's file.
+// a request under one root cannot fetch another's file; and only one
+// whose root is at most maxDebName bytes.
 func debSplit(pth, seg string) (root, rest string, ok bool) {
+	roots := debRoots(pth, seg)
+	if len(roots) == 0 {
+		return "", "", false
+	}
+	return roots[0], pth[len(roots[0])+1:], true
+}
+
+// debRoots are the archive roots pth could be under, one for each seg in
+// it, shortest first: a root may itself hold "/pool/" or "/dists/".
+// debVersion tries them longest first, the nearest repository.
+func debRoots(pth, seg string) []string {
 	if !debPlain(pth) {
-		return "", "", false
+		return nil
 	}
-	i := strings.Index(pth, seg)
-	if i < 0 {
-		return "", "", false
+	var roots []string
+	for i := 0; ; i++ {
+		j := strings.Index(pth[i:], seg)
+		if j < 0 || i+j > maxDebName {
+			return roots
+		}
+		i += j
+		roots = append(roots, pth[:i])
 	}
-	return pth[:i], pth[i+1:], true
 }
 
 func debPlain(p string) bool {
@@ -157,15 +194,20 @@ func (p *Proxy) readDebIndex(pr *io.PipeReader, done chan<- struct{}, repo, id, 
 	defer close(done)
 	debs := &p.cfg.PackageCache.debs
 	var files []debFile
+	held := 0
 	err := pkgmeta.ReadDebianPackages(pr, maxDebIndexUn, func(f pkgmeta.DebianFile) error {
 		name := strings.TrimPrefix(f.Filename, "./")
-		if !debPlain("/" + name) {
-			return nil // no .deb request could name it
+		if len(name) > maxDebName || !debPlain("/"+name) {
+			return nil // no .deb request the gate checks could name it
 		}
 		if len(files) == debs.limit() {
 			return fmt.Errorf("%w: over %d, the most remembered", errDebTooMany, debs.limit())
 		}
-		files = append(files, debFile{name, f.Integrity})
+		fl := debFile{name, f.Integrity}
+		if held += fl.size(repo); held > maxDebDigestBytes {
+			return fmt.Errorf("%w: over %d bytes of digests, the most remembered", errDebTooMany, maxDebDigestBytes)
+		}
+		files = append(files, fl)
 		return nil
 	})
 	if err == nil {
@@ -243,9 +285,16 @@ func (t *teeIndex) Close() error {
 // of it.
 func (p *Proxy) debVersion(x *exch) pkgmeta.Version {
 	pc := p.cfg.PackageCache
-	root, file, ok := debSplit(x.ev.e.HTTP.Path, "/pool/")
-	if pc == nil || !ok {
+	if pc == nil {
 		return pkgmeta.Version{}
 	}
-	return pkgmeta.Version{Version: x.pkg.Version, Integrity: pc.debs.get(x.debRepo(root), file)}
+	pth := x.ev.e.HTTP.Path
+	roots := debRoots(pth, "/pool/")
+	for i := len(roots) - 1; i >= 0; i-- {
+		root := roots[i]
+		if sri := pc.debs.get(x.debRepo(root), pth[len(root)+1:]); sri != "" {
+			return pkgmeta.Version{Version: x.pkg.Version, Integrity: sri}
+		}
+	}
+	return pkgmeta.Version{Version: x.pkg.Version}
 }

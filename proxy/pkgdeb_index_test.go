@@ -290,3 +290,35 @@ func TestDebSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestDebIndexNamesBounded: a Filename over maxDebName is not remembered
+// (a hostile index cannot fill memory with long names), the bytes held
+// are counted, and a root over maxDebName does not split.
+func TestDebIndexNamesBounded(t *testing.T) {
+	genuine := debBytes("gate-deb")
+	long := "pool/main/l/" + strings.Repeat("l", 2*maxDebName) + "_1_all.deb"
+	body := debIndexText(map[string][]byte{debPoolFile: genuine, long: genuine})
+	pc := openTestCache(t, t.TempDir(), 1<<20)
+	p := &Proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PackageCache: pc}}
+	tee := p.debIndexTee(io.NopCloser(strings.NewReader(body)), "repo", "ev1", "/d/dists/x/Packages")
+	if _, err := io.ReadAll(tee); err != nil {
+		t.Fatal(err)
+	}
+	<-tee.done
+	if got := pc.debs.get("repo", debPoolFile); got != sri(genuine) {
+		t.Errorf("the plain .deb's digest is %q, want %q", got, sri(genuine))
+	}
+	if got := pc.debs.get("repo", long); got != "" {
+		t.Errorf("a %d-byte Filename was remembered", len(long))
+	}
+	if want := (debFile{debPoolFile, sri(genuine)}).size("repo"); pc.debs.bytes != want {
+		t.Errorf("bytes held %d, want %d", pc.debs.bytes, want)
+	}
+	deep := "/" + strings.Repeat("r", maxDebName) + "/pool/main/a/a_1_all.deb"
+	if root, _, ok := debSplit(deep, "/pool/"); ok {
+		t.Errorf("a %d-byte root split: %q", len(root), root)
+	}
+	if got, want := debRoots("/a/pool/b/pool/main/x/x_1_all.deb", "/pool/"), []string{"/a", "/a/pool/b"}; !slices.Equal(got, want) {
+		t.Errorf("debRoots = %q, want %q", got, want)
+	}
+}

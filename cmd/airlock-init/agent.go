@@ -74,7 +74,8 @@ func newAgent() (*agent, error) {
 	return a, nil
 }
 
-// shimBinary is airlock-init-shim beside this binary, the copy of it the
+// shimBinary is airlock-init-shim beside this binary (as a path through
+// an fd held open to it), the copy of it the
 // runner installs execute-only and owned by an id the sandbox does not
 // map, so that a supervisor is non-dumpable from its exec on and no
 // sandbox process can ever trace it (runner.installAgent). Without it PID
@@ -95,7 +96,13 @@ func shimBinary() (string, error) {
 		f.Close()
 		logf("%s is readable in the sandbox: a sandbox process could trace a supervisor as it starts", p)
 	}
-	return p, nil
+	// Held open (O_PATH needs no read permission) and exec'd through
+	// /proc/self/fd: a mount over the path later cannot swap the binary.
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", p, err)
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
 }
 
 func (a *agent) run() {

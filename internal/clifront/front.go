@@ -148,6 +148,13 @@ func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled b
 			return 0, false
 		}
 	}
+	// Connected before stdin is read: a command line handed to the CLI
+	// must find its stdin whole.
+	conn, err := dial(sock)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close()
 	if x.Stdin {
 		b, err := io.ReadAll(io.LimitReader(stdin, MaxStdin))
 		if err != nil {
@@ -161,11 +168,6 @@ func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled b
 		fmt.Fprintln(stderr, "airlock:", err)
 		return 1, true
 	}
-	conn, err := dial(sock)
-	if err != nil {
-		return 0, false
-	}
-	defer conn.Close()
 	// Ctrl-C or SIGTERM kills this process, as it does any Unix tool: the
 	// appliance sees the connection close and ends the command (and all it
 	// started). No handler is installed: it would cost a thread per run.
