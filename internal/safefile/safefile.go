@@ -197,8 +197,8 @@ func Describe(m fs.FileMode) string {
 // directory (created with O_EXCL, so nothing else's file is reused),
 // given mode and renamed into place: a reader sees the old file or the
 // whole new one, never a part. Nothing is fsynced (it is on the claim
-// path): after a power loss the file may be empty, which every caller
-// reads as unreadable and fails closed on.
+// path), so that holds for readers, not across a power loss, after which
+// the file may be empty.
 func WriteAtomic(path string, b []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
