@@ -63,7 +63,7 @@ schema: ## regenerate docs/policy.schema.json from the policy loader's definitio
 	$(GO) run $(GOTAGS) ./cmd/airlock policy schema > docs/policy.schema.json.tmp && mv docs/policy.schema.json.tmp docs/policy.schema.json
 
 # The MCP client test's npm packages (e2e/sdk_test.go) and the npm-registry clients of
-# proxy/pkggate_clients_test.go, from the committed lock files.
+# proxy/pkgclients_test.go, from the committed lock files.
 sdk-deps: sdk/mcp-test/node_modules/.installed sdk/clients/node_modules/.installed ## install the MCP test client and the pinned pnpm and yarn the package-gate tests run (npm ci in sdk/mcp-test, sdk/clients)
 sdk/mcp-test/node_modules/.installed: sdk/mcp-test/package.json sdk/mcp-test/package-lock.json
 	cd sdk/mcp-test && npm ci --no-audit --no-fund && touch node_modules/.installed

@@ -19,8 +19,9 @@
 # create + first exec) no slower than 1.2 x bare podman run (p50); reset
 # p50 under 1 s.
 #
-# Needs root, make setup, make image and bin/airlock plus bin/airlock-init
-# (make build: a claim binds a member through the agent).
+# Needs root, make setup, make image and bin/airlock, bin/airlock-cli,
+# bin/airlockd and bin/airlock-init (make build: a claim binds a member
+# through the agent).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)

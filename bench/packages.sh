@@ -40,8 +40,8 @@
 # environment of their own (the tests' cleanEnv: PATH, HOME and the
 # clients' settings; no SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE
 # or proxy variable of the host) and are given the appliance CA with
-# --cafile / --cert. Needs npm and python3 -m pip (a missing one skips its
-# part, said so); not root.
+# --cafile / --cert. Needs go and python3 (the summary); npm and python3 -m
+# pip (a missing one skips its part, said so); not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -108,6 +108,7 @@ func (x *exch) debRepo(root string) string {
 // a request under one root cannot fetch another's file; and only one
 // whose root is at most maxDebName bytes.
 func debSplit(pth, seg string) (root, rest string, ok bool) {
+	pth = aptUnescape.Replace(pth)
 	roots := debRoots(pth, seg)
 	if len(roots) == 0 {
 		return "", "", false
@@ -115,8 +116,14 @@ func debSplit(pth, seg string) (root, rest string, ok bool) {
 	return roots[0], pth[len(roots[0])+1:], true
 }
 
-// debRoots are the archive roots pth could be under, one for each seg in
-// it, shortest first: a root may itself hold "/pool/" or "/dists/".
+// aptUnescape undoes two escapes apt writes in every request path ('+'
+// and '~' as %2B and %7E: its QuoteString): a server reads them one way,
+// and Debian's file names are full of both.
+var aptUnescape = strings.NewReplacer("%2B", "+", "%2b", "+", "%7E", "~", "%7e", "~")
+
+// debRoots are the archive roots pth (apt's escapes undone) could be
+// under, one for each seg in it, shortest first: a root may itself hold
+// "/pool/" or "/dists/".
 // debVersion tries them longest first, the nearest repository.
 func debRoots(pth, seg string) []string {
 	if !debPlain(pth) {
@@ -288,7 +295,7 @@ func (p *Proxy) debVersion(x *exch) pkgmeta.Version {
 	if pc == nil {
 		return pkgmeta.Version{}
 	}
-	pth := x.ev.e.HTTP.Path
+	pth := aptUnescape.Replace(x.ev.e.HTTP.Path)
 	roots := debRoots(pth, "/pool/")
 	for i := len(roots) - 1; i >= 0; i-- {
 		root := roots[i]

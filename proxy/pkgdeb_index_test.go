@@ -275,6 +275,10 @@ func TestDebSplit(t *testing.T) {
 		{"/debian/pool/main/a/a_1_all.deb", "/debian", "pool/main/a/a_1_all.deb", true},
 		{"/pool/main/g++/g++_1~rc1+b1_amd64.deb", "", "pool/main/g++/g++_1~rc1+b1_amd64.deb", true},
 		{"/u/evil/pool/x/pool/y.deb", "/u/evil", "pool/x/pool/y.deb", true},
+		// apt escapes '+' and '~' in every path.
+		{"/debian/pool/main/g/gcc-12/libstdc%2b%2b6_12.2.0-14_amd64.deb", "/debian", "pool/main/g/gcc-12/libstdc++6_12.2.0-14_amd64.deb", true},
+		{"/debian/pool/main/o/openssl/openssl_3.0.15-1%7Edeb12u1_amd64.deb", "/debian", "pool/main/o/openssl/openssl_3.0.15-1~deb12u1_amd64.deb", true},
+		{"/debian/pool/main/a/a%2fb.deb", "", "", false},
 		{"/debian/pool/../../u/evil/pool/a.deb", "", "", false},
 		{"/debian/./pool/a.deb", "", "", false},
 		{"/debian//pool/a.deb", "", "", false},

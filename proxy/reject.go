@@ -64,7 +64,7 @@ func refusalPhrase(status int, reason string) string {
 	if len(s) > maxPhrase-1 {
 		s = s[:maxPhrase-4] + "..."
 	}
-	return s + ")"
+	return h1.VisibleASCII(s + ")")
 }
 
 // Phrase is the reason phrase of the exchange's status line (h1.Phraser):

@@ -14,6 +14,7 @@ func TestRefusalPhrase(t *testing.T) {
 	}{
 		{"no reason", "", ""},
 		{"reason", "package_too_new: a@2.0.0 was published 2026-12-01T00:00:00Z", "Forbidden (airlock: package_too_new: a@2.0.0 was published 2026-12-01T00:00:00Z)"},
+		{"control bytes and non-ASCII", "a\r\nb\u00e9", "Forbidden (airlock: a??b?)"},
 		{"long reason cut", long, "Forbidden (airlock: " + long[:maxPhrase-4-len("Forbidden (airlock: ")] + "...)"},
 	}
 	for _, c := range cases {

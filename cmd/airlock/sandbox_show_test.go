@@ -47,7 +47,7 @@ func TestSandboxShowLockfiles(t *testing.T) {
 		{sb + `}`, "lockfiles      -\n"},
 	} {
 		out.Reset()
-		if code := run([]string{"sandbox", "show", "--socket", controlServer(t, map[string]string{"GET /v1/sandboxes/sb1": c.body}), "sb1"}); code != 0 {
+		if code := run([]string{"sandbox", "show", "--json=false", "--socket", controlServer(t, map[string]string{"GET /v1/sandboxes/sb1": c.body}), "sb1"}); code != 0 {
 			t.Fatalf("exit %d: %s", code, errb.String())
 		}
 		if !strings.Contains(out.String(), c.want) {

@@ -221,15 +221,21 @@ func (w *Writer) frameUnknown() {
 // phrase is the status line's reason phrase: the onUp Phraser's for a
 // final status, with anything but visible ASCII and spaces replaced,
 // else the standard text.
+// VisibleASCII is s with every byte a status line may not carry (a
+// control character, or outside ASCII) replaced by '?'.
+func VisibleASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r > '~' {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
 func (w *Writer) phrase(code int) string {
 	if ph, ok := w.onUp.(Phraser); ok && w.wrote {
 		if s := ph.Phrase(code); s != "" {
-			return strings.Map(func(r rune) rune {
-				if r < ' ' || r > '~' {
-					return '?'
-				}
-				return r
-			}, s)
+			return VisibleASCII(s)
 		}
 	}
 	return http.StatusText(code)
