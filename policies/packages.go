@@ -137,11 +137,18 @@ func pep503(s string) string {
 	return b.String()
 }
 
+// AptUnescape undoes two escapes apt writes in every request path ('+'
+// and '~' as %2B and %7E: its QuoteString). A server reads them one way,
+// and Debian's file names and versions are full of both.
+func AptUnescape(p string) string { return aptUnescape.Replace(p) }
+
+var aptUnescape = strings.NewReplacer("%2B", "+", "%2b", "+", "%7E", "~", "%7e", "~")
+
 func recognizeDebian(p string) (Package, bool) {
 	if !strings.Contains(p, "/pool/") {
 		return Package{}, false
 	}
-	file := path.Base(p)
+	file := AptUnescape(path.Base(p))
 	for _, ext := range []string{".deb", ".udeb", ".ddeb"} {
 		if stem, ok := strings.CutSuffix(file, ext); ok {
 			parts := strings.Split(stem, "_")

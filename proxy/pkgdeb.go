@@ -73,20 +73,35 @@ func (f debFile) size(repo string) int { return len(repo) + 1 + len(f.name) + le
 // put remembers an index's digests. Full (by number or bytes), the
 // memory starts over, every repository's digests with it: their .debs are
 // unknown until their indices are fetched again.
-func (d *debDigests) put(repo string, files []debFile) {
-	n := 0
-	for _, f := range files {
-		n += f.size(repo)
-	}
+// An index fetched again replaces its own entries: only what is new
+// counts toward the bounds. It says whether remembered digests were
+// dropped.
+func (d *debDigests) put(repo string, files []debFile) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.m == nil || len(d.m)+len(files) > d.limit() || d.bytes+n > maxDebDigestBytes {
+	newN, newBytes := 0, 0
+	for _, f := range files {
+		if old, ok := d.m[repo+"|"+f.name]; ok {
+			newBytes += len(f.sri) - len(old)
+			continue
+		}
+		newN++
+		newBytes += f.size(repo)
+	}
+	dropped := len(d.m) > 0
+	reset := d.m == nil || len(d.m)+newN > d.limit() || d.bytes+newBytes > maxDebDigestBytes
+	if reset {
 		d.m, d.bytes = make(map[string]string, len(files)), 0
+		for _, f := range files {
+			d.bytes += f.size(repo)
+		}
+	} else {
+		d.bytes += newBytes
 	}
 	for _, f := range files {
 		d.m[repo+"|"+f.name] = f.sri
 	}
-	d.bytes += n
+	return reset && dropped
 }
 
 func (d *debDigests) get(repo, filename string) string {
@@ -108,18 +123,13 @@ func (x *exch) debRepo(root string) string {
 // a request under one root cannot fetch another's file; and only one
 // whose root is at most maxDebName bytes.
 func debSplit(pth, seg string) (root, rest string, ok bool) {
-	pth = aptUnescape.Replace(pth)
+	pth = policies.AptUnescape(pth)
 	roots := debRoots(pth, seg)
 	if len(roots) == 0 {
 		return "", "", false
 	}
 	return roots[0], pth[len(roots[0])+1:], true
 }
-
-// aptUnescape undoes two escapes apt writes in every request path ('+'
-// and '~' as %2B and %7E: its QuoteString): a server reads them one way,
-// and Debian's file names are full of both.
-var aptUnescape = strings.NewReplacer("%2B", "+", "%2b", "+", "%7E", "~", "%7e", "~")
 
 // debRoots are the archive roots pth (apt's escapes undone) could be
 // under, one for each seg in it, shortest first: a root may itself hold
@@ -158,12 +168,15 @@ func (p *Proxy) debIndexFor(x *exch, req *http.Request) bool {
 	if p.cfg.PackageCache == nil || cat == nil || cat.Kind != policies.KindRegistries || req.Method != http.MethodGet || x.pkg.Ecosystem != "" {
 		return false
 	}
+	// The cheap tests first: this runs for every metadata request. A
+	// by-hash file is an index only under a binary-* directory (not a
+	// Translation, Contents or Sources file, read whole for nothing).
 	pth := x.ev.e.HTTP.Path
-	if _, _, ok := debSplit(pth, "/dists/"); !ok {
+	if !strings.HasPrefix(path.Base(pth), "Packages") && !(strings.Contains(pth, "/binary-") && strings.Contains(pth, "/by-hash/SHA256/")) {
 		return false
 	}
-	base := path.Base(pth)
-	return strings.HasPrefix(base, "Packages") || strings.Contains(pth, "/by-hash/SHA256/")
+	_, _, ok := debSplit(pth, "/dists/")
+	return ok
 }
 
 // debIndexResponse passes a Packages index on as it comes, feeding a
@@ -223,7 +236,9 @@ func (p *Proxy) readDebIndex(pr *io.PipeReader, done chan<- struct{}, repo, id, 
 	pr.CloseWithError(errDebCut)
 	switch {
 	case err == nil:
-		debs.put(repo, files)
+		if debs.put(repo, files) {
+			p.log.Info("proxy: package gate: the remembered .deb digests were full and start over: other repositories' .debs are unknown until apt fetches their indices again", "id", id, "path", pth)
+		}
 	case errors.Is(err, pkgmeta.ErrNotPackages) || errors.Is(err, errDebCut):
 		p.log.Debug("proxy: package gate: Packages index not read", "id", id, "path", pth, "err", err)
 	default:
@@ -295,7 +310,7 @@ func (p *Proxy) debVersion(x *exch) pkgmeta.Version {
 	if pc == nil {
 		return pkgmeta.Version{}
 	}
-	pth := aptUnescape.Replace(x.ev.e.HTTP.Path)
+	pth := policies.AptUnescape(x.ev.e.HTTP.Path)
 	roots := debRoots(pth, "/pool/")
 	for i := len(roots) - 1; i >= 0; i-- {
 		root := roots[i]

@@ -326,3 +326,23 @@ func TestDebIndexNamesBounded(t *testing.T) {
 		t.Errorf("debRoots = %q, want %q", got, want)
 	}
 }
+
+// TestDebDigestsRefetch: an index fetched again replaces its own entries
+// and counts no bytes twice, so fetching it over and over never drops
+// another repository's digests.
+func TestDebDigestsRefetch(t *testing.T) {
+	var d debDigests
+	files := []debFile{{"pool/a/a_1_all.deb", sri(debBytes("a"))}, {"pool/b/b_1_all.deb", sri(debBytes("b"))}}
+	if d.put("other", files[:1]) {
+		t.Error("the first put reports dropped digests")
+	}
+	want := d.bytes + files[0].size("repo") + files[1].size("repo")
+	for i := 0; i < 1000; i++ {
+		if d.put("repo", files) {
+			t.Fatalf("put %d dropped the digests", i)
+		}
+	}
+	if d.bytes != want || len(d.m) != 3 || d.get("other", files[0].name) == "" {
+		t.Errorf("after 1000 fetches of one index: %d bytes (want %d), %d entries, other's digest %q", d.bytes, want, len(d.m), d.get("other", files[0].name))
+	}
+}

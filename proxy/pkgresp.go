@@ -258,7 +258,10 @@ func (p *Proxy) sideFetch(x *exch, req *http.Request, path, accept string) ([]by
 	}
 	resp, err := x.sc.tr.roundTrip(sreq, x.dt.addrs, x.sc.f)
 	if err != nil {
-		return nil, "", err
+		// The reason reaches the sandbox (body and status line): the
+		// transport's error, which names addresses, goes to the log only.
+		p.log.Warn("proxy: package gate: metadata fetch", "id", x.ev.e.ID, "path", path, "err", err)
+		return nil, "", errors.New("the registry could not be reached")
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()

@@ -218,9 +218,6 @@ func (w *Writer) frameUnknown() {
 	w.chunked = true
 }
 
-// phrase is the status line's reason phrase: the onUp Phraser's for a
-// final status, with anything but visible ASCII and spaces replaced,
-// else the standard text.
 // VisibleASCII is s with every byte a status line may not carry (a
 // control character, or outside ASCII) replaced by '?'.
 func VisibleASCII(s string) string {
@@ -232,6 +229,9 @@ func VisibleASCII(s string) string {
 	}, s)
 }
 
+// phrase is the status line's reason phrase: the onUp Phraser's for a
+// final status, with anything but visible ASCII and spaces replaced,
+// else the standard text.
 func (w *Writer) phrase(code int) string {
 	if ph, ok := w.onUp.(Phraser); ok && w.wrote {
 		if s := ph.Phrase(code); s != "" {
