@@ -35,6 +35,9 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if err := validateCreate(req); err != nil {
 		return Sandbox{}, err
 	}
+	if err := r.checkWorkspace(req.Workspace.HostDir); err != nil {
+		return Sandbox{}, err
+	}
 	if r.isClosed() {
 		return Sandbox{}, ErrClosed
 	}
@@ -102,6 +105,34 @@ func (e *SetupError) Unwrap() error { return e.Err }
 // sandboxID is what CreateRequest.ID may be: the shape of the ids
 // Config.NewID draws, safe in a path, a container name and a label.
 var sandboxID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// checkWorkspace refuses a workspace in or above the appliance's state
+// directory (its CA key, secrets, lockfiles and owners): a bind would
+// chown it to the sandbox user, a copy would hand it to the sandbox.
+func (r *Runner) checkWorkspace(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	state, err := filepath.Abs(r.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("create sandbox: state directory: %w", err)
+	}
+	for _, d := range []string{filepath.Clean(dir), realPath(dir)} {
+		if d != "" && (d == state || strings.HasPrefix(state, d+"/") || strings.HasPrefix(d, state+"/") || d == "/") {
+			return fmt.Errorf("create sandbox: workspace %q holds or is inside the appliance's state directory: %w", dir, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// realPath is dir with its symbolic links resolved, or "".
+func realPath(dir string) string {
+	p, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	return p
+}
 
 func validateCreate(req CreateRequest) error {
 	switch {

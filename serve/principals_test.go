@@ -458,9 +458,9 @@ func TestPrincipalsReload(t *testing.T) {
 	}
 }
 
-// TestPrincipalLimits: disallowed policies and images, over-limit
-// lifetimes and timeouts are 403 with what is allowed; unset ones are
-// bounded.
+// TestPrincipalLimits: disallowed policies and images, a host workspace
+// (admins only), over-limit lifetimes and timeouts are 403 with what is
+// allowed; unset ones are bounded.
 func TestPrincipalLimits(t *testing.T) {
 	tok, _ := NewToken()
 	quota := "[principals.ci.quota]\nmax_lifetime = \"1h\"\nmax_exec_timeout = \"5m\"\npolicies = [\"default\", \"coding\"]\nimages = [\"busybox\"]\n"
@@ -475,6 +475,8 @@ func TestPrincipalLimits(t *testing.T) {
 		{"policy", client.CreateRequest{Policy: "open"}, `may not use policy "open": allowed are default, coding`},
 		{"image", client.CreateRequest{Image: "debian"}, `may not use image "debian": allowed are busybox`},
 		{"template", client.CreateRequest{Template: "node"}, "may not start from a template"},
+		// root would chown or read the host directory for it
+		{"host workspace", client.CreateRequest{Policy: "coding", Image: "busybox", Workspace: "/etc"}, `principal "ci" may not give a host directory as workspace`},
 		{"lifetime", client.CreateRequest{Lifetime: client.Duration(2 * time.Hour)}, "lifetime 2h0m0s is over principal \"ci\"'s limit of 1h0m0s"},
 		{"exec timeout", client.CreateRequest{ExecTimeout: client.Duration(time.Hour)}, "exec_timeout 1h0m0s is over"},
 	} {

@@ -64,6 +64,13 @@ func (a *API) admitCreate(w http.ResponseWriter, r *http.Request, req *client.Cr
 // createLimits checks the policy, image, lifetime and exec timeout of a
 // create against the principal's quota (403 with what is allowed).
 func (a *API) createLimits(p *Principal, req *client.CreateRequest) (*client.Error, string) {
+	// A host directory is root's to hand over (a bind chowns it to the
+	// sandbox user, a copy reads it as root): only an admin, or a caller on
+	// the local socket, names one.
+	if req.Workspace != "" && !p.Admin() {
+		return client.Errorf(client.CodeForbidden, "principal %q may not give a host directory as workspace (only an admin may): use workspace_git, or copy files in with sandbox cp",
+			p.Name), "workspace not allowed"
+	}
 	q := p.Quota
 	if len(q.Policies) > 0 {
 		pol := firstNonEmpty(req.Policy, a.Defaults.Policy)
