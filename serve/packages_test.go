@@ -124,6 +124,9 @@ func TestSandboxLockfiles(t *testing.T) {
 	if sb, ok := r.ProxyIdentifier().Identify(a); ok {
 		t.Errorf("a sandbox whose kept lockfiles do not read is identified: %+v", sb)
 	}
+	if sb, ok := r.DNSIdentifier().Identify(a); ok {
+		t.Errorf("a sandbox whose kept lockfiles do not read is identified by dnsd: %+v", sb)
+	}
 	broken.prune(func(id string) bool { return id != "sb-3" })
 	if _, err := os.Stat(filepath.Join(dir, "sb-3.json")); !os.IsNotExist(err) {
 		t.Errorf("a gone sandbox's lockfiles kept: %v", err)

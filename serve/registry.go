@@ -152,7 +152,7 @@ func (r *Registry) ProxyIdentifier() proxy.Identifier {
 func (r *Registry) DNSIdentifier() dnsd.Identifier {
 	return dnsd.IdentifierFunc(func(a netip.Addr) (dnsd.Sandbox, bool) {
 		e, ok := r.lookup(a)
-		if !ok {
+		if !ok || e.noNet { // no network, its DNS included
 			return dnsd.Sandbox{}, false
 		}
 		return dnsd.Sandbox{ID: e.id, Policy: e.policy.load()}, true
