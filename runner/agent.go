@@ -14,6 +14,7 @@ import (
 
 	"airlock/audit"
 	"airlock/internal/agentwire"
+	"airlock/internal/safefile"
 	"airlock/runner/agent"
 )
 
@@ -49,10 +50,6 @@ func FindAgentBinary() string {
 	}
 	return ""
 }
-
-// ShimName is the copy of the agent binary PID 1 starts each command's
-// supervisor from (cmd/airlock-init).
-const ShimName = "airlock-init-shim"
 
 // installAgent copies the agent binary to StateDir/agent/<sha256>/, a
 // directory nobody but root can change; content-addressed, so running
@@ -95,18 +92,14 @@ func (r *Runner) installAgent() error {
 	for _, f := range []struct {
 		name string
 		mode os.FileMode
-	}{{AgentName, 0o755}, {ShimName, 0o711}} {
+	}{{AgentName, 0o755}, {agentwire.ShimName, 0o711}} {
 		dst := filepath.Join(dir, f.name)
 		if have, err := os.ReadFile(dst); err != nil || sha256.Sum256(have) != sum {
-			tmp := dst + ".tmp"
-			if err := os.WriteFile(tmp, b, f.mode); err != nil {
-				return fmt.Errorf("runner: install agent: %w", err)
-			}
-			if err := os.Rename(tmp, dst); err != nil {
+			if err := safefile.WriteAtomic(dst, b, f.mode); err != nil {
 				return fmt.Errorf("runner: install agent: %w", err)
 			}
 		}
-		if err := os.Chmod(dst, f.mode); err != nil { // the umask, or an older install
+		if err := os.Chmod(dst, f.mode); err != nil { // an older install
 			return fmt.Errorf("runner: install agent: %w", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"airlock/client/wire"
 	"airlock/internal/agentwire"
 )
 
@@ -226,11 +227,12 @@ type ExecResult struct {
 	StderrBytes int64  `json:"stderr_bytes,omitempty"`
 }
 
-// The limits that can end a command (ExecResult.Limit, exec.limit).
+// The limits that can end a command (ExecResult.Limit, exec.limit): the
+// wire's names.
 const (
-	LimitTimeout = "timeout" // its exec timeout: the runner killed its tree
-	LimitFsize   = "fsize"   // the file size rlimit (SIGXFSZ)
-	LimitCPU     = "cpu"     // the CPU time rlimit (SIGXCPU)
+	LimitTimeout = wire.LimitTimeout
+	LimitFsize   = wire.LimitFsize
+	LimitCPU     = wire.LimitCPU
 )
 
 // LimitOf names the limit that ended a command that timed out or was

@@ -125,6 +125,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// The limits that can end a command (ExecResult.Limit, the exec event's
+// limit).
+const (
+	LimitTimeout = "timeout" // its exec timeout: the runner killed its tree
+	LimitFsize   = "fsize"   // the file size rlimit (SIGXFSZ)
+	LimitCPU     = "cpu"     // the CPU time rlimit (SIGXCPU)
+)
+
 // ReadExecStream copies an exec stream's output frames to stdout and
 // stderr (nil drops one) and returns its exit frame, or its error frame as
 // an *Error. It reads the stream to its end, so a pooled connection can be

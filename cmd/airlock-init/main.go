@@ -19,9 +19,11 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"airlock/internal/agentwire"
 )
 
-const shimName = "airlock-init-shim"
+const shimName = agentwire.ShimName
 
 func main() {
 	// First thing: a dumpable PID 1 lets any root process of the sandbox

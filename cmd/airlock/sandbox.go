@@ -149,7 +149,7 @@ id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 				return err
 			}
 			if stdin {
-				if req.Stdin, err = io.ReadAll(io.LimitReader(os.Stdin, 16<<20)); err != nil {
+				if req.Stdin, err = io.ReadAll(io.LimitReader(os.Stdin, clifront.MaxStdin)); err != nil {
 					return fmt.Errorf("read stdin: %w", err)
 				}
 			}

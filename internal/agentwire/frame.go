@@ -24,6 +24,11 @@ import (
 // Version is the protocol version a Request carries.
 const Version = 1
 
+// ShimName is the command supervisors' argv[0], and the file the runner
+// installs beside airlock-init for PID 1 to start them from (an
+// execute-only copy: runner.installAgent).
+const ShimName = "airlock-init-shim"
+
 // SocketName is the abstract unix socket the agent listens on, in the
 // sandbox's own network namespace ("@" is the abstract namespace).
 const SocketName = "@airlock-agent"

@@ -263,9 +263,9 @@ func ExitStatus(info io.Writer, res wire.ExecResult) int {
 	case res.TimedOut:
 		fmt.Fprintf(info, "airlock: the command timed out after %s and was killed (limit: timeout)\n", time.Duration(res.DurationMS)*time.Millisecond)
 		return 124
-	case res.Limit == "fsize":
+	case res.Limit == wire.LimitFsize:
 		fmt.Fprintf(info, "airlock: the command was ended by the file size limit (limit: fsize, signal %s)\n", res.Signal)
-	case res.Limit == "cpu":
+	case res.Limit == wire.LimitCPU:
 		fmt.Fprintf(info, "airlock: the command was ended by the CPU time limit (limit: cpu, signal %s)\n", res.Signal)
 	case res.Killed:
 		fmt.Fprintln(info, "airlock: the command was killed")
