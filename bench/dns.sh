@@ -15,7 +15,8 @@
 #                                # server in the same alternating runs: now / REV
 #
 # Needs the Debian packages unbound and dnsperf (and taskset, util-linux). Uses only 127.0.0.1 ports
-# P_UP (zone), P_D (dnsd), P_U (unbound), P_E (the echo floor).
+# P_UP (zone), P_D (dnsd), P_U (unbound), P_E (the echo floor), P_B (dnsd at BEFORE=REV;
+# BEFORE also needs git and go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

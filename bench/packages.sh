@@ -29,7 +29,7 @@
 #          the index from disk (issue 20: "bounded"; the test's bar is a
 #          heap of at most 16 MiB).
 #
-# Usage: bench/packages.sh                 (ROUNDS=3, N=1000, LATENCIES="0s 50ms")
+# Usage: bench/packages.sh                 (ROUNDS=3, N=1000, LATENCIES="0s 50ms", ENTRIES=10000)
 #        ONLY="meta index" bench/packages.sh
 #   ONLY: the parts to run (default all): meta npm pip index
 #   Each figure is the median over ROUNDS rounds [min-max]; a ratio or a

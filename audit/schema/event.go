@@ -274,7 +274,7 @@ type Lifecycle struct {
 // FileChange is one file a sandbox added, modified or deleted.
 type FileChange struct {
 	Path string `json:"path"`
-	Op   string `json:"op"` // added | modified | deleted
+	Op   string `json:"op"` // added | modified | deleted | written (files API)
 	Size int64  `json:"size,omitempty"`
 }
 

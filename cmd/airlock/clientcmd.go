@@ -34,7 +34,7 @@ func addSocketFlag(cmd *cobra.Command) {
 	f.StringVar(&socketFlag, "socket", "", "control socket of airlock serve (default $AIRLOCK_SOCKET or "+client.DefaultSocket+")")
 	f.StringVar(&remoteFlags.url, "url", "", "a remote appliance, https://HOST:PORT (default $AIRLOCK_URL), e.g. --url https://appliance.example.test:7443")
 	f.StringVar(&remoteFlags.tokenFile, "token-file", "", "file holding the principal's bearer token (default $AIRLOCK_TOKEN)")
-	f.StringVar(&remoteFlags.caFile, "ca-file", "", "PEM roots to verify the appliance by, e.g. `airlock ca export` (default $AIRLOCK_CA_FILE)")
+	f.StringVar(&remoteFlags.caFile, "ca-file", "", "PEM roots to verify the appliance by, e.g. from 'airlock ca export' (default $AIRLOCK_CA_FILE)")
 	f.StringVar(&remoteFlags.fingerprint, "fingerprint", "", "pin the appliance's certificate or CA by its SHA-256, as airlock serve logs it (default $AIRLOCK_FINGERPRINT)")
 }
 

@@ -82,7 +82,7 @@ func init() {
 	f.StringArrayVarP(&runFlags.env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
 	f.StringArrayVar(&runFlags.secrets, "secret", nil, "NAME=VALUE task secret held by the appliance for proxy injection, never put in the sandbox (repeatable)")
 	f.BoolVarP(&runFlags.quiet, "quiet", "q", false, "no progress lines and no summary")
-	f.StringVar(&runFlags.template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
+	f.StringVar(&runFlags.template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see 'airlock template')")
 	f.StringArrayVar(&runFlags.lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json or npm-shrinkwrap.json, requirements*.txt with --hash, uv.lock or poetry.lock (repeatable)")
 	addSocketFlag(runCmd)
 	rootCmd.AddCommand(runCmd)

@@ -106,7 +106,7 @@ func sandboxCreateCmd() *cobra.Command {
 	f.StringVar(&gitURL, "workspace-git", "", "https URL cloned into /workspace (git clone --depth 1) from inside the sandbox, through the proxy, as the first setup step; the image needs git")
 	f.BoolVar(&readOnly, "read-only", false, "read-only root filesystem (tmpfs /tmp, /var/tmp, /run)")
 	f.StringArrayVar(&capAdd, "cap-add", nil, "grant NET_RAW or NET_ADMIN inside the sandbox's own namespaces (repeatable)")
-	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see `airlock template`)")
+	f.StringVar(&template, "template", "", "start from a template version, NAME (the newest) or NAME:vN, instead of IMAGE (see 'airlock template')")
 	f.StringArrayVar(&outputs, "output", nil, "absolute path in the sandbox kept as an artifact when it ends, however it ends (repeatable; see `sandbox artifacts`)")
 	f.StringArrayVar(&lockfiles, "lockfile", nil, "restrict package installs to the versions this lockfile lists, with its digests: package-lock.json or npm-shrinkwrap.json, requirements*.txt with --hash, uv.lock or poetry.lock (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
@@ -123,8 +123,9 @@ func sandboxExecCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARG...]",
-		Short: "Run a command in a sandbox, streaming its output; exits with its status",
-		Long: `Run a command in a sandbox, streaming its output; exits with its status.
+		Short: "Run a command in a sandbox, streaming its output; exits with its status (124 when it timed out)",
+		Long: `Run a command in a sandbox, streaming its output; exits with its status
+(124 when it timed out).
 With --background it returns once the command started and prints its exec
 id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -46,7 +46,7 @@ type createIn struct {
 }
 
 type lockfileIn struct {
-	Name    string `json:"name" jsonschema:"the lockfile's name: package-lock.json, requirements.txt (with --hash), uv.lock or poetry.lock"`
+	Name    string `json:"name" jsonschema:"the lockfile's name: package-lock.json, npm-shrinkwrap.json, requirements*.txt (with --hash), uv.lock or poetry.lock"`
 	Content string `json:"content" jsonschema:"the lockfile's text"`
 }
 
