@@ -30,6 +30,9 @@ type PackageCache struct {
 	c    *pkgcache.Cache
 	meta metaCache
 	debs debDigests // what Debian Packages indices said of .debs
+	// debParses bounds the Packages indices parsed at once (each may hold
+	// up to maxDebDigestBytes of names and a 64 MiB xz dictionary).
+	debParses chan struct{}
 }
 
 // DefaultMetadataTTL is how long rewritten metadata is reused when the
@@ -48,7 +51,7 @@ func OpenPackageCache(dir string, maxBytes int64, metaTTL time.Duration) (*Packa
 	if metaTTL == 0 {
 		metaTTL = DefaultMetadataTTL
 	}
-	return &PackageCache{c: c, meta: metaCache{ttl: metaTTL}}, nil
+	return &PackageCache{c: c, meta: metaCache{ttl: metaTTL}, debParses: make(chan struct{}, maxDebParses)}, nil
 }
 
 // Close closes the cache's index.

@@ -38,6 +38,9 @@ const (
 	// remembers: a real pool path is under 300 bytes; a longer one stays
 	// unknown, so a hostile index cannot fill memory with names.
 	maxDebName = 1024
+	// maxDebParses Packages indices are parsed at once; another passes on
+	// unread (its .debs stay unknown, as for an index not seen).
+	maxDebParses = 4
 )
 
 var (
@@ -196,7 +199,16 @@ func (p *Proxy) debIndexResponse(x *exch, resp *http.Response) *http.Response {
 	if !ok {
 		return resp
 	}
-	resp.Body = p.debIndexTee(resp.Body, x.debRepo(root), x.ev.e.ID, pth)
+	sem := p.cfg.PackageCache.debParses
+	select {
+	case sem <- struct{}{}:
+	default:
+		p.log.Warn("proxy: package gate: Packages index not read: others are being read (at most 4 at once); its .debs stay unchecked", "id", x.ev.e.ID, "path", pth)
+		return resp
+	}
+	tee := p.debIndexTee(resp.Body, x.debRepo(root), x.ev.e.ID, pth)
+	go func() { <-tee.done; <-sem }()
+	resp.Body = tee
 	return resp
 }
 

@@ -346,3 +346,40 @@ func TestDebDigestsRefetch(t *testing.T) {
 		t.Errorf("after 1000 fetches of one index: %d bytes (want %d), %d entries, other's digest %q", d.bytes, want, len(d.m), d.get("other", files[0].name))
 	}
 }
+
+// TestDebIndexParsesBounded: at most maxDebParses indices are parsed at
+// once; another passes on unread, said in the log, and a slot is given
+// back when its parse ends.
+func TestDebIndexParsesBounded(t *testing.T) {
+	var logs bytes.Buffer
+	pc := openTestCache(t, t.TempDir(), 1<<20)
+	p := &Proxy{log: slog.New(slog.NewTextHandler(&logs, nil)), cfg: Config{PackageCache: pc}}
+	x := &exch{sc: &scope{scheme: "https"}, host: "deb.example.test", port: 443, v: policies.Verdict{Cat: &policies.Category{Name: "debian"}}}
+	x.ev.e.HTTP = &audit.HTTP{Path: "/debian/dists/bookworm/main/binary-amd64/Packages"}
+	body := debIndexText(map[string][]byte{debPoolFile: debBytes("gate-deb")})
+	respond := func() *http.Response {
+		return p.debIndexResponse(x, &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))})
+	}
+	var held []*http.Response
+	for i := 0; i < maxDebParses; i++ {
+		r := respond()
+		if _, read := r.Body.(*teeIndex); !read {
+			t.Fatalf("index %d not read", i)
+		}
+		held = append(held, r)
+	}
+	if _, read := respond().Body.(*teeIndex); read || !strings.Contains(logs.String(), "others are being read") {
+		t.Errorf("index %d read with %d being read (log %q)", maxDebParses+1, maxDebParses, logs.String())
+	}
+	io.ReadAll(held[0].Body)
+	held[0].Body.Close()
+	<-held[0].Body.(*teeIndex).done
+	for end := time.Now().Add(5 * time.Second); len(pc.debParses) == maxDebParses && time.Now().Before(end); time.Sleep(time.Millisecond) {
+	}
+	if _, read := respond().Body.(*teeIndex); !read {
+		t.Error("no slot given back after a parse ended")
+	}
+	for _, r := range held[1:] {
+		r.Body.Close()
+	}
+}
