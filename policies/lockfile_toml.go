@@ -47,7 +47,7 @@ func (s *LockSet) parsePyTOML(kind, file string, data []byte) error {
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		return tomlError(file, data, err)
 	}
-	r := &pyLockReader{file: file, ix: tomlpos.Scan(string(data))}
+	r := &pyLockReader{file: file, src: data}
 	doc, err := r.doc(tree)
 	if err != nil {
 		return err
@@ -98,12 +98,16 @@ func (s *LockSet) addPyPkg(r *pyLockReader, doc *pyLockDoc, p pyLockPkg) error {
 // read are ignored: a lockfile holds much more than the allowed set.
 type pyLockReader struct {
 	file string
-	ix   *tomlpos.Index
+	src  []byte
+	ix   *tomlpos.Index // scanned at the first error: a lockfile that reads needs no positions
 }
 
 // errf is an error at the line of path (or of its closest enclosing
 // key written).
 func (r *pyLockReader) errf(path, format string, args ...any) error {
+	if r.ix == nil {
+		r.ix = tomlpos.Scan(string(r.src))
+	}
 	return fmt.Errorf("%s:%d: %s", r.file, r.ix.Lookup(path).Line, fmt.Sprintf(format, args...))
 }
 
