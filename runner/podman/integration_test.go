@@ -24,8 +24,12 @@ func TestSandboxEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	ws := filepath.Join(e.stateDir, "ws")
-	os.Mkdir(ws, 0o755)
+	ws, werr := os.MkdirTemp("/var/tmp", "airlock-runner-ws-") // beside the state directory, never in it
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	os.Chmod(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("line one\nline two\n"), 0o644)
 
 	sb, err := e.r.Create(ctx, runner.CreateRequest{Image: busybox, Policy: "dev",
