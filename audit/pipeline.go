@@ -34,6 +34,10 @@ type Config struct {
 	QueueSize   int           // records waiting to be written (default 65536)
 	EnqueueWait time.Duration // how long Emit waits on a full queue before dropping (default 50ms)
 	BatchSize   int           // records per store transaction (default 4096)
+	// StoreLinger is how long the store waits after an event for others to
+	// share its transaction (group commit; default 10ms, negative: none).
+	// Flush and Close do not wait for it.
+	StoreLinger time.Duration
 
 	Retention      Retention     // store bounds, applied while running
 	RetentionEvery time.Duration // how often (default 1m)
@@ -62,6 +66,9 @@ func (c *Config) defaults() {
 	setDefault(&c.QueueSize, 1<<16)
 	setDefault(&c.EnqueueWait, 50*time.Millisecond)
 	setDefault(&c.BatchSize, 4096)
+	if c.StoreLinger == 0 {
+		c.StoreLinger = DefaultStoreLinger
+	}
 	setDefault(&c.RetentionEvery, time.Minute)
 	setDefault(&c.RetryMin, 100*time.Millisecond)
 	setDefault(&c.RetryMax, 5*time.Second)
@@ -79,6 +86,11 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultStoreLinger is the store's group-commit wait (Config.StoreLinger):
+// at a few thousand events a second it turns a commit per event into one
+// per 10ms, and a query never sees it (Flush ends the wait).
+const DefaultStoreLinger = 10 * time.Millisecond
 
 func setDefault[T int | int64 | time.Duration](v *T, d T) {
 	if *v <= 0 {
@@ -337,6 +349,7 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for p.finished.Load() < want {
+		p.kickSinks()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("audit: flush: %w", ctx.Err())
@@ -348,6 +361,18 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	return nil
 }
 
+// kickSinks ends a sink's linger: what it gathered is written now.
+func (p *Pipeline) kickSinks() {
+	for _, s := range p.sinks {
+		if s.kick != nil {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // Close stops accepting events, writes what is queued (giving up on a sink
 // that still fails after one more try), and closes the store and stream.
 func (p *Pipeline) Close() error {
@@ -355,6 +380,7 @@ func (p *Pipeline) Close() error {
 		close(p.closing)
 		p.emitMu.Lock() // no Emit is sending any more
 		close(p.stop)
+		p.kickSinks()
 		p.emitMu.Unlock()
 		<-p.done
 		<-p.ckDone

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -290,5 +291,76 @@ func TestSequencerHashIsLineHash(t *testing.T) {
 	l, _ := s.next(r)
 	if hex.EncodeToString(l.hash[:]) != HashLine(l.raw) {
 		t.Fatal("line hash differs from HashLine")
+	}
+}
+
+// TestStoreGroupCommit: the store holds events for its linger so that
+// those close together share one transaction; the stream is not held, and
+// Flush and Close do not wait out the linger.
+func TestStoreGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "events.jsonl")
+	p := newTestPipeline(t, Config{StateDir: dir, StreamPath: stream, StoreLinger: time.Hour})
+	ctx := context.Background()
+	emit := func(n int) {
+		for range n {
+			e := New(KindDNS, "sb-1")
+			e.DNS = &DNS{QName: "a.example.test", QType: "A", RCode: "NOERROR"}
+			p.Emit(e)
+		}
+	}
+	waitStream := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if b, err := os.ReadFile(stream); err == nil && bytes.Count(b, []byte("\n")) >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the stream did not get %d records", n)
+			}
+		}
+	}
+	stored := func() int {
+		t.Helper()
+		evs, err := p.Store().Query(ctx, Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	emit(3)
+	waitStream(3)
+	time.Sleep(50 * time.Millisecond)
+	if n := stored(); n != 0 {
+		t.Fatalf("the store wrote %d records inside its linger, want them held", n)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("Flush waited out the linger: %v", err)
+	}
+	if n := stored(); n != 3 {
+		t.Fatalf("after Flush the store has %d records, want 3", n)
+	}
+	emit(2)
+	waitStream(5)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited out the linger")
+	}
+	st, err := OpenStore(filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.Query(ctx, Query{})
+	if err != nil || len(evs) != 5 {
+		t.Fatalf("after Close the store has %d records (%v), want 5", len(evs), err)
 	}
 }

@@ -26,7 +26,11 @@ type sinkLoop struct {
 	errs    *atomic.Uint64
 	failing atomic.Bool
 	tick    <-chan time.Time // retention, store only
-	pending []*batch         // reused by gather
+	// linger is how long a sink waits after a batch for more to join it
+	// in one write (the store's group commit); kick ends the wait (Flush).
+	linger  time.Duration
+	kick    chan struct{}
+	pending []*batch // reused by gather
 	lines   []line           // reused to join gathered batches
 }
 
@@ -151,9 +155,18 @@ const maxCoalesce = 16384
 
 // gather returns b and the batches already waiting behind it (up to
 // maxCoalesce lines): a sink that fell behind catches up in one big
-// transaction or write instead of many small ones.
+// transaction or write instead of many small ones. A sink with a linger
+// (the store) also waits that long for batches still to come, so the few
+// events of each command or request share one transaction instead of
+// paying a commit each; Flush, Close and a full batch end the wait.
 func (s *sinkLoop) gather(b *batch) []*batch {
 	bs, n := append(s.pending[:0], b), len(b.lines)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for n < maxCoalesce {
 		select {
 		case b, ok := <-s.in:
@@ -161,7 +174,24 @@ func (s *sinkLoop) gather(b *batch) []*batch {
 				return bs
 			}
 			bs, n = append(bs, b), n+len(b.lines)
+			continue
 		default:
+		}
+		if s.linger <= 0 {
+			return bs
+		}
+		if timer == nil {
+			timer = time.NewTimer(s.linger)
+		}
+		select {
+		case b, ok := <-s.in:
+			if !ok {
+				return bs
+			}
+			bs, n = append(bs, b), n+len(b.lines)
+		case <-timer.C:
+			return bs
+		case <-s.kick:
 			return bs
 		}
 	}
@@ -434,7 +464,8 @@ func (p *Pipeline) newSinks() {
 		t := time.NewTicker(p.cfg.RetentionEvery)
 		p.tickers = append(p.tickers, t)
 		p.sinks = append(p.sinks, &sinkLoop{name: "store", in: make(chan *batch, sinkDepth),
-			write: p.storeWrite, errs: &p.storeErrs, tick: t.C})
+			write: p.storeWrite, errs: &p.storeErrs, tick: t.C,
+			linger: p.cfg.StoreLinger, kick: make(chan struct{}, 1)})
 	}
 	if p.out != nil {
 		p.sinks = append(p.sinks, &sinkLoop{name: "stream", in: make(chan *batch, sinkDepth),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"airlock/audit"
 )
@@ -20,14 +21,31 @@ type commandRecorder struct {
 	dir  string
 	max  int64 // bytes per sandbox; records past it are not written here
 	log  *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*commandsFile // open while the sandbox lives
 }
+
+// commandsFile is a sandbox's open commands.jsonl and its size: three
+// records a command are appended without an open, stat and close each.
+type commandsFile struct {
+	f    *os.File
+	size int64
+}
+
+// maxOpenCommands bounds the files kept open; past it they are closed
+// and reopened as records come.
+const maxOpenCommands = 256
 
 // cutSuffix names the file beside commands.jsonl that says it was cut.
 const cutSuffix = ".cut"
 
 func (c *commandRecorder) Emit(e audit.Event) {
-	if e.Kind == audit.KindExec && validID(e.Sandbox) {
+	switch {
+	case e.Kind == audit.KindExec && validID(e.Sandbox):
 		c.append(e)
+	case e.Kind == audit.KindLifecycle && e.Lifecycle != nil && (e.Lifecycle.Stage == "destroyed" || e.Lifecycle.Stage == "failed"):
+		c.close(e.Sandbox)
 	}
 	c.next.Emit(e)
 }
@@ -37,17 +55,57 @@ func (c *commandRecorder) append(e audit.Event) {
 	if err != nil {
 		return
 	}
+	b = append(b, '\n')
 	path := filepath.Join(c.dir, e.Sandbox, "commands.jsonl")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cf := c.files[e.Sandbox]
+	if cf == nil {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return
+		}
+		if c.files == nil || len(c.files) >= maxOpenCommands {
+			c.closeAll()
+		}
+		cf = &commandsFile{f: f, size: st.Size()}
+		c.files[e.Sandbox] = cf
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || c.max > 0 && st.Size()+int64(len(b))+1 > c.max {
+	if c.max > 0 && cf.size+int64(len(b)) > c.max {
 		c.cut(path, e.Sandbox)
 		return
 	}
-	f.Write(append(b, '\n'))
+	n, err := cf.f.Write(b)
+	cf.size += int64(n)
+	if err != nil { // a short write: the next open finds the file's true size
+		c.closeLocked(e.Sandbox)
+	}
+}
+
+// close closes a sandbox's file when the sandbox ends.
+func (c *commandRecorder) close(sandbox string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked(sandbox)
+}
+
+func (c *commandRecorder) closeLocked(sandbox string) {
+	if cf := c.files[sandbox]; cf != nil {
+		cf.f.Close()
+		delete(c.files, sandbox)
+	}
+}
+
+func (c *commandRecorder) closeAll() {
+	for _, cf := range c.files {
+		cf.f.Close()
+	}
+	c.files = map[string]*commandsFile{}
 }
 
 // cut marks a sandbox's command records as cut at the bound (once).

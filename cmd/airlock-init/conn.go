@@ -62,7 +62,7 @@ func failResult(err error) *agentwire.Result {
 }
 
 func (a *agent) handleConn(nc net.Conn) {
-	c := &conn{a: a, c: nc, r: agentwire.NewReader(nc)}
+	c := &conn{a: a, c: nc, r: agentwire.NewBufferedReader(nc)}
 	defer nc.Close()
 	defer func() {
 		if r := recover(); r != nil {

@@ -15,6 +15,7 @@
 package agentwire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -103,8 +104,14 @@ type Reader struct {
 	n   int64 // frames read, for error positions
 }
 
-// NewReader returns a Reader on r.
+// NewReader returns a Reader on r that reads exactly each frame, so r
+// can be read directly between frames.
 func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
+
+// NewBufferedReader returns a Reader on a connection read only through it:
+// a frame that arrives whole costs one read, not three (length, type,
+// payload).
+func NewBufferedReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 4096)} }
 
 // Next reads one frame. io.EOF means the peer closed between frames; a
 // close inside a frame is io.ErrUnexpectedEOF.

@@ -107,7 +107,7 @@ func (c *Client) get() (*wconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wconn{c: uc, r: agentwire.NewReader(uc)}, nil
+	return &wconn{c: uc, r: agentwire.NewBufferedReader(uc)}, nil
 }
 
 func (c *Client) put(w *wconn) {
