@@ -31,7 +31,7 @@ type sinkLoop struct {
 	linger  time.Duration
 	kick    chan struct{}
 	pending []*batch // reused by gather
-	lines   []line           // reused to join gathered batches
+	lines   []line   // reused to join gathered batches
 }
 
 // sinkDepth bounds the batches waiting for a sink; beyond it the writer
