@@ -148,14 +148,21 @@ func ReadExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 // ReadExecFrames is ReadExecStream for a connection used once: it returns
 // at the final frame, without waiting for the end of the response.
 func ReadExecFrames(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
+	br := bufio.NewReaderSize(r, 16<<10)
+	var line []byte
 	for {
-		var f ExecFrame
-		if err := dec.Decode(&f); err != nil {
+		var err error
+		if line, err = readFrameLine(br, line[:0]); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return ExecResult{}, fmt.Errorf("exec stream ended without an exit status: %w", err)
+		}
+		var f ExecFrame
+		if !parseFrameFast(line, &f) {
+			if err := json.Unmarshal(line, &f); err != nil {
+				return ExecResult{}, fmt.Errorf("exec stream ended without an exit status: %w", err)
+			}
 		}
 		switch {
 		case f.Exit != nil:
@@ -172,6 +179,47 @@ func ReadExecFrames(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 			}
 		}
 	}
+}
+
+// MaxFrameLine bounds one line of an exec stream (the appliance writes
+// output frames of at most a few hundred KiB).
+const MaxFrameLine = 64 << 20
+
+// readFrameLine reads the stream's next non-blank line, without its end
+// of line, into buf. A last line with no newline before EOF counts.
+func readFrameLine(br *bufio.Reader, buf []byte) ([]byte, error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			if len(buf) > MaxFrameLine {
+				return nil, fmt.Errorf("a frame of more than %d bytes", MaxFrameLine)
+			}
+			continue
+		}
+		if err != nil && (err != io.EOF || len(buf) == 0) {
+			return nil, err
+		}
+		line := trimSpace(buf)
+		if len(line) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		buf = buf[:0]
+	}
+}
+
+func trimSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // endOfStream reads what follows an exec stream's last frame, the end of

@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/textproto"
 	"net/url"
 	"os"
 	"strconv"
@@ -163,11 +162,7 @@ func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled b
 		}
 		x.Req.Stdin = b
 	}
-	body, err := json.Marshal(x.Req)
-	if err != nil {
-		fmt.Fprintln(stderr, "airlock:", err)
-		return 1, true
-	}
+	body := wire.AppendExecRequest(nil, &x.Req)
 	// Ctrl-C or SIGTERM kills this process, as it does any Unix tool: the
 	// appliance sees the connection close and ends the command (and all it
 	// started). No handler is installed: it would cost a thread per run.
@@ -183,10 +178,11 @@ func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled b
 	return ExitStatus(stderr, res), true
 }
 
-// dial connects to the control socket with a blocking socket, read and
-// written without Go's network poller (whose start-up a one-request
-// process would pay for nothing); connecting waits at most 5 s, as the Go
-// client's dialer does.
+// dial connects to the control socket: a blocking connect that waits at
+// most 5 s, as the Go client's dialer does; then the socket is made
+// non-blocking, so the wait for the answer parks in Go's network poller
+// with every thread asleep (a blocking read kept the runtime's monitor
+// waking every 20 µs: 0.17 ms more per round trip, measured).
 func dial(sock string) (*os.File, error) {
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -198,6 +194,9 @@ func dial(sock string) (*os.File, error) {
 	}
 	if err == nil {
 		err = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &syscall.Timeval{})
+	}
+	if err == nil {
+		err = syscall.SetNonblock(fd, true)
 	}
 	if err != nil {
 		syscall.Close(fd)
@@ -219,8 +218,7 @@ func exchange(conn io.ReadWriter, sandbox string, body []byte, stdout, stderr io
 		return wire.ExecResult{}, fmt.Errorf("control API: %w", err)
 	}
 	r := bufio.NewReader(conn)
-	tp := textproto.NewReader(r)
-	line, err := tp.ReadLine()
+	line, err := headerLine(r)
 	if err != nil {
 		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
 	}
@@ -230,14 +228,56 @@ func exchange(conn io.ReadWriter, sandbox string, body []byte, stdout, stderr io
 	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || len(code) != 3 {
 		return wire.ExecResult{}, fmt.Errorf("control API: malformed status line %q", line)
 	}
-	hdr, err := tp.ReadMIMEHeader()
+	requestID, err := readHeader(r, "X-Request-Id")
 	if err != nil {
 		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
 	}
 	if n >= 300 {
-		return wire.ExecResult{}, apiError(r, status, n, hdr.Get("X-Request-Id"))
+		return wire.ExecResult{}, apiError(r, status, n, requestID)
 	}
 	return wire.ReadExecFrames(r, stdout, stderr)
+}
+
+// maxHeaderLines bounds the response's header lines.
+const maxHeaderLines = 100
+
+// headerLine reads one line of the response head (at most the reader's
+// buffer, 4 KiB), without its CRLF.
+func headerLine(r *bufio.Reader) (string, error) {
+	b, err := r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return "", fmt.Errorf("a header line longer than %d bytes", r.Size())
+	}
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// readHeader reads the header lines up to the blank line that ends them
+// and returns the value of the one named name (in any case).
+func readHeader(r *bufio.Reader, name string) (string, error) {
+	var value string
+	for range maxHeaderLines {
+		line, err := headerLine(r)
+		if err != nil {
+			return "", err
+		}
+		if line == "" {
+			return value, nil
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return "", fmt.Errorf("malformed header line %q", line)
+		}
+		if strings.EqualFold(strings.TrimSpace(k), name) {
+			value = strings.TrimSpace(v)
+		}
+	}
+	return "", fmt.Errorf("more than %d header lines", maxHeaderLines)
 }
 
 // apiError is the *wire.Error of a refused request, as the Go client
