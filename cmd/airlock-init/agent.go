@@ -25,6 +25,7 @@ type agent struct {
 	root        int // O_PATH fd of "/", the root every file op resolves in
 	env         []string
 	shim        string // the supervisors' binary (shimBinary)
+	devNull     int    // /dev/null, every command's stdin when it has none (-1: opened per command)
 
 	// forkMu is held across ForkExec and registering the child, so an exit
 	// reaped before registration is still routed to its command.
@@ -57,6 +58,10 @@ func newAgent() (*agent, error) {
 	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ(),
 		idle: map[int]bool{}, pool: make(chan *idleShim, poolSize), refillCh: make(chan struct{}, 1)}
 	a.logTokens.Store(10)
+	a.devNull = -1
+	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		a.devNull = fd
+	}
 	if b, err := os.ReadFile("/proc/sys/kernel/overflowuid"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			a.overflowUID = n

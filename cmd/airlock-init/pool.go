@@ -127,14 +127,17 @@ func (s *idleShim) sendCtl(m ctlMsg, fds []int) error {
 	if err != nil {
 		return err
 	}
-	hdr := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
+	// One sendmsg for the length, the JSON and the fds: the shim's
+	// recvmsg then finds the whole message, not just its length.
+	msg := append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(js)), uint32(len(js))), js...)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
+	var n int
 	var serr error
 	if err := raw.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), hdr, oob, nil, 0)
+		n, serr = unix.SendmsgN(int(fd), msg, oob, nil, 0)
 		return !errors.Is(serr, unix.EAGAIN)
 	}); err != nil {
 		return err
@@ -142,7 +145,9 @@ func (s *idleShim) sendCtl(m ctlMsg, fds []int) error {
 	if serr != nil {
 		return serr
 	}
-	_, err = s.ctl.Write(js)
+	if n < len(msg) { // a full socket buffer took part of it: the rest follows
+		_, err = s.ctl.Write(msg[n:])
+	}
 	return err
 }
 

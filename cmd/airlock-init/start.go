@@ -133,43 +133,71 @@ func (p *proc) stdio(req *agentwire.Request) ([]uintptr, func(), error) {
 		fd := slave.Fd()
 		return []uintptr{fd, fd, fd}, func() { slave.Close() }, nil
 	}
-	var child []*os.File
+	// The child's ends stay plain blocking fds and PID 1's ends are
+	// non-blocking files in Go's poller: os.Pipe registers both ends and
+	// an *os.File's Fd() then sets the child's back to blocking, a dozen
+	// syscalls a command. /dev/null is opened once (newAgent).
+	var child []int
 	fail := func(err error) ([]uintptr, func(), error) {
-		for _, f := range child {
-			f.Close()
+		for _, fd := range child {
+			unix.Close(fd)
 		}
 		p.closeParent()
 		return nil, nil, errorf(agentwire.CodeInternal, "pipes: %v", err)
 	}
-	var in *os.File
+	in, shared := p.a.devNull, true
 	if req.Stdin {
-		r, w, err := os.Pipe()
+		w, r, err := pipe(false)
 		if err != nil {
 			return fail(err)
 		}
-		in, p.stdin = r, w
-	} else {
-		f, err := os.Open(os.DevNull)
+		p.stdin, in, shared = w, r, false
+	} else if in < 0 {
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fail(err)
 		}
-		in = f
+		in, shared = fd, false
 	}
-	child = append(child, in)
-	for range 2 {
-		r, w, err := os.Pipe()
+	if !shared {
+		child = append(child, in)
+	}
+	var out [2]int
+	for i := range out {
+		r, w, err := pipe(true)
 		if err != nil {
 			return fail(err)
 		}
 		child = append(child, w)
 		p.outs = append(p.outs, r)
+		out[i] = w
 	}
-	fds := []uintptr{in.Fd(), child[1].Fd(), child[2].Fd()}
+	fds := []uintptr{uintptr(in), uintptr(out[0]), uintptr(out[1])}
 	return fds, func() {
-		for _, f := range child {
-			f.Close()
+		for _, fd := range child {
+			unix.Close(fd)
 		}
 	}, nil
+}
+
+// pipe returns a pipe's end PID 1 keeps (the read end if parentReads, else
+// the write end) as a non-blocking file in Go's poller, and the other end,
+// for the child, as a plain blocking fd. Both are close-on-exec.
+func pipe(parentReads bool) (*os.File, int, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	mine, theirs := fds[0], fds[1]
+	if !parentReads {
+		mine, theirs = fds[1], fds[0]
+	}
+	if err := unix.SetNonblock(mine, true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(mine), "pipe"), theirs, nil
 }
 
 func (p *proc) closeParent() {
