@@ -6,6 +6,11 @@ import (
 	"unicode/utf8"
 )
 
+// AppendJSON appends e as json.Marshal writes it (appendEvent), for a
+// producer that keeps its own copy of some events (a sandbox's
+// commands.jsonl).
+func AppendJSON(b []byte, e *Event) ([]byte, error) { return appendEvent(b, e) }
+
 // appendEvent appends e as encoding/json encodes it (HTML-safe escaping,
 // omitempty as tagged, times in RFC 3339 with nanoseconds), without
 // reflection: the pipeline encodes every record once, and this is most of

@@ -34,6 +34,11 @@ type Config struct {
 	QueueSize   int           // records waiting to be written (default 65536)
 	EnqueueWait time.Duration // how long Emit waits on a full queue before dropping (default 50ms)
 	BatchSize   int           // records per store transaction (default 4096)
+	// WriterLinger is how long the writer lets events gather in the queue
+	// after handing a batch to the sinks (default 2ms, negative: none):
+	// a producer's Emit then wakes no goroutine, where each event cost a
+	// wake-up of the writer and of every sink. Flush and Close end it.
+	WriterLinger time.Duration
 	// StoreLinger is how long the store waits after an event for others to
 	// share its transaction (group commit; default 10ms, negative: none).
 	// Flush and Close do not wait for it.
@@ -66,6 +71,9 @@ func (c *Config) defaults() {
 	setDefault(&c.QueueSize, 1<<16)
 	setDefault(&c.EnqueueWait, 50*time.Millisecond)
 	setDefault(&c.BatchSize, 4096)
+	if c.WriterLinger == 0 {
+		c.WriterLinger = DefaultWriterLinger
+	}
 	if c.StoreLinger == 0 {
 		c.StoreLinger = DefaultStoreLinger
 	}
@@ -86,6 +94,10 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultWriterLinger is the writer's wait between batches
+// (Config.WriterLinger).
+const DefaultWriterLinger = 2 * time.Millisecond
 
 // DefaultStoreLinger is the store's group-commit wait (Config.StoreLinger):
 // at a few thousand events a second it turns a commit per event into one
@@ -139,6 +151,7 @@ type Pipeline struct {
 	emitMu  sync.RWMutex // Emit holds it shared while sending; Close exclusively
 	closing chan struct{}
 	stop    chan struct{}
+	kick    chan struct{} // ends the writer's linger (Flush)
 	done    chan struct{}
 	ckDone  chan struct{} // the checkpointer stopped
 	once    sync.Once
@@ -180,7 +193,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger, q: make(chan *record, cfg.QueueSize), seq: newSequencer(),
-		closing: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), ckDone: make(chan struct{}),
+		closing: make(chan struct{}), stop: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{}), ckDone: make(chan struct{}),
 		lastReport: map[string]time.Time{}, errq: make(chan *record, errQueue), rejected: map[[2]string]uint64{},
 		dead: deadLetter{path: cfg.DeadLetterPath, maxBytes: cfg.DeadLetterMaxBytes}}
 	p.enc = encoder{node: cfg.Node, ocsf: format == FormatOCSF, version: cfg.ProductVersion}
@@ -361,8 +374,13 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	return nil
 }
 
-// kickSinks ends a sink's linger: what it gathered is written now.
+// kickSinks ends the writer's and the sinks' lingers: what they gathered
+// is written now.
 func (p *Pipeline) kickSinks() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 	for _, s := range p.sinks {
 		if s.kick != nil {
 			select {

@@ -364,3 +364,56 @@ func TestStoreGroupCommit(t *testing.T) {
 		t.Fatalf("after Close the store has %d records (%v), want 5", len(evs), err)
 	}
 }
+
+// TestWriterLinger: after a batch the writer lets events gather in the
+// queue for its linger (their producers wake no goroutine); Flush and
+// Close do not wait it out.
+func TestWriterLinger(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "events.jsonl")
+	p := newTestPipeline(t, Config{StreamPath: stream, WriterLinger: time.Hour, StoreLinger: -1})
+	emit := func(n int) {
+		for range n {
+			e := New(KindDNS, "sb-1")
+			e.DNS = &DNS{QName: "a.example.test", QType: "A", RCode: "NOERROR"}
+			p.Emit(e)
+		}
+	}
+	lines := func() int {
+		b, _ := os.ReadFile(stream)
+		return bytes.Count(b, []byte("\n"))
+	}
+	emit(1)
+	for deadline := time.Now().Add(10 * time.Second); lines() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first event was not written")
+		}
+	}
+	emit(2)
+	time.Sleep(100 * time.Millisecond)
+	if n := lines(); n != 1 {
+		t.Fatalf("the stream has %d records inside the writer's linger, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush waited out the linger: %v", err)
+	}
+	if n := lines(); n != 3 {
+		t.Fatalf("after Flush the stream has %d records, want 3", n)
+	}
+	emit(2)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited out the linger")
+	}
+	if n := lines(); n != 5 {
+		t.Fatalf("after Close the stream has %d records, want 5", n)
+	}
+}

@@ -67,9 +67,26 @@ func (p *Pipeline) run() {
 			return
 		}
 		recs = p.fill(recs)
+		full := len(recs) >= p.cfg.BatchSize
 		p.dispatch(recs, p.takeGap())
 		clear(recs)
 		recs = recs[:0]
+		if !full && p.cfg.WriterLinger > 0 {
+			p.linger()
+		}
+	}
+}
+
+// linger waits WriterLinger (or until Flush or Close) before the writer
+// takes the next batch: events emitted meanwhile wait in the queue, and
+// their producers wake no one.
+func (p *Pipeline) linger() {
+	t := time.NewTimer(p.cfg.WriterLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.kick:
+	case <-p.stop:
 	}
 }
 

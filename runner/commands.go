@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,7 +50,7 @@ func (c *commandRecorder) Emit(e audit.Event) {
 }
 
 func (c *commandRecorder) append(e audit.Event) {
-	b, err := json.Marshal(e)
+	b, err := audit.AppendJSON(nil, &e)
 	if err != nil {
 		return
 	}
