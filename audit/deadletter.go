@@ -12,18 +12,20 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"airlock/internal/jsonstr"
 )
 
 func appendAuditError(b []byte, a *AuditError) []byte {
 	if a == nil {
 		return b
 	}
-	b = appendString(append(b, `,"audit_error":{"sink":`...), a.Sink)
+	b = jsonstr.Append(append(b, `,"audit_error":{"sink":`...), a.Sink)
 	b = optUint(b, `,"seq":`, a.Seq)
 	b = optString(b, `,"record_kind":`, string(a.RecordKind))
 	b = optString(b, `,"record_sandbox":`, a.RecordSandbox)
-	b = appendString(append(b, `,"reason":`...), a.Reason)
-	b = appendString(append(b, `,"error":`...), a.Error)
+	b = jsonstr.Append(append(b, `,"reason":`...), a.Reason)
+	b = jsonstr.Append(append(b, `,"error":`...), a.Error)
 	b = optString(b, `,"dead_letter":`, a.DeadLetter)
 	return append(optInt(b, `,"attempts":`, int64(a.Attempts)), '}')
 }
@@ -190,20 +192,20 @@ type rejection struct {
 // a record too large for the file is named by its size and hash instead.
 func (d *deadLetter) line(r rejection) []byte {
 	b := append([]byte(nil), `{"time":`...)
-	b = appendString(b, time.Now().UTC().Format(time.RFC3339Nano))
-	b = appendString(append(b, `,"sink":`...), r.sink)
+	b = jsonstr.Append(b, time.Now().UTC().Format(time.RFC3339Nano))
+	b = jsonstr.Append(append(b, `,"sink":`...), r.sink)
 	b = optUint(b, `,"seq":`, r.seq)
 	b = optString(b, `,"kind":`, string(r.kind))
 	b = optString(b, `,"sandbox":`, r.sandbox)
-	b = appendString(append(b, `,"reason":`...), r.reason)
-	b = appendString(append(b, `,"error":`...), r.err.Error())
+	b = jsonstr.Append(append(b, `,"reason":`...), r.reason)
+	b = jsonstr.Append(append(b, `,"error":`...), r.err.Error())
 	b = optInt(b, `,"attempts":`, int64(r.attempts))
 	switch {
 	case r.record == nil:
 	case int64(len(r.record)) > d.maxBytes/2:
 		sum := sha256.Sum256(r.record)
 		b = strconv.AppendInt(append(b, `,"record_bytes":`...), int64(len(r.record)), 10)
-		b = appendString(append(b, `,"record_sha256":`...), hex.EncodeToString(sum[:]))
+		b = jsonstr.Append(append(b, `,"record_sha256":`...), hex.EncodeToString(sum[:]))
 	default:
 		b = append(append(b, `,"record":`...), r.record...)
 	}

@@ -1,10 +1,14 @@
 package audit
 
-import "strconv"
+import (
+	"strconv"
+
+	"airlock/internal/jsonstr"
+)
 
 func appendIngressKinds(b []byte, e *Event) []byte {
 	if p := e.Preview; p != nil {
-		b = appendString(append(b, `,"preview":{"stage":`...), p.Stage)
+		b = jsonstr.Append(append(b, `,"preview":{"stage":`...), p.Stage)
 		b = strconv.AppendInt(append(b, `,"port":`...), int64(p.Port), 10)
 		b = optString(b, `,"name":`, p.Name)
 		b = optString(b, `,"principal":`, p.Principal)
@@ -16,10 +20,10 @@ func appendIngressKinds(b []byte, e *Event) []byte {
 		if in.Principal != "" {
 			b = append(b, ',')
 		}
-		b = appendString(append(b, `"client":`...), in.Client)
-		b = appendString(append(b, `,"method":`...), in.Method)
-		b = appendString(append(b, `,"host":`...), in.Host)
-		b = appendString(append(b, `,"path":`...), in.Path)
+		b = jsonstr.Append(append(b, `"client":`...), in.Client)
+		b = jsonstr.Append(append(b, `,"method":`...), in.Method)
+		b = jsonstr.Append(append(b, `,"host":`...), in.Host)
+		b = jsonstr.Append(append(b, `,"path":`...), in.Path)
 		b = optString(b, `,"proto":`, in.Proto)
 		b = optInt(b, `,"port":`, int64(in.Port))
 		b = strconv.AppendInt(append(b, `,"status":`...), int64(in.Status), 10)

@@ -3,7 +3,8 @@ package audit
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"airlock/internal/jsonstr"
 )
 
 // AppendJSON appends e as json.Marshal writes it (appendEvent), for a
@@ -24,7 +25,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = appendString(append(b, `,"kind":`...), string(e.Kind))
+	b = jsonstr.Append(append(b, `,"kind":`...), string(e.Kind))
 	b = optString(b, `,"node":`, e.Node)
 	b = optString(b, `,"sandbox":`, e.Sandbox)
 	b = optString(b, `,"id":`, e.ID)
@@ -83,13 +84,13 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 }
 
 func appendDNS(b []byte, d *DNS) []byte {
-	b = appendString(append(b, `{"qname":`...), d.QName)
+	b = jsonstr.Append(append(b, `{"qname":`...), d.QName)
 	if d.QNameTruncated {
 		b = append(b, `,"qname_truncated":true`...)
 	}
 	b = optString(b, `,"qname_sha256":`, d.QNameSHA256)
-	b = appendString(append(b, `,"qtype":`...), d.QType)
-	b = appendString(append(b, `,"rcode":`...), d.RCode)
+	b = jsonstr.Append(append(b, `,"qtype":`...), d.QType)
+	b = jsonstr.Append(append(b, `,"rcode":`...), d.RCode)
 	b = optStrings(b, `,"answers":`, d.Answers)
 	b = appendHops(b, d.Chain)
 	b = optStrings(b, `,"stripped":`, d.Stripped)
@@ -111,9 +112,9 @@ func appendHops(b []byte, hops []DNSHop) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(append(b, `{"name":`...), h.Name)
-		b = appendString(append(b, `,"verdict":`...), h.Verdict)
-		b = appendString(append(b, `,"rule":`...), h.Rule)
+		b = jsonstr.Append(append(b, `{"name":`...), h.Name)
+		b = jsonstr.Append(append(b, `,"verdict":`...), h.Verdict)
+		b = jsonstr.Append(append(b, `,"rule":`...), h.Rule)
 		if h.WouldDeny {
 			b = append(b, `,"would_deny":true`...)
 		}
@@ -123,8 +124,8 @@ func appendHops(b []byte, hops []DNSHop) []byte {
 }
 
 func appendFlow(b []byte, f *Flow) []byte {
-	b = appendString(append(b, `{"stage":`...), f.Stage)
-	b = appendString(append(b, `,"source":`...), f.Source)
+	b = jsonstr.Append(append(b, `{"stage":`...), f.Stage)
+	b = jsonstr.Append(append(b, `,"source":`...), f.Source)
 	b = optString(b, `,"orig_dst":`, f.OrigDst)
 	b = optString(b, `,"dialed":`, f.Dialed)
 	b = optString(b, `,"sni":`, f.SNI)
@@ -143,10 +144,10 @@ func appendFlow(b []byte, f *Flow) []byte {
 }
 
 func appendHTTP(b []byte, h *HTTP) []byte {
-	b = appendString(append(b, `{"method":`...), h.Method)
-	b = appendString(append(b, `,"scheme":`...), h.Scheme)
-	b = appendString(append(b, `,"host":`...), h.Host)
-	b = appendString(append(b, `,"path":`...), h.Path)
+	b = jsonstr.Append(append(b, `{"method":`...), h.Method)
+	b = jsonstr.Append(append(b, `,"scheme":`...), h.Scheme)
+	b = jsonstr.Append(append(b, `,"host":`...), h.Host)
+	b = jsonstr.Append(append(b, `,"path":`...), h.Path)
 	b = optString(b, `,"query":`, h.Query)
 	b = optInt(b, `,"status":`, int64(h.Status))
 	b = optInt(b, `,"bytes_up":`, h.BytesUp)
@@ -156,8 +157,8 @@ func appendHTTP(b []byte, h *HTTP) []byte {
 	b = optStrings(b, `,"injected":`, h.Injected)
 	b = optString(b, `,"secret":`, h.Secret)
 	if p := h.Package; p != nil {
-		b = appendString(append(b, `,"package":{"ecosystem":`...), p.Ecosystem)
-		b = appendString(append(b, `,"name":`...), p.Name)
+		b = jsonstr.Append(append(b, `,"package":{"ecosystem":`...), p.Ecosystem)
+		b = jsonstr.Append(append(b, `,"name":`...), p.Name)
 		b = optString(b, `,"version":`, p.Version)
 		b = appendPackageGate(b, p)
 		b = append(b, '}')
@@ -175,9 +176,9 @@ func appendPackageGate(b []byte, p *Package) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(append(b, `{"version":`...), g.Version)
-			b = appendString(append(b, `,"reason":`...), g.Reason)
-			b = appendString(append(b, `,"rule":`...), g.Rule)
+			b = jsonstr.Append(append(b, `{"version":`...), g.Version)
+			b = jsonstr.Append(append(b, `,"reason":`...), g.Reason)
+			b = jsonstr.Append(append(b, `,"rule":`...), g.Rule)
 			b = optString(b, `,"published":`, g.Published)
 			b = append(b, '}')
 		}
@@ -189,9 +190,9 @@ func appendPackageGate(b []byte, p *Package) []byte {
 }
 
 func appendDrop(b []byte, d *Drop) []byte {
-	b = appendString(append(b, `{"protocol":`...), d.Protocol)
-	b = appendString(append(b, `,"source":`...), d.Source)
-	b = appendString(append(b, `,"dest":`...), d.Dest)
+	b = jsonstr.Append(append(b, `{"protocol":`...), d.Protocol)
+	b = jsonstr.Append(append(b, `,"source":`...), d.Source)
+	b = jsonstr.Append(append(b, `,"dest":`...), d.Dest)
 	b = optUint(b, `,"port":`, uint64(d.Port))
 	b = optString(b, `,"mac":`, d.MAC)
 	b = strconv.AppendUint(append(b, `,"count":`...), d.Count, 10)
@@ -199,7 +200,7 @@ func appendDrop(b []byte, d *Drop) []byte {
 }
 
 func appendExec(b []byte, x *Exec) []byte {
-	b = appendString(append(b, `{"stage":`...), x.Stage)
+	b = jsonstr.Append(append(b, `{"stage":`...), x.Stage)
 	b = appendStrings(append(b, `,"argv":`...), x.Argv)
 	b = optString(b, `,"cwd":`, x.Cwd)
 	if x.ExitCode != nil {
@@ -243,7 +244,7 @@ func appendExec(b []byte, x *Exec) []byte {
 }
 
 func appendLifecycle(b []byte, l *Lifecycle) []byte {
-	b = appendString(append(b, `{"stage":`...), l.Stage)
+	b = jsonstr.Append(append(b, `{"stage":`...), l.Stage)
 	b = optString(b, `,"state":`, string(l.State))
 	b = optString(b, `,"principal":`, l.Principal)
 	b = optString(b, `,"image":`, l.Image)
@@ -265,8 +266,8 @@ func appendLifecycle(b []byte, l *Lifecycle) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(append(b, `{"path":`...), c.Path)
-			b = appendString(append(b, `,"op":`...), c.Op)
+			b = jsonstr.Append(append(b, `{"path":`...), c.Path)
+			b = jsonstr.Append(append(b, `,"op":`...), c.Op)
 			b = optInt(b, `,"size":`, c.Size)
 			b = append(b, '}')
 		}
@@ -276,8 +277,8 @@ func appendLifecycle(b []byte, l *Lifecycle) []byte {
 }
 
 func appendPolicy(b []byte, p *Policy) []byte {
-	b = appendString(append(b, `{"action":`...), p.Action)
-	b = appendString(append(b, `,"name":`...), p.Name)
+	b = jsonstr.Append(append(b, `{"action":`...), p.Action)
+	b = jsonstr.Append(append(b, `,"name":`...), p.Name)
 	b = optString(b, `,"old_hash":`, p.OldHash)
 	b = optString(b, `,"new_hash":`, p.NewHash)
 	b = optStrings(b, `,"errors":`, p.Errors)
@@ -285,8 +286,8 @@ func appendPolicy(b []byte, p *Policy) []byte {
 }
 
 func appendApproval(b []byte, a *Approval) []byte {
-	b = appendString(append(b, `{"stage":`...), a.Stage)
-	b = appendString(append(b, `,"destination":`...), a.Destination)
+	b = jsonstr.Append(append(b, `{"stage":`...), a.Stage)
+	b = jsonstr.Append(append(b, `,"destination":`...), a.Destination)
 	b = optString(b, `,"command":`, a.Command)
 	b = optString(b, `,"decided_by":`, a.DecidedBy)
 	b = optString(b, `,"for":`, a.For)
@@ -294,20 +295,20 @@ func appendApproval(b []byte, a *Approval) []byte {
 }
 
 func appendSecretReflected(b []byte, r *SecretReflected) []byte {
-	b = appendString(append(b, `{"secret":`...), r.Secret)
-	b = appendString(append(b, `,"host":`...), r.Host)
-	b = appendString(append(b, `,"position":`...), r.Position)
+	b = jsonstr.Append(append(b, `{"secret":`...), r.Secret)
+	b = jsonstr.Append(append(b, `,"host":`...), r.Host)
+	b = jsonstr.Append(append(b, `,"position":`...), r.Position)
 	b = strconv.AppendInt(append(b, `,"offset":`...), r.Offset, 10)
 	b = strconv.AppendInt(append(b, `,"count":`...), int64(r.Count), 10)
-	b = appendString(append(b, `,"action":`...), r.Action)
+	b = jsonstr.Append(append(b, `,"action":`...), r.Action)
 	return append(b, '}')
 }
 
 func appendRefusal(b []byte, r *Refusal) []byte {
-	b = appendString(append(b, `{"principal":`...), r.Principal)
-	b = appendString(append(b, `,"action":`...), r.Action)
+	b = jsonstr.Append(append(b, `{"principal":`...), r.Principal)
+	b = jsonstr.Append(append(b, `,"action":`...), r.Action)
 	b = strconv.AppendInt(append(b, `,"status":`...), int64(r.Status), 10)
-	b = appendString(append(b, `,"code":`...), r.Code)
+	b = jsonstr.Append(append(b, `,"code":`...), r.Code)
 	b = optString(b, `,"peer":`, r.Peer)
 	b = optString(b, `,"request_id":`, r.RequestID)
 	b = optString(b, `,"target":`, r.Target)
@@ -315,9 +316,9 @@ func appendRefusal(b []byte, r *Refusal) []byte {
 }
 
 func appendLockdown(b []byte, l *Lockdown) []byte {
-	b = appendString(append(b, `{"action":`...), l.Action)
-	b = appendString(append(b, `,"scope":`...), l.Scope)
-	b = appendString(append(b, `,"by":`...), l.By)
+	b = jsonstr.Append(append(b, `{"action":`...), l.Action)
+	b = jsonstr.Append(append(b, `,"scope":`...), l.Scope)
+	b = jsonstr.Append(append(b, `,"by":`...), l.By)
 	return append(b, '}')
 }
 
@@ -359,7 +360,7 @@ func optString(b []byte, key, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return appendString(append(b, key...), v)
+	return jsonstr.Append(append(b, key...), v)
 }
 
 func optInt(b []byte, key string, v int64) []byte {
@@ -394,69 +395,7 @@ func appendStrings(b []byte, v []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsonstr.Append(b, s)
 	}
 	return append(b, ']')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe[c] is true for the ASCII bytes encoding/json writes unescaped
-// with HTML escaping on: printable, except " \ < > &.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string exactly as encoding/json does
-// (with HTML escaping): short escapes for \b \f \n \r \t, \u00XX for the
-// other control bytes and < > &, \ufffd for each invalid UTF-8 byte, and
-// \u2028 and \u2029 escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
 }

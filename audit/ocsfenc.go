@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"airlock/internal/jsonstr"
 )
 
 // jobj writes the members of a JSON object: key adds the separator the
@@ -25,7 +27,7 @@ func (o *jobj) key(k string) {
 func (o *jobj) str(k, v string) {
 	if v != "" {
 		o.key(k)
-		o.b = appendString(o.b, validUTF8(v))
+		o.b = jsonstr.Append(o.b, validUTF8(v))
 	}
 }
 
@@ -334,7 +336,7 @@ func ocsfDNSFields(o *jobj, e *Event) {
 			if i > 0 {
 				o.b = append(o.b, ',')
 			}
-			o.b = appendString(append(o.b, `{"rdata":`...), validUTF8(a))
+			o.b = jsonstr.Append(append(o.b, `{"rdata":`...), validUTF8(a))
 			o.b = append(o.b, '}')
 		}
 		o.b = append(o.b, ']')

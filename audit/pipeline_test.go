@@ -302,24 +302,8 @@ func TestStoreGroupCommit(t *testing.T) {
 	stream := filepath.Join(dir, "events.jsonl")
 	p := newTestPipeline(t, Config{StateDir: dir, StreamPath: stream, StoreLinger: time.Hour})
 	ctx := context.Background()
-	emit := func(n int) {
-		for range n {
-			e := New(KindDNS, "sb-1")
-			e.DNS = &DNS{QName: "a.example.test", QType: "A", RCode: "NOERROR"}
-			p.Emit(e)
-		}
-	}
-	waitStream := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if b, err := os.ReadFile(stream); err == nil && bytes.Count(b, []byte("\n")) >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the stream did not get %d records", n)
-			}
-		}
-	}
+	emit := func(n int) { emitDNS(p, n) }
+	waitStream := func(n int) { waitLines(t, stream, n) }
 	stored := func() int {
 		t.Helper()
 		evs, err := p.Store().Query(ctx, Query{})
@@ -372,23 +356,10 @@ func TestWriterLinger(t *testing.T) {
 	dir := t.TempDir()
 	stream := filepath.Join(dir, "events.jsonl")
 	p := newTestPipeline(t, Config{StreamPath: stream, WriterLinger: time.Hour, StoreLinger: -1})
-	emit := func(n int) {
-		for range n {
-			e := New(KindDNS, "sb-1")
-			e.DNS = &DNS{QName: "a.example.test", QType: "A", RCode: "NOERROR"}
-			p.Emit(e)
-		}
-	}
-	lines := func() int {
-		b, _ := os.ReadFile(stream)
-		return bytes.Count(b, []byte("\n"))
-	}
+	emit := func(n int) { emitDNS(p, n) }
+	lines := func() int { return countLines(stream) }
 	emit(1)
-	for deadline := time.Now().Add(10 * time.Second); lines() < 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first event was not written")
-		}
-	}
+	waitLines(t, stream, 1)
 	emit(2)
 	time.Sleep(100 * time.Millisecond)
 	if n := lines(); n != 1 {
@@ -415,5 +386,29 @@ func TestWriterLinger(t *testing.T) {
 	}
 	if n := lines(); n != 5 {
 		t.Fatalf("after Close the stream has %d records, want 5", n)
+	}
+}
+
+// emitDNS emits n DNS events of sandbox sb-1.
+func emitDNS(p *Pipeline, n int) {
+	for range n {
+		e := New(KindDNS, "sb-1")
+		e.DNS = &DNS{QName: "a.example.test", QType: "A", RCode: "NOERROR"}
+		p.Emit(e)
+	}
+}
+
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("\n"))
+}
+
+// waitLines waits (at most 10 s) until the file at path has n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); countLines(path) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not get %d records", path, n)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"airlock/internal/jsonstr"
 )
 
 // The exec request and its stream's frames are written and read here
@@ -36,14 +38,14 @@ func AppendExecRequest(b []byte, req *ExecRequest) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, a)
+			b = jsonstr.Append(b, a)
 		}
 		b = append(b, ']')
 	}
 	for _, f := range []struct{ name, v string }{{"shell", req.Shell}, {"cwd", req.Cwd}, {"user", req.User}} {
 		if f.v != "" {
 			field(f.name)
-			b = appendString(b, f.v)
+			b = jsonstr.Append(b, f.v)
 		}
 	}
 	if len(req.Env) > 0 {
@@ -58,9 +60,9 @@ func AppendExecRequest(b []byte, req *ExecRequest) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = jsonstr.Append(b, k)
 			b = append(b, ':')
-			b = appendString(b, req.Env[k])
+			b = jsonstr.Append(b, req.Env[k])
 		}
 		b = append(b, '}')
 	}
@@ -73,7 +75,7 @@ func AppendExecRequest(b []byte, req *ExecRequest) []byte {
 	if req.Timeout != 0 {
 		field("timeout")
 		t, _ := req.Timeout.MarshalText()
-		b = appendString(b, string(t))
+		b = jsonstr.Append(b, string(t))
 	}
 	for _, f := range []struct {
 		name string
@@ -94,61 +96,6 @@ func AppendExecRequest(b []byte, req *ExecRequest) []byte {
 		}
 	}
 	return append(b, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString quotes s as encoding/json does by default: <, > and & as
-// \u escapes, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // parseFrameFast reads the two frames of almost every stream, an output
