@@ -318,26 +318,13 @@ func TestStoreGroupCommit(t *testing.T) {
 	if n := stored(); n != 0 {
 		t.Fatalf("the store wrote %d records inside its linger, want them held", n)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := p.Flush(fctx); err != nil {
-		t.Fatalf("Flush waited out the linger: %v", err)
-	}
+	flushWithin(t, p)
 	if n := stored(); n != 3 {
 		t.Fatalf("after Flush the store has %d records, want 3", n)
 	}
 	emit(2)
 	waitStream(5)
-	closed := make(chan error, 1)
-	go func() { closed <- p.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close waited out the linger")
-	}
+	closeWithin(t, p)
 	st, err := OpenStore(filepath.Join(dir, StoreFile))
 	if err != nil {
 		t.Fatal(err)
@@ -365,25 +352,12 @@ func TestWriterLinger(t *testing.T) {
 	if n := lines(); n != 1 {
 		t.Fatalf("the stream has %d records inside the writer's linger, want 1", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Flush(ctx); err != nil {
-		t.Fatalf("Flush waited out the linger: %v", err)
-	}
+	flushWithin(t, p)
 	if n := lines(); n != 3 {
 		t.Fatalf("after Flush the stream has %d records, want 3", n)
 	}
 	emit(2)
-	closed := make(chan error, 1)
-	go func() { closed <- p.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close waited out the linger")
-	}
+	closeWithin(t, p)
 	if n := lines(); n != 5 {
 		t.Fatalf("after Close the stream has %d records, want 5", n)
 	}
@@ -410,5 +384,30 @@ func waitLines(t *testing.T, path string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s did not get %d records", path, n)
 		}
+	}
+}
+
+// flushWithin and closeWithin fail the test when Flush or Close waits
+// 10 s (a linger is set far longer).
+func flushWithin(t *testing.T, p *Pipeline) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush waited out the linger: %v", err)
+	}
+}
+
+func closeWithin(t *testing.T, p *Pipeline) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited out the linger")
 	}
 }
