@@ -411,3 +411,48 @@ func closeWithin(t *testing.T, p *Pipeline) {
 		t.Fatal("Close waited out the linger")
 	}
 }
+
+// TestCheckpointOnlyAfterWrites: the checkpointer copies the WAL after
+// the store was written and does nothing while it is idle (it ran a
+// checkpoint every 100 ms, idle or not).
+func TestCheckpointOnlyAfterWrites(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPipeline(t, Config{StateDir: dir})
+	emitDNS(p, 3)
+	flush(t, p)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStore(filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	check := func(when string, want bool) {
+		t.Helper()
+		if got := st.unchecked.Load(); got != want {
+			t.Fatalf("%s: unchecked %v, want %v", when, got, want)
+		}
+	}
+	check("after open", true)
+	if err := st.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a checkpoint", false)
+	if err := st.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after an idle checkpoint", false)
+	if _, err := st.Prune(ctx, Retention{MaxAge: time.Hour}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	check("after a write", true)
+	if err := st.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after its checkpoint", false)
+	if evs, err := st.Query(ctx, Query{}); err != nil || len(evs) != 3 {
+		t.Fatalf("the store has %d records (%v), want 3", len(evs), err)
+	}
+}

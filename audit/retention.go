@@ -18,6 +18,7 @@ const retentionChunk = 20000
 // first, and returns how many it deleted. The pipeline calls it while
 // running; freed pages go back to the file system.
 func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (int64, error) {
+	defer s.unchecked.Store(true)
 	var total int64
 	if r.MaxAge > 0 {
 		cutoff := now.Add(-r.MaxAge).UnixNano()

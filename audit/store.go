@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ type Store struct {
 	ck   *sql.DB // the checkpointer's connection; nil when read-only
 	ins  inserter
 	span span // the newest row of spans, extended by each insert
+	// unchecked is set by each write and cleared by a checkpoint that
+	// copied the whole WAL: an idle appliance checkpoints nothing.
+	unchecked atomic.Bool
 }
 
 // storeLayout is the version of the table layout below, kept in meta under
@@ -170,6 +174,7 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("audit: open store: %w", err)
 	}
 	s.ck.SetMaxOpenConns(1)
+	s.unchecked.Store(true) // opening may have written (a migration, a WAL left over)
 	return s, nil
 }
 
@@ -362,11 +367,16 @@ func (s *Store) Close() error {
 // blocking the writer or readers (a passive checkpoint). The pipeline
 // calls it every checkpointEvery.
 func (s *Store) Checkpoint(ctx context.Context) error {
-	if s.ck == nil {
+	if s.ck == nil || !s.unchecked.Swap(false) {
 		return nil
 	}
-	if _, err := s.ck.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+	var busy, log, done int
+	if err := s.ck.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
+		s.unchecked.Store(true)
 		return fmt.Errorf("audit: store checkpoint: %w", err)
+	}
+	if busy != 0 || done < log { // readers held part of the WAL: again next time
+		s.unchecked.Store(true)
 	}
 	return nil
 }
@@ -383,6 +393,7 @@ func (s *Store) insert(ctx context.Context, lines []line) error {
 		if err == nil {
 			s.span = next
 		}
+		s.unchecked.Store(true) // a failed write may have grown the WAL too
 		return err
 	})
 }

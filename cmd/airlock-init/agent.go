@@ -42,7 +42,9 @@ type agent struct {
 	shutting    atomic.Bool
 	refused     atomic.Int64
 	lastRefused atomic.Value // string
-	logTokens   atomic.Int64
+	logMu       sync.Mutex
+	logTokens   int       // refused-peer log lines allowed now (takeLogToken)
+	logAt       time.Time // when logTokens was last brought up to date
 }
 
 // Limits of the agent itself.
@@ -57,7 +59,6 @@ const (
 func newAgent() (*agent, error) {
 	a := &agent{overflowUID: 65534, bySup: map[int]*proc{}, procs: map[string]*proc{}, env: os.Environ(),
 		idle: map[int]bool{}, pool: make(chan *idleShim, poolSize), refillCh: make(chan struct{}, 1)}
-	a.logTokens.Store(10)
 	a.devNull = -1
 	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 		a.devNull = fd
@@ -120,7 +121,6 @@ func (a *agent) run() {
 	go a.serve(ln.(*net.UnixListener))
 	go a.poolLoop()
 	a.refill()
-	go a.refillLogTokens()
 	tick := time.NewTicker(time.Second)
 	for {
 		select {
@@ -249,26 +249,34 @@ func (a *agent) refuse(who string) {
 	}
 }
 
-// takeLogToken allows a burst of 10 log lines, then one per 100 ms.
+// takeLogToken allows a burst of 10 log lines, then one per 100 ms. The
+// bucket is refilled from the time since the last line, when one is
+// asked for: a ticker would wake every sandbox's PID 1 ten times a second.
 func (a *agent) takeLogToken() bool {
-	for {
-		n := a.logTokens.Load()
-		if n <= 0 {
-			return false
-		}
-		if a.logTokens.CompareAndSwap(n, n-1) {
-			return true
-		}
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	now := time.Now()
+	if a.logAt.IsZero() {
+		a.logTokens, a.logAt = logBurst, now
 	}
+	if n := int(now.Sub(a.logAt) / logEvery); n > 0 {
+		a.logTokens = min(logBurst, a.logTokens+n)
+		a.logAt = a.logAt.Add(time.Duration(n) * logEvery)
+	}
+	if a.logTokens == logBurst {
+		a.logAt = now // a full bucket: the next token is due a period after this line
+	}
+	if a.logTokens == 0 {
+		return false
+	}
+	a.logTokens--
+	return true
 }
 
-func (a *agent) refillLogTokens() {
-	for range time.Tick(100 * time.Millisecond) {
-		if a.logTokens.Load() < 10 {
-			a.logTokens.Add(1)
-		}
-	}
-}
+const (
+	logBurst = 10
+	logEvery = 100 * time.Millisecond
+)
 
 func (a *agent) status() *agentwire.Status {
 	s := &agentwire.Status{Refused: a.refused.Load(), Orphans: a.orphans.Load()}
