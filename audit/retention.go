@@ -18,7 +18,7 @@ const retentionChunk = 20000
 // first, and returns how many it deleted. The pipeline calls it while
 // running; freed pages go back to the file system.
 func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (int64, error) {
-	defer s.unchecked.Store(true)
+	defer s.markWritten()
 	var total int64
 	if r.MaxAge > 0 {
 		cutoff := now.Add(-r.MaxAge).UnixNano()

@@ -38,6 +38,16 @@ type Store struct {
 	// unchecked is set by each write and cleared by a checkpoint that
 	// copied the whole WAL: an idle appliance checkpoints nothing.
 	unchecked atomic.Bool
+	written   chan struct{} // signaled by each write (markWritten): wakes the checkpointer
+}
+
+// markWritten notes a write for the checkpointer.
+func (s *Store) markWritten() {
+	s.unchecked.Store(true)
+	select {
+	case s.written <- struct{}{}:
+	default:
+	}
 }
 
 // storeLayout is the version of the table layout below, kept in meta under
@@ -160,7 +170,7 @@ func OpenStore(path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
-	s := &Store{path: path, w: w}
+	s := &Store{path: path, w: w, written: make(chan struct{}, 1)}
 	if err := s.init(); err != nil {
 		w.Close()
 		return nil, err
@@ -174,7 +184,7 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("audit: open store: %w", err)
 	}
 	s.ck.SetMaxOpenConns(1)
-	s.unchecked.Store(true) // opening may have written (a migration, a WAL left over)
+	s.markWritten() // opening may have written (a migration, a WAL left over)
 	return s, nil
 }
 
@@ -372,11 +382,11 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	}
 	var busy, log, done int
 	if err := s.ck.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
-		s.unchecked.Store(true)
+		s.markWritten()
 		return fmt.Errorf("audit: store checkpoint: %w", err)
 	}
 	if busy != 0 || done < log { // readers held part of the WAL: again next time
-		s.unchecked.Store(true)
+		s.markWritten()
 	}
 	return nil
 }
@@ -393,7 +403,7 @@ func (s *Store) insert(ctx context.Context, lines []line) error {
 		if err == nil {
 			s.span = next
 		}
-		s.unchecked.Store(true) // a failed write may have grown the WAL too
+		s.markWritten() // a failed write may have grown the WAL too
 		return err
 	})
 }

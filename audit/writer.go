@@ -490,21 +490,29 @@ func (p *Pipeline) newSinks() {
 	}
 }
 
-// checkpointEvery is how often the store's WAL is copied into the
-// database, off the writer's goroutine.
+// checkpointEvery is how long after a write the store's WAL is copied
+// into the database, off the writer's goroutine.
 const checkpointEvery = 100 * time.Millisecond
 
-// checkpoints runs the store's checkpoints until the pipeline stops. A
-// failure (disk full) is logged like a write failure; the writer's own
-// failures are what count.
+// checkpoints runs the store's checkpoints until the pipeline stops: one
+// checkpointEvery after the store was written (an idle appliance is not
+// woken). A failure (disk full) is logged like a write failure; the
+// writer's own failures are what count.
 func (p *Pipeline) checkpoints() {
 	defer close(p.ckDone)
 	if p.store == nil {
 		return
 	}
-	t := time.NewTicker(checkpointEvery)
+	t := time.NewTimer(checkpointEvery)
+	t.Stop()
 	defer t.Stop()
 	for attempt := 1; ; {
+		select {
+		case <-p.stop:
+			return
+		case <-p.store.written:
+		}
+		t.Reset(checkpointEvery)
 		select {
 		case <-p.stop:
 			return
