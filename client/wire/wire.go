@@ -148,7 +148,7 @@ func ReadExecStream(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 // ReadExecFrames is ReadExecStream for a connection used once: it returns
 // at the final frame, without waiting for the end of the response.
 func ReadExecFrames(r io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	br := bufio.NewReaderSize(r, 16<<10)
+	br := bufio.NewReader(r) // r itself when it is one already (the CLI front's)
 	var line []byte
 	for {
 		var err error
