@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"airlock/internal/safefile"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -120,6 +121,10 @@ func (d *deadLetter) write(line []byte) error {
 	case d.closed:
 		return errors.New("audit: dead-letter file closed (the pipeline closed)")
 	}
+	if d.f != nil && !d.stillAtPath() { // moved or removed (read, rotated by hand): a new file at the path
+		d.f.Close()
+		d.f = nil
+	}
 	if d.f == nil {
 		if err := d.open(); err != nil {
 			return err
@@ -143,16 +148,22 @@ func (d *deadLetter) write(line []byte) error {
 	return nil
 }
 
+// stillAtPath tells whether the open file is still the one at d.path.
+func (d *deadLetter) stillAtPath() bool {
+	at, err := os.Lstat(d.path)
+	if err != nil {
+		return false
+	}
+	open, err := d.f.Stat()
+	return err == nil && os.SameFile(at, open)
+}
+
 func (d *deadLetter) open() error {
-	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, StoreMode)
+	f, st, err := safefile.OpenRegular(d.path, os.O_CREATE, StoreMode)
 	if err != nil {
 		return fmt.Errorf("audit: open dead-letter file: %w", err)
 	}
-	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%s)", d.path, st.Mode().Type())
-	}
-	if err == nil && st.Mode().Perm() != StoreMode {
+	if st.Mode().Perm() != StoreMode {
 		err = f.Chmod(StoreMode)
 	}
 	if err != nil {

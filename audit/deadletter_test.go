@@ -477,6 +477,40 @@ func TestDeadLetterRotationFailureKeepsBound(t *testing.T) {
 	}
 }
 
+// TestDeadLetterFileRemoved: an operator removes (or moves away) the
+// dead-letter file while the appliance runs: the next record goes to a new
+// file at the path, never into the removed one, and the bound still holds.
+func TestDeadLetterFileRemoved(t *testing.T) {
+	dir := t.TempDir()
+	d := deadLetter{path: filepath.Join(dir, DeadLetterFile), maxBytes: 100}
+	defer d.close()
+	line := bytes.Repeat([]byte("x"), 40)
+	if err := d.write(line); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(d.path, filepath.Join(dir, "read-by-the-operator")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		line[0] = byte('a' + i)
+		if err := d.write(line); err != nil {
+			t.Fatalf("write %d after the file was moved away: %v", i, err)
+		}
+		if n := fileSize(t, d.path); n > d.maxBytes {
+			t.Fatalf("write %d: the dead-letter file has %d bytes, past its bound of %d", i, n, d.maxBytes)
+		}
+	}
+	cur, old := readLines(t, d.path), readLines(t, d.path+".1")
+	// Two lines fit the bound; one rotated file is kept: a and b rotated
+	// away, c and d in it, e in the new file.
+	if len(cur) != 1 || cur[0][0] != 'e' || len(old) != 2 || old[0][0] != 'c' || old[1][0] != 'd' {
+		t.Fatalf("after the move: %q, rotated %q", cur, old)
+	}
+	if moved := readLines(t, filepath.Join(dir, "read-by-the-operator")); len(moved) != 1 {
+		t.Fatalf("the moved file got more lines: %q", moved)
+	}
+}
+
 // In the pipeline, a record given up on while the dead-letter file cannot
 // be rotated is not kept there (the file stays within its bound), and that
 // is reported: counted in Stats.DeadLetterErrors and the metric, and its

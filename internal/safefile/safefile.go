@@ -218,3 +218,23 @@ func WriteAtomic(path string, b []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// OpenRegular opens path for writing (flag adds to O_WRONLY, e.g.
+// O_CREATE|O_APPEND) without following a symbolic link at it and without
+// blocking on a FIFO, and refuses anything but a regular file. It returns
+// the file and its stat.
+func OpenRegular(path string, flag int, mode os.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w: it is %s", path, ErrNotRegular, Describe(st.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
