@@ -38,6 +38,9 @@ func (r *Runner) Create(ctx context.Context, req CreateRequest) (Sandbox, error)
 	if err := r.checkWorkspace(req.Workspace.HostDir); err != nil {
 		return Sandbox{}, err
 	}
+	if p := realPath(req.Workspace.HostDir); p != "" {
+		req.Workspace.HostDir = p // bound and chowned as checked, not through a link
+	}
 	if r.isClosed() {
 		return Sandbox{}, ErrClosed
 	}
@@ -106,20 +109,35 @@ func (e *SetupError) Unwrap() error { return e.Err }
 // Config.NewID draws, safe in a path, a container name and a label.
 var sandboxID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
-// checkWorkspace refuses a workspace in or above the appliance's state
-// directory (its CA key, secrets, lockfiles and owners): a bind would
-// chown it to the sandbox user, a copy would hand it to the sandbox.
+// checkWorkspace refuses a workspace that is, holds or lies in one of the
+// appliance's own directories (Config.Protected, StateDir, ArtifactDir,
+// TemplateDir), through a symbolic link at either end too.
 func (r *Runner) checkWorkspace(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	state, err := filepath.Abs(r.cfg.StateDir)
-	if err != nil {
-		return fmt.Errorf("create sandbox: state directory: %w", err)
+	var own []string
+	for _, p := range append([]string{r.cfg.StateDir, r.cfg.ArtifactDir, r.cfg.TemplateDir}, r.cfg.Protected...) {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return fmt.Errorf("create sandbox: appliance directory %q: %w", p, err)
+		}
+		own = append(own, abs)
+		if real := realPath(abs); real != "" && real != abs {
+			own = append(own, real)
+		}
 	}
 	for _, d := range []string{filepath.Clean(dir), realPath(dir)} {
-		if d != "" && (d == state || strings.HasPrefix(state, d+"/") || strings.HasPrefix(d, state+"/") || d == "/") {
-			return fmt.Errorf("create sandbox: workspace %q holds or is inside the appliance's state directory: %w", dir, ErrInvalid)
+		if d == "" {
+			continue
+		}
+		for _, o := range own {
+			if d == o || d == "/" || strings.HasPrefix(o, d+"/") || strings.HasPrefix(d, o+"/") {
+				return fmt.Errorf("create sandbox: workspace %q holds or is inside the appliance's directory %s: %w", dir, o, ErrInvalid)
+			}
 		}
 	}
 	return nil

@@ -37,6 +37,12 @@ type Config struct {
 	// StateDir holds resolv.conf, CA bundles and workspace baselines. It and
 	// its parents must be searchable by the sandbox user.
 	StateDir string
+	// Protected are more host directories a workspace may not be, hold or
+	// lie in (the appliance's state directory with its CA key, secrets and
+	// owners; its policies): a bind would chown them to the sandbox user, a
+	// copy would hand them to the sandbox. StateDir, ArtifactDir and
+	// TemplateDir are protected without being listed.
+	Protected []string
 	// SandboxUser owns bind-mounted workspaces (the containers' root maps to
 	// it). Default "airlock-sandbox".
 	SandboxUser string

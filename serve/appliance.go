@@ -449,6 +449,7 @@ func (a *Appliance) startRunner(ctx context.Context) error {
 	r, err := runner.New(runner.Config{
 		Engine: eng, Emitter: a.tap, Logger: a.log.With("component", "runner"),
 		Instance: a.opts.Instance, StateDir: a.runtimeDir(),
+		Protected:   []string{a.cfg.StateDir, filepath.Dir(a.cfg.Audit.Store), a.cfg.PolicyDir},
 		SandboxUser: a.cfg.Podman.User, Pool: a.cfg.Network.Pool, Gateway: a.cfg.Network.Gateway,
 		AttachNetwork: a.attach, CACertPEM: a.ca.CertPEM(),
 		ProxyURL:     "http://" + a.gatewayPort(a.cfg.Listen.ProxyExplicit),
