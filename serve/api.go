@@ -163,6 +163,15 @@ func Peer(ctx context.Context) string {
 	return s
 }
 
+// peerUID is the caller's uid over the unix socket (SO_PEERCRED); false
+// over TCP or when unknown.
+func peerUID(ctx context.Context) (uint32, bool) {
+	uid, ok := ctx.Value(keyPeerUID{}).(uint32)
+	return uid, ok
+}
+
+type keyPeerUID struct{}
+
 // WithPeer returns ctx carrying the caller's name (see Peer).
 func WithPeer(ctx context.Context, who string) context.Context {
 	return context.WithValue(ctx, keyPeer, who)

@@ -88,6 +88,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	}
+	ctx = context.WithValue(ctx, keyPeerUID{}, cred.Uid)
 	return WithPeer(ctx, fmt.Sprintf("%s (uid %d)", name, cred.Uid))
 }
 

@@ -1,10 +1,13 @@
 package serve
 
 import (
+	"context"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"airlock/client"
@@ -40,6 +43,10 @@ func (a *API) admitCreate(w http.ResponseWriter, r *http.Request, req *client.Cr
 		a.refuseErr(w, r, e, reason)
 		return nil, false
 	}
+	if e := socketWorkspace(r.Context(), req.Workspace); e != nil {
+		a.refuseErr(w, r, e, "workspace not the caller's")
+		return nil, false
+	}
 	if e := a.reserve(r, p); e != nil {
 		a.refuseErr(w, r, e, "quota.sandboxes reached")
 		return nil, false
@@ -61,8 +68,29 @@ func (a *API) admitCreate(w http.ResponseWriter, r *http.Request, req *client.Cr
 	}, true
 }
 
-// createLimits checks the policy, image, lifetime and exec timeout of a
-// create against the principal's quota (403 with what is allowed).
+// socketWorkspace refuses a host workspace to a caller on the local
+// socket that is not root and does not own the directory: the socket is
+// open to the airlock group, and a bind chowns the tree to the sandbox user
+// (a copy reads it as root), so naming /etc or another user's home would
+// hand it over. TCP principals need the admin scope (createLimits).
+func socketWorkspace(ctx context.Context, dir string) *client.Error {
+	uid, ok := peerUID(ctx)
+	if dir == "" || !ok || uid == 0 {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return client.Errorf(client.CodeInvalid, "workspace %q: %v", dir, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != uid {
+		return client.Errorf(client.CodeForbidden, "workspace %q is not yours (uid %d): on the local socket a host directory must be owned by its caller, or the caller must be root", dir, uid)
+	}
+	return nil
+}
+
+// createLimits checks the policy, image, lifetime, exec timeout and host
+// workspace of a create against the principal's quota and scopes (403 with
+// what is allowed).
 func (a *API) createLimits(p *Principal, req *client.CreateRequest) (*client.Error, string) {
 	// A host directory is root's to hand over (a bind chowns it to the
 	// sandbox user, a copy reads it as root): only an admin, or a caller on

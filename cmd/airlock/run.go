@@ -74,7 +74,7 @@ func runArgs(cmd *cobra.Command, args []string) error {
 func init() {
 	f := runCmd.Flags()
 	f.StringVarP(&runFlags.policy, "policy", "p", "", "policy name (default: the appliance's default_policy)")
-	f.StringVarP(&runFlags.workspace, "workspace", "w", "", "host directory bind-mounted at /workspace")
+	f.StringVarP(&runFlags.workspace, "workspace", "w", "", "host directory bind-mounted at /workspace (on the appliance's host; an admin's, and on the socket one you own or root)")
 	f.DurationVarP(&runFlags.timeout, "timeout", "t", 0, "kill the command after this long (default: the appliance's exec_timeout)")
 	f.BoolVar(&runFlags.keep, "keep", false, "keep the sandbox after the command ends")
 	f.BoolVar(&runFlags.copyWS, "copy-workspace", false, "copy the workspace in instead of mounting it (the host directory stays untouched)")

@@ -96,7 +96,7 @@ func sandboxCreateCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&policy, "policy", "p", "", "policy name (default: the appliance's default_policy)")
-	f.StringVarP(&workspace, "workspace", "w", "", "host directory bind-mounted at /workspace")
+	f.StringVarP(&workspace, "workspace", "w", "", "host directory bind-mounted at /workspace (on the appliance's host; an admin's, and on the socket one you own or root)")
 	f.StringArrayVarP(&env, "env", "e", nil, "KEY=VALUE in the sandbox's environment (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=VALUE task secret for proxy injection (repeatable)")
 	f.DurationVar(&execTimeout, "exec-timeout", 0, "default timeout of each command")
