@@ -43,6 +43,9 @@ type pyLockPkg struct {
 }
 
 func (s *LockSet) parsePyTOML(kind, file string, data []byte) error {
+	if err := tomlNesting(file, data); err != nil {
+		return err
+	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		return tomlError(file, data, err)
@@ -318,4 +321,59 @@ func pyLockDigest(h string) (string, error) {
 		return "", fmt.Errorf("hash %q: want sha256:HEX (or sha384, sha512)", h)
 	}
 	return alg + "-" + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// maxTOMLNesting bounds how deeply arrays and inline tables nest in a
+// lockfile. The TOML decoder descends recursively: two million '[' (4 MB,
+// within a lockfile's bound) overflowed its stack, a fatal error that no
+// recover catches, and took the appliance down with every sandbox. Real
+// lockfiles nest three deep.
+const maxTOMLNesting = 128
+
+// tomlNesting refuses, with its position, a document whose arrays and
+// inline tables nest deeper than maxTOMLNesting. It skips strings and
+// comments; anything else malformed is left to the decoder.
+func tomlNesting(file string, data []byte) error {
+	depth, line, col := 0, 1, 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		col++
+		switch c {
+		case '\n':
+			line, col = line+1, 0
+		case '#':
+			for i+1 < len(data) && data[i+1] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			q := string(c)
+			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				q = strings.Repeat(q, 3)
+			}
+			for j := i + len(q); ; j++ {
+				if j >= len(data) {
+					return nil // unterminated: the decoder says where
+				}
+				if data[j] == '\n' {
+					line, col = line+1, 0
+				}
+				if c == '"' && data[j] == '\\' {
+					j++
+					continue
+				}
+				if strings.HasPrefix(string(data[j:min(j+len(q), len(data))]), q) {
+					i = j + len(q) - 1
+					break
+				}
+			}
+		case '[', '{':
+			if depth++; depth > maxTOMLNesting {
+				return ErrorList{{Pos: Position{File: file, Line: line, Col: col},
+					Msg: fmt.Sprintf("arrays and inline tables nest more than %d deep here", maxTOMLNesting)}}
+			}
+		case ']', '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return nil
 }
