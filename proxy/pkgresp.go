@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -198,9 +199,30 @@ func rewriteMeta(kind gateKind, ctype string, body []byte, hidden map[string]boo
 }
 
 func (p *Proxy) metaRefusal(x *exch, req *http.Request, err error) *http.Response {
+	var re *readError
+	if errors.As(err, &re) {
+		p.log.Warn("proxy: package gate: metadata read", "id", x.ev.e.ID, "err", re.err)
+	}
 	v := internalDeny(rulePackageMeta, "the package gate cannot read the registry's metadata: "+err.Error())
 	v.Category, v.Kind = x.v.Category, x.v.Kind
 	return p.refuse(&x.ev, req, http.StatusBadGateway, v)
+}
+
+// readError is a metadata body that could not be read. Its text reaches
+// the sandbox (refusal body and status line), so it names nothing the
+// transport saw (addresses); metaRefusal logs the error itself. A gzip
+// stream that is not valid keeps its own text.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "the registry's response could not be read" }
+func (e *readError) Unwrap() error { return e.err }
+
+func bodyErr(err error) error {
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+		return err
+	}
+	return &readError{err: err}
 }
 
 // readMeta reads a metadata body, at most maxPackageMeta bytes, undoing
@@ -213,7 +235,7 @@ func readMeta(resp *http.Response) ([]byte, error) {
 	case "gzip":
 		gz, err := gzip.NewReader(resp.Body)
 		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
+			return nil, bodyErr(fmt.Errorf("gzip: %w", err))
 		}
 		r = gz
 	default:
@@ -221,7 +243,7 @@ func readMeta(resp *http.Response) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxPackageMeta+1))
 	if err != nil {
-		return nil, err
+		return nil, bodyErr(err)
 	}
 	if len(b) > maxPackageMeta {
 		return nil, errMetaTooLarge
