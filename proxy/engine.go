@@ -30,6 +30,7 @@ type exch struct {
 	v          policies.Verdict
 	host       string
 	port       uint16
+	path       string // the request path in the policy's normal form, as forwarded (requestFacts)
 	dt         dialTargets
 	up         countReader // request body bytes sent upstream
 	status     int
@@ -216,7 +217,7 @@ func (p *Proxy) decide(x *exch, req *http.Request) *http.Response {
 		return resp
 	}
 	v := f.sb.Policy.Decide(pr)
-	p.tagPackage(x, v, host, pr.Path)
+	p.tagPackage(x, v, host, x.path)
 	if v.Action == policies.ActionAsk {
 		v = p.ask(x, f, x.ev.e.ID, req.Method+" "+sc.scheme+"://"+hostPort(host, port)+pr.Path, v)
 	}

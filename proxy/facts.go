@@ -24,6 +24,7 @@ func (p *Proxy) requestFacts(x *exch, req *http.Request, pr *policies.Request) *
 		return p.refuse(&x.ev, req, http.StatusBadRequest, internalDeny(rulePath, "the request path cannot be normalized unambiguously: "+err.Error()))
 	}
 	setPath(req.URL, norm)
+	x.path = norm
 	for _, name := range policies.MethodOverrideHeaders {
 		pr.MethodOverrides = append(pr.MethodOverrides, req.Header[name]...)
 	}

@@ -174,7 +174,7 @@ func (p *Proxy) debIndexFor(x *exch, req *http.Request) bool {
 	// The cheap tests first: this runs for every metadata request. A
 	// by-hash file is an index only under a binary-* directory (not a
 	// Translation, Contents or Sources file, read whole for nothing).
-	pth := x.ev.e.HTTP.Path
+	pth := x.path
 	if !strings.HasPrefix(path.Base(pth), "Packages") && !(strings.Contains(pth, "/binary-") && strings.Contains(pth, "/by-hash/SHA256/")) {
 		return false
 	}
@@ -194,7 +194,7 @@ func (p *Proxy) debIndexResponse(x *exch, resp *http.Response) *http.Response {
 	if enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
 		return resp // asked for identity; what else came is not read
 	}
-	pth := x.ev.e.HTTP.Path
+	pth := x.path
 	root, _, ok := debSplit(pth, "/dists/")
 	if !ok {
 		return resp
@@ -322,7 +322,7 @@ func (p *Proxy) debVersion(x *exch) pkgmeta.Version {
 	if pc == nil {
 		return pkgmeta.Version{}
 	}
-	pth := policies.AptUnescape(x.ev.e.HTTP.Path)
+	pth := policies.AptUnescape(x.path)
 	roots := debRoots(pth, "/pool/")
 	for i := len(roots) - 1; i >= 0; i-- {
 		root := roots[i]

@@ -355,7 +355,8 @@ func TestDebIndexParsesBounded(t *testing.T) {
 	pc := openTestCache(t, t.TempDir(), 1<<20)
 	p := &Proxy{log: slog.New(slog.NewTextHandler(&logs, nil)), cfg: Config{PackageCache: pc}}
 	x := &exch{sc: &scope{scheme: "https"}, host: "deb.example.test", port: 443, v: policies.Verdict{Cat: &policies.Category{Name: "debian"}}}
-	x.ev.e.HTTP = &audit.HTTP{Path: "/debian/dists/bookworm/main/binary-amd64/Packages"}
+	x.path = "/debian/dists/bookworm/main/binary-amd64/Packages"
+	x.ev.e.HTTP = &audit.HTTP{Path: x.path}
 	body := debIndexText(map[string][]byte{debPoolFile: debBytes("gate-deb")})
 	respond := func() *http.Response {
 		return p.debIndexResponse(x, &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))})

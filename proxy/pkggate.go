@@ -78,7 +78,7 @@ func (p *Proxy) gateFor(x *exch, req *http.Request) *gateState {
 		gs.kind = gateDownload
 	case pkg.Ecosystem == "npm":
 		gs.kind = gateNPMMeta
-	case pkg.Ecosystem == "pypi" && strings.Contains(x.ev.e.HTTP.Path, "/simple/"):
+	case pkg.Ecosystem == "pypi" && strings.Contains(x.path, "/simple/"):
 		gs.kind = gatePySimple
 	case pkg.Ecosystem == "pypi":
 		gs.kind = gatePyJSON
@@ -189,7 +189,7 @@ func (p *Proxy) versionInfo(x *exch, req *http.Request, gs *gateState) pkgmeta.V
 	if vs, ok := p.times.get(gs.key); ok {
 		return vs[x.pkg.Version]
 	}
-	for _, f := range metaFetches(x.ev.e.HTTP.Path, x.pkg) {
+	for _, f := range metaFetches(x.path, x.pkg) {
 		body, ctype, err := p.sideFetch(x, req, f.path, f.accept)
 		if err != nil {
 			p.log.Debug("proxy: package gate lookup", "id", x.ev.e.ID, "path", f.path, "err", err)

@@ -94,7 +94,7 @@ func (p *Proxy) metaVersions(x *exch, req *http.Request, gs *gateState, ctype st
 	if gs.kind != gatePySimple || isSimpleJSON(ctype) {
 		return parseVersions(gs.kind, ctype, body)
 	}
-	path := x.ev.e.HTTP.Path
+	path := x.path
 	pre := path[:strings.Index(path, "/simple/")]
 	var errs []error
 	for _, f := range []metaFetch{{path, acceptSimpleJSON, gatePySimple}, {pre + "/pypi/" + x.pkg.Name + "/json", "application/json", gatePyJSON}} {

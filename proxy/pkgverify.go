@@ -33,14 +33,14 @@ var errIntegrity = errors.New("proxy: package integrity mismatch")
 // the lockfiles' digests when they list it (one of each lockfile set's),
 // else the one the registry's metadata names.
 func (p *Proxy) expectIntegrity(x *exch, req *http.Request, ver pkgmeta.Version, locked [][]string) {
-	if strings.HasSuffix(x.ev.e.HTTP.Path, "/json") {
+	if strings.HasSuffix(x.path, "/json") {
 		return
 	}
 	groups := locked
 	if len(groups) == 0 {
 		sri := ver.Integrity
 		if x.pkg.Ecosystem == "pypi" {
-			sri = ver.Files[path.Base(x.ev.e.HTTP.Path)]
+			sri = ver.Files[path.Base(x.path)]
 		}
 		if sri != "" {
 			groups = [][]string{{sri}}
