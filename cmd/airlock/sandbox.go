@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -150,8 +149,8 @@ id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 				return err
 			}
 			if stdin {
-				if req.Stdin, err = io.ReadAll(io.LimitReader(os.Stdin, clifront.MaxStdin)); err != nil {
-					return fmt.Errorf("read stdin: %w", err)
+				if req.Stdin, err = clifront.ReadStdin(os.Stdin); err != nil {
+					return err
 				}
 			}
 			ctx, cancel := signalContext()
@@ -172,7 +171,7 @@ id, for 'airlock sandbox ps|attach|kill'. With -it it runs on a terminal.`,
 	f.StringVarP(&user, "user", "u", "", "run as this user of the sandbox: name, uid or uid:gid (default root)")
 	f.StringArrayVarP(&env, "env", "e", nil, "KEY=VALUE added to the environment (repeatable)")
 	f.DurationVar(&timeout, "timeout", 0, "kill the command (and everything it started) after this long")
-	f.BoolVarP(&stdin, "stdin", "i", false, "pass this process's stdin to the command (up to 16 MiB; with -t: interactive)")
+	f.BoolVarP(&stdin, "stdin", "i", false, "pass this process's stdin to the command (up to 12 MiB; with -t: interactive)")
 	f.BoolVarP(&tty, "tty", "t", false, "run on a terminal (with -i: an interactive session, e.g. -it ID -- bash)")
 	f.BoolVar(&bg, "background", false, "start the command and print its exec id; it runs on after this returns")
 	return cmd

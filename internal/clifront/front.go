@@ -29,8 +29,23 @@ import (
 	"airlock/client/wire"
 )
 
-// MaxStdin is how much of its stdin `sandbox exec --stdin` sends.
-const MaxStdin = 16 << 20
+// MaxStdin is how much stdin `sandbox exec --stdin` sends: the request
+// carries it base64-encoded (4/3 of it) with the command, within the
+// appliance's 16 MiB bound on a request body.
+const MaxStdin = 12<<20 - 64<<10
+
+// ReadStdin reads a command's stdin for `sandbox exec --stdin`, refusing
+// more than MaxStdin (it was cut there without a word).
+func ReadStdin(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxStdin+1))
+	if err != nil {
+		return nil, fmt.Errorf("read stdin: %w", err)
+	}
+	if len(b) > MaxStdin {
+		return nil, fmt.Errorf("stdin is larger than %d bytes, all --stdin sends: copy larger inputs in with `airlock sandbox cp` and read them from a file", MaxStdin)
+	}
+	return b, nil
+}
 
 // Exec is a `sandbox exec` command line the fast path runs.
 type Exec struct {
@@ -154,13 +169,18 @@ func Run(x Exec, stdin io.Reader, stdout, stderr io.Writer) (code int, handled b
 		return 0, false
 	}
 	if x.Stdin {
-		b, err := io.ReadAll(io.LimitReader(stdin, MaxStdin))
-		if err != nil {
-			syscall.Close(fd)
-			fmt.Fprintf(stderr, "airlock: read stdin: %v\n", err)
+		// Stdin may take longer than the appliance waits for a request's
+		// headers (10 s): the first connection only showed that it
+		// answers; the request goes on a new one once stdin is read.
+		syscall.Close(fd)
+		if x.Req.Stdin, err = ReadStdin(stdin); err != nil {
+			fmt.Fprintln(stderr, "airlock:", err)
 			return 1, true
 		}
-		x.Req.Stdin = b
+		if fd, err = dial(sock); err != nil {
+			fmt.Fprintf(stderr, "airlock: connect to %s: %v\n", sock, err)
+			return 1, true
+		}
 	}
 	body := wire.AppendExecRequest(nil, &x.Req)
 	// Ctrl-C or SIGTERM kills this process, as it does any Unix tool: the
@@ -218,14 +238,15 @@ func request(sandbox string, body []byte) []byte {
 // blocking read kept the runtime's monitor waking every 20 µs: 0.17 ms
 // more per round trip, measured). fd is closed on return.
 func exchange(fd int, req []byte, stdout, stderr io.Writer) (wire.ExecResult, error) {
+	var werr error
 	for len(req) > 0 {
 		n, err := syscall.Write(fd, req)
 		if err == syscall.EINTR {
 			continue
 		}
-		if err != nil {
-			syscall.Close(fd)
-			return wire.ExecResult{}, fmt.Errorf("control API: %w", err)
+		if err != nil { // the appliance may have answered already (a refused body): read that first
+			werr = fmt.Errorf("control API: %w", err)
+			break
 		}
 		req = req[n:]
 	}
@@ -238,6 +259,9 @@ func exchange(fd int, req []byte, stdout, stderr io.Writer) (wire.ExecResult, er
 	r := bufio.NewReader(conn)
 	line, err := headerLine(r)
 	if err != nil {
+		if werr != nil {
+			return wire.ExecResult{}, werr
+		}
 		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
 	}
 	proto, status, _ := strings.Cut(line, " ")
