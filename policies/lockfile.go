@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"airlock/internal/safefile"
 	"airlock/internal/tomlpos"
@@ -208,7 +210,7 @@ func ParseLockfiles(files []Lockfile, rule Rule) (*LockSet, error) {
 	}
 	set := &LockSet{pkgs: map[string]map[string][]string{}, ecos: map[string]string{}, rule: rule}
 	for i, f := range files {
-		if f.Name == "" || len(f.Name) > 256 || strings.ContainsFunc(f.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		if f.Name == "" || len(f.Name) > 256 || !utf8.ValidString(f.Name) || strings.ContainsFunc(f.Name, func(r rune) bool { return !unicode.IsPrint(r) }) {
 			return nil, fmt.Errorf("lockfile %d: want a name (1 to 256 printable characters), not %q", i+1, f.Name)
 		}
 		if len(f.Data) > maxLockfile {
@@ -381,7 +383,10 @@ func (s *LockSet) requirement(line string) error {
 		case "--index-url", "-i", "--extra-index-url", "--require-hashes", "--no-binary", "--only-binary", "--prefer-binary", "--trusted-host":
 			return nil
 		}
-		return fmt.Errorf("%s: an option a lockfile cannot hold (want NAME==VERSION --hash=sha256:HEX)", f[0])
+		// Named without its value: a URL there may carry a token, and
+		// a kept lockfile's error reaches the appliance's log.
+		opt, _, _ := strings.Cut(f[0], "=")
+		return fmt.Errorf("%s: an option a lockfile cannot hold (want NAME==VERSION --hash=sha256:HEX)", opt)
 	}
 	spec, _, _ := strings.Cut(f[0], ";")
 	name, version, ok := strings.Cut(spec, "==")
@@ -389,7 +394,8 @@ func (s *LockSet) requirement(line string) error {
 		name = name[:i]
 	}
 	if !ok || name == "" || version == "" || strings.ContainsAny(version, "<>=!*,") {
-		return fmt.Errorf("%q: not pinned: want NAME==VERSION", f[0])
+		req, _, _ := strings.Cut(f[0], "@") // a direct reference's URL may carry a token
+		return fmt.Errorf("%q: not pinned: want NAME==VERSION", req)
 	}
 	var digests []string
 	for _, h := range f[1:] {

@@ -29,3 +29,22 @@ func TestLockfileTOMLNestingBounded(t *testing.T) {
 		t.Errorf("brackets in comments and strings counted: %v", err)
 	}
 }
+
+// TestLockfileErrorsKeepTokens: a lockfile's error (which reaches the
+// appliance's log when a kept lockfile no longer reads) never quotes a
+// URL's credentials, and a lockfile name with a terminal control (C1
+// included) is refused: names are printed by `airlock sandbox show`.
+func TestLockfileErrorsKeepTokens(t *testing.T) {
+	for _, line := range []string{"--find-links=https://user:s3cr3t-tok@files.example.test/simple\n",
+		"pkg@https://user:s3cr3t-tok@files.example.test/pkg-1.0.whl\n"} {
+		_, err := ParseLockfiles([]Lockfile{{Name: "requirements.txt", Data: []byte(line)}}, Rule{Name: "sandbox.lockfiles"})
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: %v", line, err)
+		}
+	}
+	for _, name := range []string{"req\u009b2Jirements.txt", "a\x1b[2Jb.txt", "bad\xffname.txt"} {
+		if _, err := ParseLockfiles([]Lockfile{{Name: name, Data: []byte("a==1 --hash=sha256:" + strings.Repeat("ab", 32) + "\n")}}, Rule{Name: "sandbox.lockfiles"}); err == nil {
+			t.Errorf("lockfile name %q accepted", name)
+		}
+	}
+}
