@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"airlock/audit"
+	"airlock/internal/safefile"
 )
 
 // commandRecorder keeps each sandbox's exec records in
@@ -40,11 +41,8 @@ const maxOpenCommands = 256
 const cutSuffix = ".cut"
 
 func (c *commandRecorder) Emit(e audit.Event) {
-	switch {
-	case e.Kind == audit.KindExec && validID(e.Sandbox):
+	if e.Kind == audit.KindExec && validID(e.Sandbox) {
 		c.append(e)
-	case e.Kind == audit.KindLifecycle && e.Lifecycle != nil && (e.Lifecycle.Stage == "destroyed" || e.Lifecycle.Stage == "failed"):
-		c.close(e.Sandbox)
 	}
 	c.next.Emit(e)
 }
@@ -60,17 +58,12 @@ func (c *commandRecorder) append(e audit.Event) {
 	defer c.mu.Unlock()
 	cf := c.files[e.Sandbox]
 	if cf == nil {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, st, err := safefile.OpenRegular(path, os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
-			return
-		}
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
 			return
 		}
 		if c.files == nil || len(c.files) >= maxOpenCommands {
-			c.closeAll()
+			c.closeAllLocked()
 		}
 		cf = &commandsFile{f: f, size: st.Size()}
 		c.files[e.Sandbox] = cf
@@ -79,14 +72,16 @@ func (c *commandRecorder) append(e audit.Event) {
 		c.cut(path, e.Sandbox)
 		return
 	}
-	n, err := cf.f.Write(b)
-	cf.size += int64(n)
-	if err != nil { // a short write: the next open finds the file's true size
+	if _, err := cf.f.Write(b); err != nil {
+		cf.f.Truncate(cf.size) // no partial line for the next record to run into
 		c.closeLocked(e.Sandbox)
+		return
 	}
+	cf.size += int64(len(b))
 }
 
-// close closes a sandbox's file when the sandbox ends.
+// close closes a sandbox's file once its state directory is gone
+// (Runner.removeState).
 func (c *commandRecorder) close(sandbox string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,7 +95,14 @@ func (c *commandRecorder) closeLocked(sandbox string) {
 	}
 }
 
+// closeAll closes every open file (the runner closes).
 func (c *commandRecorder) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeAllLocked()
+}
+
+func (c *commandRecorder) closeAllLocked() {
 	for _, cf := range c.files {
 		cf.f.Close()
 	}

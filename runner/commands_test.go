@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"airlock/audit"
@@ -13,7 +14,8 @@ import (
 // commands.jsonl, in order, closed when the sandbox ends; a sandbox with no
 // state directory gets none.
 func TestCommandRecorderKeepsFileOpen(t *testing.T) {
-	dir := t.TempDir()
+	state := t.TempDir()
+	dir := filepath.Join(state, "sandboxes")
 	const id, gone = "0123456789ab", "ba9876543210"
 	if err := os.MkdirAll(filepath.Join(dir, id), 0o700); err != nil {
 		t.Fatal(err)
@@ -46,13 +48,26 @@ func TestCommandRecorderKeepsFileOpen(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
 		t.Fatalf("a record created the state directory of %s: %v", gone, err)
 	}
-	end := audit.New(audit.KindLifecycle, id)
-	end.Lifecycle = &audit.Lifecycle{Stage: "destroyed"}
-	c.Emit(end)
+	r := &Runner{cfg: Config{StateDir: state}, commands: c}
+	if err := r.removeState(id); err != nil {
+		t.Fatal(err)
+	}
 	if len(c.files) != 0 {
 		t.Fatalf("the file stayed open after the sandbox ended: %v", c.files)
 	}
-	if passed != 7 {
-		t.Fatalf("%d events passed on, want 7", passed)
+	if passed != 6 {
+		t.Fatalf("%d events passed on, want 6", passed)
+	}
+	// A special file planted at the path is not opened (nor waited on).
+	fifo := filepath.Join(dir, gone)
+	if err := os.MkdirAll(fifo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(fifo, "commands.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exec(gone, "requested")
+	if len(c.files) != 0 {
+		t.Fatalf("a FIFO was opened as commands.jsonl: %v", c.files)
 	}
 }

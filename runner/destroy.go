@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"airlock/audit"
 )
@@ -132,7 +130,7 @@ func (r *Runner) teardown(ctx context.Context, sb *sandbox) error {
 	if sb.info.Address.IsValid() && r.pool != nil {
 		r.pool.release(sb.info.Address)
 	}
-	if err := os.RemoveAll(filepath.Join(r.sandboxesDir(), sb.info.ID)); err != nil {
+	if err := r.removeState(sb.info.ID); err != nil {
 		return fmt.Errorf("remove state: %w", err)
 	}
 	return nil

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -95,7 +93,7 @@ func (r *Runner) reconcileContainer(ctx context.Context, c Container, rep *Recon
 		if err := r.net.DelLink(VethName(info.ID)); err != nil {
 			return err
 		}
-		os.RemoveAll(filepath.Join(r.sandboxesDir(), info.ID))
+		r.removeState(info.ID)
 	}
 	return nil
 }
@@ -150,7 +148,7 @@ func (r *Runner) removeStaleMember(ctx context.Context, c Container, rep *Reconc
 		}
 	}
 	if validID(id) {
-		os.RemoveAll(filepath.Join(r.sandboxesDir(), id))
+		r.removeState(id)
 	}
 	return nil
 }

@@ -103,13 +103,14 @@ type Config struct {
 // Runner creates and manages sandboxes. Its methods are safe for concurrent
 // use.
 type Runner struct {
-	cfg     Config
-	log     *slog.Logger
-	net     hostNet
-	pool    *pool
-	cgroups CgroupSupport
-	uid     int
-	gid     int
+	cfg      Config
+	commands *commandRecorder // cfg.Emitter's first stage: each sandbox's commands.jsonl
+	log      *slog.Logger
+	net      hostNet
+	pool     *pool
+	cgroups  CgroupSupport
+	uid      int
+	gid      int
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -149,9 +150,10 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: StateDir %q and ArtifactDir %q must be absolute paths: %w", cfg.StateDir, cfg.ArtifactDir, ErrInvalid)
 	}
 	setDefaults(&cfg)
-	cfg.Emitter = &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
+	commands := &commandRecorder{next: cfg.Emitter, dir: filepath.Join(cfg.StateDir, "sandboxes"),
 		max: cfg.Artifacts.MaxCommandsBytes, log: cfg.Logger}
-	r := &Runner{cfg: cfg, log: cfg.Logger, net: cfg.hostNet, uid: -1, gid: -1,
+	cfg.Emitter = commands
+	r := &Runner{cfg: cfg, log: cfg.Logger, commands: commands, net: cfg.hostNet, uid: -1, gid: -1,
 		sandboxes: map[string]*sandbox{}, reserved: map[string]bool{}, roots: map[string][]byte{}}
 	if r.net == nil {
 		r.net = netlinkHost{}
@@ -238,7 +240,16 @@ func (r *Runner) prepareStateDir() error {
 	return nil
 }
 
-func (r *Runner) caDir() string        { return filepath.Join(r.cfg.StateDir, "ca") }
+func (r *Runner) caDir() string { return filepath.Join(r.cfg.StateDir, "ca") }
+
+// removeState removes a sandbox's state directory and closes its
+// commands.jsonl, which the recorder kept open.
+func (r *Runner) removeState(id string) error {
+	err := os.RemoveAll(filepath.Join(r.sandboxesDir(), id))
+	r.commands.close(id)
+	return err
+}
+
 func (r *Runner) sandboxesDir() string { return filepath.Join(r.cfg.StateDir, "sandboxes") }
 func (r *Runner) resolvConf() string   { return filepath.Join(r.cfg.StateDir, "resolv.conf") }
 func (r *Runner) baselinePath(id string) string {
@@ -285,6 +296,7 @@ func (r *Runner) Close() error {
 		close(r.stopWatch)
 	}
 	r.closed = true
+	r.commands.closeAll()
 	for _, sb := range r.sandboxes {
 		if sb.timer != nil {
 			sb.timer.Stop()
