@@ -456,3 +456,19 @@ func TestCheckpointOnlyAfterWrites(t *testing.T) {
 		t.Fatalf("the store has %d records (%v), want 3", len(evs), err)
 	}
 }
+
+// TestCheckpointerWakesOnWrite: in a running pipeline a write wakes the
+// checkpointer, which copies the WAL a moment later (it waits for writes
+// now, where it ticked every 100 ms).
+func TestCheckpointerWakesOnWrite(t *testing.T) {
+	p := newTestPipeline(t, Config{StateDir: t.TempDir()})
+	for round := range 3 {
+		emitDNS(p, 2)
+		flush(t, p)
+		for deadline := time.Now().Add(10 * time.Second); p.Store().unchecked.Load(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the WAL was not checkpointed after a write", round)
+			}
+		}
+	}
+}
