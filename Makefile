@@ -23,8 +23,8 @@ DEB_PACKAGES := podman runc uidmap conmon catatonit fuse-overlayfs iproute2 nfta
                 python3-pytest python3-venv containernetworking-plugins
 SANDBOX_USER := airlock-sandbox
 # make install: the usual PREFIX and DESTDIR (docs/operations.md). The binaries
-# go to LIBEXECDIR (airlock finds airlockd, and the runner airlock-init, beside
-# the real executable); BINDIR/airlock is a symbolic link to airlock.
+# go to LIBEXECDIR (airlock finds airlock-cli, airlock-cli finds airlockd, and
+# the runner airlock-init, beside the real executable); BINDIR/airlock is a symbolic link to airlock.
 PREFIX       ?= /usr/local
 DESTDIR      ?=
 BINDIR       ?= $(PREFIX)/bin

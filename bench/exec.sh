@@ -40,6 +40,7 @@ die() { printf 'bench/exec.sh: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench/exec.sh: skipped (needs root)"; exit 0; }
 [ -x "$BIN" ] || die "$BIN not found: make build"
 [ -x "$(dirname "$BIN")/airlock-init" ] || die "$(dirname "$BIN")/airlock-init not found: make build"
+[ -z "$CLI_BEFORE" ] || [ -x "$CLI_BEFORE" ] || die "$CLI_BEFORE not found: make build (or CLI_BEFORE= to leave it out)"
 id -u "$SANDBOX_USER" >/dev/null 2>&1 || die "no sandbox user: make setup"
 upodman image exists "$IMAGE" || { echo "bench/exec.sh: skipped ($IMAGE not built: make image)"; exit 0; }
 

@@ -6,7 +6,8 @@
 # created at once, each running a command. Prints p50s and the ratio
 # (target: serve / bare <= 1.2).
 #
-# Needs root, make setup, make image and bin/airlock (make build). Like the
+# Needs root, make setup, make image and make build (bin/airlock, which
+# hands serve to bin/airlock-cli and that to bin/airlockd). Like the
 # quickstart, the appliance gets a private pin directory, instance and
 # runtime directory, and everything is removed at the end.
 set -euo pipefail

@@ -167,7 +167,7 @@ func TestMakeInstallLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(unit, []byte(dest)) || !bytes.Contains(unit, []byte("ExecStart=/usr/local/libexec/airlock/airlock serve --config /etc/airlock/airlock.toml\n")) {
+	if bytes.Contains(unit, []byte(dest)) || !bytes.Contains(unit, []byte("ExecStart=/usr/local/libexec/airlock/airlockd serve --config /etc/airlock/airlock.toml\n")) {
 		t.Errorf("DESTDIR unit's ExecStart is wrong:\n%s", unit)
 	}
 	if l, err := os.Readlink(filepath.Join(dest, "usr/local/bin/airlock")); err != nil || l != "../libexec/airlock/airlock" {

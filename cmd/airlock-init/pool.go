@@ -127,8 +127,9 @@ func (s *idleShim) sendCtl(m ctlMsg, fds []int) error {
 	if err != nil {
 		return err
 	}
-	// One sendmsg for the length, the JSON and the fds: the shim's
-	// recvmsg then finds the whole message, not just its length.
+	// One sendmsg for the length, the JSON and the fds: when the shim's
+	// recvmsg takes the length (and the fds), the JSON is already there
+	// for its next read.
 	msg := append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(js)), uint32(len(js))), js...)
 	var oob []byte
 	if len(fds) > 0 {
