@@ -118,16 +118,7 @@ func (c *Client) explain(err error) error {
 }
 
 func decodeError(resp *http.Response) error {
-	var e Error
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err := json.Unmarshal(b, &e); err != nil || e.Message == "" {
-		e = Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(b))}
-	}
-	e.Status = resp.StatusCode
-	if e.RequestID == "" {
-		e.RequestID = resp.Header.Get("X-Request-Id")
-	}
-	return &e
+	return wire.DecodeError(resp.Body, resp.Status, resp.StatusCode, resp.Header.Get("X-Request-Id"))
 }
 
 // call sends JSON in (if non-nil) and decodes JSON into out (if non-nil).

@@ -102,6 +102,23 @@ type Error struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
+// DecodeError reads a refused request's body (at most 1 MiB) as the API's
+// error; a body that is not one becomes an internal error quoting status
+// ("400 Bad Request") and the body. requestID (the X-Request-Id header)
+// fills in a body without one.
+func DecodeError(body io.Reader, status string, code int, requestID string) *Error {
+	e := &Error{}
+	b, _ := io.ReadAll(io.LimitReader(body, 1<<20))
+	if err := json.Unmarshal(b, e); err != nil || e.Message == "" {
+		e = &Error{Code: "internal", Message: fmt.Sprintf("%s: %s", status, strings.TrimSpace(string(b)))}
+	}
+	e.Status = code
+	if e.RequestID == "" {
+		e.RequestID = requestID
+	}
+	return e
+}
+
 func (e *Error) Error() string {
 	if e.Code == "" {
 		return e.Message

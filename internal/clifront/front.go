@@ -16,7 +16,6 @@ package clifront
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -275,7 +274,7 @@ func exchange(fd int, req []byte, stdout, stderr io.Writer) (wire.ExecResult, er
 		return wire.ExecResult{}, fmt.Errorf("control API: reading the response: %w", err)
 	}
 	if n >= 300 {
-		return wire.ExecResult{}, apiError(r, status, n, requestID)
+		return wire.ExecResult{}, wire.DecodeError(r, status, n, requestID)
 	}
 	return wire.ReadExecFrames(r, stdout, stderr)
 }
@@ -320,21 +319,6 @@ func readHeader(r *bufio.Reader, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("more than %d header lines", maxHeaderLines)
-}
-
-// apiError is the *wire.Error of a refused request, as the Go client
-// decodes it.
-func apiError(r io.Reader, status string, code int, requestID string) error {
-	e := &wire.Error{}
-	b, _ := io.ReadAll(io.LimitReader(r, 1<<20))
-	if err := json.Unmarshal(b, e); err != nil || e.Message == "" {
-		e = &wire.Error{Code: "internal", Message: fmt.Sprintf("%s: %s", status, strings.TrimSpace(string(b)))}
-	}
-	e.Status = code
-	if e.RequestID == "" {
-		e.RequestID = requestID
-	}
-	return e
 }
 
 // ExitStatus prints why a command ended when that is not plain (a
