@@ -13,6 +13,10 @@ import (
 const (
 	SchemaVersion = es.SchemaVersion
 	MaxGated      = es.MaxGated
+
+	ExecLimitTimeout = es.ExecLimitTimeout
+	ExecLimitFsize   = es.ExecLimitFsize
+	ExecLimitCPU     = es.ExecLimitCPU
 )
 
 type (

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"airlock/client/wire"
+	"airlock/audit"
 	"airlock/internal/agentwire"
 )
 
@@ -227,12 +227,12 @@ type ExecResult struct {
 	StderrBytes int64  `json:"stderr_bytes,omitempty"`
 }
 
-// The limits that can end a command (ExecResult.Limit, exec.limit): the
-// wire's names.
+// The limits that can end a command (ExecResult.Limit, exec.limit),
+// defined with the event schema.
 const (
-	LimitTimeout = wire.LimitTimeout
-	LimitFsize   = wire.LimitFsize
-	LimitCPU     = wire.LimitCPU
+	LimitTimeout = audit.ExecLimitTimeout
+	LimitFsize   = audit.ExecLimitFsize
+	LimitCPU     = audit.ExecLimitCPU
 )
 
 // LimitOf names the limit that ended a command that timed out or was

@@ -209,9 +209,8 @@ type Exec struct {
 	DurationMS int64    `json:"duration_ms,omitempty"`
 	TimedOut   bool     `json:"timed_out,omitempty"`
 	Killed     bool     `json:"killed,omitempty"`
-	// Limit names the limit that ended it: timeout (its exec timeout),
-	// fsize (the file size rlimit: SIGXFSZ), cpu (the CPU time rlimit:
-	// SIGXCPU); empty when none did.
+	// Limit names the limit that ended it (ExecLimit*); empty when none
+	// did.
 	Limit string `json:"limit,omitempty"`
 	// Through the in-sandbox agent (Agent "airlock-init"; "podman-exec" is
 	// the engine fallback, which knows only the fields above).
@@ -333,3 +332,11 @@ type Lockdown struct {
 	Scope  string `json:"scope"`  // all | sandbox
 	By     string `json:"by"`     // the control API caller: "NAME (uid N)" or "token@ADDR"
 }
+
+// The limits that can end a command (Exec.Limit; the API's ExecResult.Limit
+// re-exports them).
+const (
+	ExecLimitTimeout = "timeout" // its exec timeout: the runner killed its tree
+	ExecLimitFsize   = "fsize"   // the file size rlimit (SIGXFSZ)
+	ExecLimitCPU     = "cpu"     // the CPU time rlimit (SIGXCPU)
+)

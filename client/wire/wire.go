@@ -5,6 +5,7 @@
 package wire
 
 import (
+	"airlock/audit/schema"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -145,9 +146,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // The limits that can end a command (ExecResult.Limit, the exec event's
 // limit).
 const (
-	LimitTimeout = "timeout" // its exec timeout: the runner killed its tree
-	LimitFsize   = "fsize"   // the file size rlimit (SIGXFSZ)
-	LimitCPU     = "cpu"     // the CPU time rlimit (SIGXCPU)
+	LimitTimeout = schema.ExecLimitTimeout // its exec timeout: the runner killed its tree
+	LimitFsize   = schema.ExecLimitFsize   // the file size rlimit (SIGXFSZ)
+	LimitCPU     = schema.ExecLimitCPU     // the CPU time rlimit (SIGXCPU)
 )
 
 // ReadExecStream copies an exec stream's output frames to stdout and
