@@ -206,17 +206,19 @@ func (p *Proxy) debIndexResponse(x *exch, resp *http.Response) *http.Response {
 		p.log.Warn("proxy: package gate: Packages index not read: others are being read (at most 4 at once); its .debs stay unchecked", "id", x.ev.e.ID, "path", pth)
 		return resp
 	}
-	tee := p.debIndexTee(resp.Body, x.debRepo(root), x.ev.e.ID, pth)
-	go func() { <-tee.done; <-sem }()
-	resp.Body = tee
+	resp.Body = p.debIndexTee(resp.Body, x.debRepo(root), x.ev.e.ID, pth, func() { <-sem })
 	return resp
 }
 
-// debIndexTee starts the parser of the index rc carries.
-func (p *Proxy) debIndexTee(rc io.ReadCloser, repo, id, pth string) *teeIndex {
+// debIndexTee starts the parser of the index rc carries; release runs
+// when it ends (it gives back the parse slot).
+func (p *Proxy) debIndexTee(rc io.ReadCloser, repo, id, pth string, release func()) *teeIndex {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
-	go p.readDebIndex(pr, done, repo, id, pth)
+	go func() {
+		defer release()
+		p.readDebIndex(pr, done, repo, id, pth)
+	}()
 	return &teeIndex{rc: rc, pw: pw, done: done}
 }
 

@@ -233,7 +233,7 @@ func TestDebIndexTee(t *testing.T) {
 		pc := openTestCache(t, t.TempDir(), 1<<20)
 		pc.debs.max = tc.max
 		p := &Proxy{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime})), cfg: Config{PackageCache: pc}}
-		tee := p.debIndexTee(io.NopCloser(tc.body), "repo", "ev1", "/d/dists/x/Packages.xz")
+		tee := p.debIndexTee(io.NopCloser(tc.body), "repo", "ev1", "/d/dists/x/Packages.xz", func() {})
 		var got []byte
 		var err error
 		if tc.read < 0 {
@@ -304,7 +304,7 @@ func TestDebIndexNamesBounded(t *testing.T) {
 	body := debIndexText(map[string][]byte{debPoolFile: genuine, long: genuine})
 	pc := openTestCache(t, t.TempDir(), 1<<20)
 	p := &Proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{PackageCache: pc}}
-	tee := p.debIndexTee(io.NopCloser(strings.NewReader(body)), "repo", "ev1", "/d/dists/x/Packages")
+	tee := p.debIndexTee(io.NopCloser(strings.NewReader(body)), "repo", "ev1", "/d/dists/x/Packages", func() {})
 	if _, err := io.ReadAll(tee); err != nil {
 		t.Fatal(err)
 	}
