@@ -143,8 +143,12 @@ func (r *Runner) checkWorkspace(dir string) error {
 	return nil
 }
 
-// realPath is dir with its symbolic links resolved, or "".
+// realPath is dir with its symbolic links resolved, or "" (for "" too:
+// EvalSymlinks makes that ".").
 func realPath(dir string) string {
+	if dir == "" {
+		return ""
+	}
 	p, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return ""

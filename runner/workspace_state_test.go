@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,5 +48,22 @@ func TestWorkspaceNotTheStateDir(t *testing.T) {
 		if err := r.checkWorkspace(dir); err != nil {
 			t.Errorf("workspace %s: %v, want allowed", dir, err)
 		}
+	}
+}
+
+// TestNoWorkspaceStaysNone: a create without a host workspace gets none
+// (resolving "" through links gave ".", the appliance's working directory,
+// which the sandbox then got as its workspace).
+func TestNoWorkspaceStaysNone(t *testing.T) {
+	h := newHarness(t, nil)
+	sb, err := h.r.Create(context.Background(), CreateRequest{Image: "img", Policy: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Workspace.HostDir != "" {
+		t.Fatalf("a sandbox created without a workspace has %q", sb.Workspace.HostDir)
+	}
+	if got := realPath(""); got != "" {
+		t.Fatalf(`realPath("") = %q`, got)
 	}
 }
